@@ -1,0 +1,32 @@
+# make repro: set up (once) and run the pipeline.   make test: set up (once) and run the tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export TOKENIZERS_PARALLELISM := false
+export HF_HUB_DISABLE_TELEMETRY := 1
+export DO_NOT_TRACK := 1
+
+.PHONY: setup repro test test-fast clean-runs mlflow-ui
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(PY) -m pip check
+	touch $@
+
+repro: setup
+	test -d .dvc || dvc init --quiet
+	dvc repro
+	@echo; echo "Report: reports/comparison.md   MLflow: make mlflow-ui"
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+mlflow-ui: setup
+	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db) --port 5000

@@ -1,0 +1,306 @@
+"""The typed schema of params.yaml and its validation.
+
+    from bakeoff.config import load_params
+    p = load_params("params.yaml")
+    p.variant("lora").train.lr
+
+Every error names the file, the line and the dotted key at fault, for example
+``params.yaml:42: variants.lora.rank: unknown key (did you mean 'r'?)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bakeoff.errors import UserError
+
+
+class ParamsError(UserError):
+    """A params.yaml value that cannot be used; the message names file, line and key."""
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Map every dotted key of a YAML document to its 1-based line."""
+    lines: dict[str, int] = {}
+
+    def walk(node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = f"{prefix}.{k.value}" if prefix else str(k.value)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, "")
+    return lines
+
+
+class _Source:
+    """Where params came from, to point errors at a line."""
+
+    def __init__(self, path: str, lines: dict[str, int]):
+        self.path, self.lines = path, lines
+
+    def error(self, key: str, msg: str) -> ParamsError:
+        probe = key
+        while probe and probe not in self.lines:
+            probe = probe.rpartition(".")[0]
+        where = f"{self.path}:{self.lines[probe]}" if probe else self.path
+        return ParamsError(f"{where}: {key}: {msg}")
+
+
+# names users bring from PEFT, TRL and other tools → ours
+_SYNONYMS = {"rank": "r", "lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
+             "target_modules": "targets", "learning_rate": "lr", "batch_size": "micro_batch",
+             "per_device_train_batch_size": "micro_batch", "max_length": "max_seq_len", "optim": "optimizer"}
+
+
+def _suggest(name: str, known: list[str]) -> str:
+    close = [_SYNONYMS[name]] if _SYNONYMS.get(name) in known else difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(known))})"
+
+
+def _build(cls, raw: Any, key: str, src: _Source, extra_ok: bool = False):
+    """Build dataclass ``cls`` from a mapping, checking keys and types; returns (obj, extras)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise src.error(key, f"expected a mapping, got {type(raw).__name__}")
+    known = {f.name: f for f in fields(cls) if not f.name.startswith("_")}
+    values, extras = {}, {}
+    for k, v in raw.items():
+        if k not in known:
+            if extra_ok:
+                extras[k] = v
+                continue
+            raise src.error(f"{key}.{k}", "unknown key" + _suggest(str(k), list(known)))
+        values[k] = _coerce(v, known[k].type, f"{key}.{k}", src)
+    return cls(**values), extras
+
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _coerce(v: Any, typ: Any, key: str, src: _Source) -> Any:
+    t = str(typ).replace(" ", "")
+    optional = "None" in t
+    base = t.split("|")[0]
+    if v is None:
+        if optional:
+            return None
+        raise src.error(key, "must not be empty")
+    want = _TYPES.get(base)
+    if want is None:  # dict, list: checked by the consumer
+        return v
+    if want is float and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if want is float and isinstance(v, str):  # YAML reads 1e-3 (without a dot) as a string
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+        raise src.error(key, f"expected {base}, got {v!r}")
+    return v
+
+
+def _check(cond: bool, src: _Source, key: str, msg: str) -> None:
+    if not cond:
+        raise src.error(key, msg)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    base: str = "smollm2-135m-instruct"  # alias, local folder or hub id
+    dtype: str = "auto"  # dtype the weights are stored in: auto | float32 | bfloat16 | float16
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "task"
+    train: str = "data/raw/train.jsonl"
+    val: str | None = None
+    test: str | None = None
+    prefs: str | None = None
+    format: str = "auto"  # auto | jsonl | csv | parquet
+    columns: dict = field(default_factory=dict)  # canonical name → the user's column
+    prompt_template: str | None = None  # e.g. "Classify the review: {prompt}"
+    system_prompt: str | None = None
+    val_size: float = 0.1  # < 1: a fraction of train; ≥ 1: a count
+    test_size: float = 0.1
+    metric: str = "exact_match"
+    max_new_tokens: int = 48
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 60
+    effective_batch: int = 16
+    micro_batch: int = 8
+    lr: float = 1e-3
+    lr_scheduler: str = "linear"
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    max_seq_len: int = 256
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16
+    optimizer: str = "adamw_torch"
+    gradient_checkpointing: bool = False
+    seed: int = 0
+    logging_steps: int = 5
+    warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
+
+    @property
+    def grad_accum(self) -> int:
+        return self.effective_batch // self.micro_batch
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    batch_size: int = 16
+    max_examples: int | None = None  # cap the test split (None: all of it)
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    name: str
+    shots: int = 0
+
+
+@dataclass(frozen=True)
+class VariantConfig:
+    name: str
+    technique: str
+    train: TrainConfig
+    backend: str = "hf"
+    options: dict = field(default_factory=dict)  # technique-specific, validated by the technique
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    uri: str | None = None  # None: the sqlite store at the repo root; MLFLOW_TRACKING_URI wins
+    experiment: str | None = None  # None: the task's name
+
+
+@dataclass(frozen=True)
+class Params:
+    model: ModelConfig
+    task: TaskConfig
+    train_defaults: TrainConfig
+    eval: EvalConfig
+    baselines: dict[str, BaselineConfig]
+    variants: dict[str, VariantConfig]
+    tracking: TrackingConfig
+    path: str = "params.yaml"
+
+    def variant(self, name: str) -> VariantConfig:
+        if name not in self.variants:
+            raise ParamsError(f"{self.path}: variants.{name}: no such variant" + _suggest(name, list(self.variants)))
+        return self.variants[name]
+
+    def baseline(self, name: str) -> BaselineConfig:
+        if name not in self.baselines:
+            raise ParamsError(f"{self.path}: baselines.{name}: no such baseline" + _suggest(name, list(self.baselines)))
+        return self.baselines[name]
+
+
+SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "tracking")
+_TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
+
+
+def _check_train(t: TrainConfig, key: str, src: _Source) -> None:
+    _check(t.max_steps > 0, src, f"{key}.max_steps", f"must be > 0, got {t.max_steps}")
+    _check(t.lr > 0, src, f"{key}.lr", f"must be > 0, got {t.lr}")
+    _check(t.micro_batch > 0, src, f"{key}.micro_batch", f"must be > 0, got {t.micro_batch}")
+    _check(t.effective_batch % t.micro_batch == 0 and t.effective_batch > 0, src, f"{key}.effective_batch",
+           f"must be a positive multiple of micro_batch ({t.micro_batch}), got {t.effective_batch}")
+    _check(t.max_seq_len > 0, src, f"{key}.max_seq_len", f"must be > 0, got {t.max_seq_len}")
+    _check(t.precision in ("auto", "fp32", "bf16", "fp16"), src, f"{key}.precision",
+           f"must be one of auto, fp32, bf16, fp16; got {t.precision!r}")
+
+
+def parse_params(raw: dict, src: _Source) -> Params:
+    from bakeoff.techniques import get_technique, technique_names  # registry, imported late
+
+    if not isinstance(raw, dict):
+        raise src.error("(top)", "params must be a mapping")
+    for k in raw:
+        if k not in SECTIONS:
+            raise src.error(str(k), "unknown section" + _suggest(str(k), list(SECTIONS)))
+    model, _ = _build(ModelConfig, raw.get("model"), "model", src)
+    task, _ = _build(TaskConfig, raw.get("task"), "task", src)
+    _check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
+           f"must be auto, jsonl, csv or parquet; got {task.format!r}")
+    from bakeoff.evaluate import METRICS
+    _check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + _suggest(task.metric, list(METRICS)))
+    _check(task.max_new_tokens > 0, src, "task.max_new_tokens", "must be > 0")
+    train, _ = _build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
+    _check_train(train, "train_defaults", src)
+    ev, _ = _build(EvalConfig, raw.get("eval"), "eval", src)
+    _check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
+
+    baselines = {}
+    for name, b in (raw.get("baselines") or {}).items():
+        obj, _ = _build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
+        _check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
+        baselines[name] = obj
+
+    variants = {}
+    for name, v in (raw.get("variants") or {}).items():
+        key = f"variants.{name}"
+        if not isinstance(v, dict):
+            raise src.error(key, "expected a mapping with at least 'technique'")
+        if "technique" not in v:
+            raise src.error(key, f"missing 'technique' (one of {', '.join(technique_names())})")
+        technique = v["technique"]
+        if technique not in technique_names():
+            raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + _suggest(str(technique), technique_names()))
+        overrides = {k: val for k, val in v.items() if k in _TRAIN_KEYS}
+        merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
+        vtrain, _ = _build(TrainConfig, merged, key, src)
+        _check_train(vtrain, key, src)
+        rest = {k: val for k, val in v.items() if k not in _TRAIN_KEYS and k not in ("technique", "backend")}
+        tech = get_technique(technique)
+        options = {}
+        for k, val in rest.items():
+            if k not in tech.defaults:
+                raise src.error(f"{key}.{k}", f"unknown option for technique {technique!r}"
+                                + _suggest(str(k), list(tech.defaults) + sorted(_TRAIN_KEYS)))
+            options[k] = val
+        options = {**tech.defaults, **options}
+        for okey, msg in tech.validate(options):
+            raise src.error(f"{key}.{okey}", msg)
+        backend = v.get("backend", "hf")
+        _check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
+        variants[name] = VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options)
+
+    tracking, _ = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
+    return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,
+                  variants=variants, tracking=tracking, path=src.path)
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"{path}: file not found")
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text) or {}
+        lines = _key_lines(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ParamsError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    return parse_params(raw, _Source(str(path), lines))
+
+
+def with_train(v: VariantConfig, **changes) -> VariantConfig:
+    """A copy of a variant with some training values changed (tests, benchmarks)."""
+    return replace(v, train=replace(v.train, **changes))

@@ -1,0 +1,203 @@
+"""The one definition of every speed, memory and size figure bakeoff reports.
+
+Training speed
+    ``train_tokens_per_s``: non-padding tokens fed to the model (attention-mask ones, prompt and completion)
+    divided by the wall time of the same optimizer steps, over the steady state: the first
+    ``warmup_steps_excluded`` steps (compilation, allocator warm-up) are left out.
+    ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches).
+    ``train_wall_s``: wall time of the whole ``trainer.train()`` call.
+Memory (never one number that mixes kinds)
+    CPU: ``*_peak_rss_mb``, the peak resident set size of the process within the window, read from the
+    kernel's high-water mark (VmHWM) after resetting it at the window's start (/proc/self/clear_refs).
+    CUDA: ``*_peak_allocated_mb`` (live tensors) and ``*_peak_reserved_mb`` (caching allocator), reset at the
+    window's start.
+Size
+    ``trainable_params``, ``total_params`` (a 4-bit weight counts as its logical element count),
+    ``adapter_mb``: bytes on disk of what a variant saves, in MiB.
+Serving
+    ``gen_tokens_per_s``: generated tokens (up to and including end-of-sequence, padding excluded)
+    per second of generation wall time; ``prompt_tokens_per_request``: mean prompt length in tokens.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+MB = 1024 * 1024
+
+
+# ---------------------------------------------------------------- memory
+
+def _read_status_kb(key: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _current_rss_bytes() -> int:
+    kb = _read_status_kb("VmRSS")
+    if kb is not None:
+        return kb * 1024
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+class PeakMemory:
+    """Peak memory inside a ``with`` window, on CUDA and on CPU, kept apart.
+
+    On Linux the RSS high-water mark is reset at entry (``echo 5 > /proc/self/clear_refs``) so the peak belongs
+    to the window alone; where that is not possible a 20 ms sampling thread stands in (``rss_method`` says which).
+    """
+
+    def __init__(self):
+        self.cuda = torch.cuda.is_available()
+        self.peak_rss_bytes = 0
+        self.peak_allocated_bytes = 0
+        self.peak_reserved_bytes = 0
+        self.rss_method = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self.rss_method = "vmhwm"
+        except OSError:
+            self.rss_method = "sampled"
+            self.peak_rss_bytes = _current_rss_bytes()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.02):
+            self.peak_rss_bytes = max(self.peak_rss_bytes, _current_rss_bytes())
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak_allocated_bytes = torch.cuda.max_memory_allocated()
+            self.peak_reserved_bytes = torch.cuda.max_memory_reserved()
+        if self.rss_method == "vmhwm":
+            self.peak_rss_bytes = (_read_status_kb("VmHWM") or 0) * 1024
+        else:
+            self._stop.set()
+            self._thread.join()
+        return False
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}_peak_rss_mb": round(self.peak_rss_bytes / MB, 1)}
+        if self.cuda:
+            out[f"{prefix}_peak_allocated_mb"] = round(self.peak_allocated_bytes / MB, 1)
+            out[f"{prefix}_peak_reserved_mb"] = round(self.peak_reserved_bytes / MB, 1)
+        return out
+
+
+# ---------------------------------------------------------------- training speed
+
+def non_padding_tokens(batch: dict) -> int:
+    """Tokens the model really computed on in one micro-batch (attention-mask ones; all tokens when packed)."""
+    if "attention_mask" in batch and batch["attention_mask"] is not None:
+        return int(batch["attention_mask"].sum().item())
+    return int(batch["input_ids"].numel())
+
+
+@dataclass
+class StepLog:
+    """Per-optimizer-step tokens and wall time, filled by the trainer hooks in techniques.base."""
+
+    warmup_steps_excluded: int = 2
+    step_seconds: list[float] = field(default_factory=list)
+    step_tokens: list[int] = field(default_factory=list)
+    step_padded_tokens: list[int] = field(default_factory=list)
+    _t0: float | None = None
+    _tokens: int = 0
+    _padded: int = 0
+
+    def add_micro_batch(self, batch: dict) -> None:
+        self._tokens += non_padding_tokens(batch)
+        self._padded += int(batch["input_ids"].numel())
+
+    def begin_step(self) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._t0 = time.perf_counter()
+        self._tokens = self._padded = 0
+
+    def end_step(self) -> None:
+        if self._t0 is None:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.step_seconds.append(time.perf_counter() - self._t0)
+        self.step_tokens.append(self._tokens)
+        self.step_padded_tokens.append(self._padded)
+        self._t0 = None
+
+    def metrics(self) -> dict[str, float]:
+        n = len(self.step_seconds)
+        skip = min(self.warmup_steps_excluded, max(n - 1, 0))
+        secs, toks = self.step_seconds[skip:], self.step_tokens[skip:]
+        out = {
+            "train_steps": n,
+            "tokens_seen": sum(self.step_tokens),
+            "padding_share": round(1 - sum(self.step_tokens) / max(sum(self.step_padded_tokens), 1), 4),
+        }
+        if secs:
+            out["train_tokens_per_s"] = round(sum(toks) / sum(secs), 2)
+            out["train_step_s_median"] = round(statistics.median(secs), 4)
+        return out
+
+
+# ---------------------------------------------------------------- sizes
+
+def count_params(model: torch.nn.Module) -> dict[str, int]:
+    """Trainable and total parameters; packed 4-bit weights count as their logical number of elements."""
+    total = trainable = 0
+    for p in model.parameters():
+        n = p.numel()
+        shape = getattr(p, "quant_state", None)
+        if shape is not None and getattr(shape, "shape", None) is not None:
+            n = int(torch.Size(shape.shape).numel())
+        total += n
+        if p.requires_grad:
+            trainable += n
+    return {"trainable_params": trainable, "total_params": total}
+
+
+def dir_mb(path: str | Path) -> float:
+    """Size on disk of every file under ``path``, in MiB."""
+    path = Path(path)
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return round(sum(p.stat().st_size for p in files) / MB, 3)
+
+
+# ---------------------------------------------------------------- serving
+
+@dataclass
+class GenerationLog:
+    prompt_tokens: list[int] = field(default_factory=list)
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        n = max(len(self.prompt_tokens), 1)
+        return {
+            "gen_tokens_per_s": round(self.generated_tokens / self.seconds, 2) if self.seconds else 0.0,
+            "prompt_tokens_per_request": round(sum(self.prompt_tokens) / n, 1),
+            "gen_wall_s": round(self.seconds, 2),
+        }

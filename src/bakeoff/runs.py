@@ -1,0 +1,86 @@
+"""Where each run's record lives, and how a failure becomes a status instead of a crash.
+
+    runs/<name>/train.json        training record of a variant (status, MLflow run id, measured figures)
+    runs/<name>/eval.json         evaluation record of a baseline or variant
+    runs/<name>/predictions.jsonl per-example outputs
+    models/variants/<name>/       what a variant saved (adapter or full weights)
+
+Records are written atomically (temporary file, then rename), so a killed stage never leaves a half-written
+record that a later stage would take as valid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import traceback
+from pathlib import Path
+
+RUNS = Path("runs")
+VARIANTS = Path("models/variants")
+STATUSES = ("ok", "oom", "skipped", "failed")
+
+
+def train_record(name: str) -> Path:
+    return RUNS / name / "train.json"
+
+
+def eval_record(name: str) -> Path:
+    return RUNS / name / "eval.json"
+
+
+def predictions(name: str) -> Path:
+    return RUNS / name / "predictions.jsonl"
+
+
+def variant_dir(name: str) -> Path:
+    return VARIANTS / name
+
+
+def write_json(path: str | Path, obj) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def read_json(path: str | Path) -> dict | None:
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def fresh_dir(path: str | Path) -> Path:
+    """Empty ``path`` (this stage's own output) before writing it again."""
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+class Skipped(Exception):
+    """Raised by a technique the platform cannot run; becomes status ``skipped`` with the reason."""
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(status, reason) for an exception raised while a run was training or evaluating."""
+    import torch
+
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, Skipped):
+        return "skipped", str(exc)
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
+        return "oom", text[:2000]
+    return "failed", text[:2000] + "\n" + "".join(traceback.format_tb(exc.__traceback__, limit=-3))
+
+
+def guarded(record: dict, work) -> dict:
+    """Run ``work()`` (returns metrics) and record ``ok`` with them, or the status and reason it failed with."""
+    try:
+        record.update(status="ok", metrics=work())
+    except Exception as e:  # any failure is this run's result, not the pipeline's end
+        status, reason = classify(e)
+        record.update(status=status, error=reason, metrics={})
+    return record

@@ -1,0 +1,21 @@
+"""Technique registry: ``technique:`` in a variant names one of these.
+
+Each technique is a small object (see ``base.Technique``) that builds the trainable model from the base folder
+and saves what training produced; the training loop itself is TRL's, shared by all (``base.train``).
+"""
+
+from __future__ import annotations
+
+from bakeoff.techniques.base import Technique
+from bakeoff.techniques.full import Full
+from bakeoff.techniques.lora import Lora
+
+_REGISTRY: dict[str, Technique] = {t.name: t for t in (Full(), Lora())}
+
+
+def technique_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_technique(name: str) -> Technique:
+    return _REGISTRY[name]

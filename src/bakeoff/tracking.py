@@ -1,0 +1,135 @@
+"""MLflow: one experiment per task, one run per baseline and variant, the same metric names for all.
+
+The store is, in order: ``MLFLOW_TRACKING_URI``; ``tracking.uri`` in params; an sqlite file at the repository
+root addressed by an absolute URI, so every stage and every ``dvc exp run`` writes to the same store.
+Open it with ``mlflow ui --backend-store-uri sqlite:///$(pwd)/mlflow.db``.
+
+A name (``lora``, ``zero_shot``) can be run many times; the newest run of each name carries the tag
+``bakeoff.latest=true`` and older ones are re-tagged ``false``, never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+LATEST = "bakeoff.latest"
+
+
+def repo_root() -> Path:
+    """The project's root; inside a DVC temporary experiment, the workspace it was started from."""
+    here = Path.cwd().resolve()
+    parts = here.parts
+    if ".dvc" in parts:  # .dvc/tmp/exps/<name>/... → the workspace that owns .dvc
+        return Path(*parts[:parts.index(".dvc")])
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
+        return Path(top.stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return here
+
+
+def tracking_uri(params=None) -> str:
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    if params is not None and params.tracking.uri:
+        return params.tracking.uri
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def experiment_name(params) -> str:
+    return params.tracking.experiment or params.task.name
+
+
+def git_commit() -> str:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        return r.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key))
+        else:
+            out[key] = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return out
+
+
+def params_hash(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _setup(params):
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    return mlflow.set_experiment(experiment_name(params))
+
+
+@contextmanager
+def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = ""):
+    """Start a fresh MLflow run for ``name`` and mark it the latest of that name."""
+    import mlflow
+
+    exp = _setup(params)
+    client = mlflow.MlflowClient()
+    for old in client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{name}'"):
+        client.set_tag(old.info.run_id, LATEST, "false")
+    tags = {"bakeoff.name": name, "kind": kind, "technique": technique, "git_commit": git_commit(),
+            "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
+    with mlflow.start_run(run_name=name, tags=tags) as r:
+        mlflow.log_params(flatten(logged_params))
+        yield r
+
+
+@contextmanager
+def resume(params, run_id: str | None, name: str, kind: str, technique: str, logged_params: dict):
+    """Continue the run that training opened (train and evaluate of a variant share one run)."""
+    import mlflow
+
+    _setup(params)
+    if run_id:
+        try:
+            mlflow.MlflowClient().get_run(run_id)
+        except Exception:  # the store was reset or moved: start a new run rather than lose the results
+            run_id = None
+    if run_id is None:
+        with run(params, name, kind, technique, logged_params) as r:
+            yield r
+        return
+    with mlflow.start_run(run_id=run_id) as r:
+        yield r
+
+
+def log_metrics(metrics: dict, step: int | None = None) -> None:
+    import mlflow
+
+    numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    mlflow.log_metrics(numeric, step=step)
+
+
+def latest_runs(params):
+    """The latest run of every name in the task's experiment, as a pandas DataFrame (MLflow's own reader)."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    return mlflow.search_runs(experiment_names=[experiment_name(params)],
+                              filter_string=f"tags.`{LATEST}` = 'true'")
+
+
+def mark(record: dict) -> None:
+    """Tag the active run with the record's status (and its error, when there is one)."""
+    import mlflow
+
+    mlflow.set_tag("status", record["status"])
+    if record.get("error"):
+        mlflow.set_tag("error", record["error"][:5000])

@@ -1,0 +1,55 @@
+"""Stage `train@<variant>`: train one variant of params.yaml's `variants:` and record how it went.
+
+    python stages/train.py lora
+
+A variant that fails ends with status `oom`, `skipped` or `failed` in runs/<variant>/train.json and in its
+MLflow run; the stage still exits 0 so `dvc repro` goes on with the other variants.
+"""
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from bakeoff import runs, tracking
+from bakeoff.config import load_params
+from bakeoff.data import load_examples
+from bakeoff.errors import cli
+from bakeoff.models import resolve_precision
+from bakeoff.techniques import get_technique
+from bakeoff.techniques.base import train
+
+BASE, DATA = Path("models/base"), Path("data/prepared")
+
+
+@cli
+def main() -> None:
+    name = sys.argv[1]
+    params = load_params()
+    v = params.variant(name)
+    out = runs.fresh_dir(runs.variant_dir(name))
+    data_hash = json.loads((DATA / "stats.json").read_text())["data_hash"]
+    logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
+    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
+    with tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash) as run:
+        record["run_id"] = run.info.run_id
+        def work():
+            precision = resolve_precision(v.train.precision)
+            m = train(get_technique(v.technique), v, BASE, load_examples(DATA / "train.jsonl"), out, precision,
+                      work_dir=Path(".bakeoff_tmp") / name)
+            for h in m.pop("history"):
+                tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+            return m
+
+        runs.guarded(record, work)
+        if record["status"] != "ok":
+            runs.fresh_dir(out)  # nothing half-written for evaluate to take as a model
+            (out / "NOT_TRAINED").write_text(f"{record['status']}: {record['error']}\n")
+        tracking.log_metrics(record["metrics"])
+        tracking.mark(record)
+    runs.write_json(runs.train_record(name), record)
+    print(f"[{name}] {record['status']}: {record['metrics'] or record.get('error')}")
+
+
+if __name__ == "__main__":
+    main()

