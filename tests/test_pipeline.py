@@ -95,6 +95,6 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_one_variant(repo):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"]["lora"]["r"] = 8
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    out = sh("dvc repro --dry", repo)
+    out = sh("dvc repro", repo)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
     assert ran == ["compare", "evaluate@lora", "train@lora"]
