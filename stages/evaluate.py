@@ -11,7 +11,8 @@ from bakeoff.config import load_params
 from bakeoff.data import load_examples, write_jsonl
 from bakeoff.errors import cli
 from bakeoff.evaluate import evaluate_examples
-from bakeoff.models import load_for_eval, load_tokenizer
+from bakeoff.models import load_tokenizer, resolve_precision
+from bakeoff.techniques import get_technique
 
 BASE, DATA = Path("models/base"), Path("data/prepared")
 
@@ -34,7 +35,9 @@ def main() -> None:
             write_jsonl(runs.predictions(name), [])
         else:
             def work():
-                model, tok = load_for_eval(BASE, runs.variant_dir(name)), load_tokenizer(BASE)
+                technique = get_technique(v.technique)
+                model = technique.load_for_eval(BASE, runs.variant_dir(name), v, resolve_precision(v.train.precision))
+                tok = load_tokenizer(BASE)
                 metrics, rows = evaluate_examples(model, tok, test, val, params.task.metric,
                                                   params.task.max_new_tokens, params.eval.batch_size, desc=name)
                 write_jsonl(runs.predictions(name), rows)

@@ -1,4 +1,4 @@
-"""Stage `train@<variant>`: train one variant of params.yaml's `variants:` and record how it went.
+"""Stage `train@<variant>` (and `train_from@<variant>` for `derived:` ones): train one variant, record how it went.
 
     python stages/train.py lora
 
@@ -11,15 +11,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bakeoff import runs, tracking
 from bakeoff.config import load_params
-from bakeoff.data import load_examples
 from bakeoff.errors import cli
-from bakeoff.models import resolve_precision
-from bakeoff.techniques import get_technique
-from bakeoff.techniques.base import train
-
-BASE, DATA = Path("models/base"), Path("data/prepared")
 
 
 @cli
@@ -27,16 +20,30 @@ def main() -> None:
     name = sys.argv[1]
     params = load_params()
     v = params.variant(name)
+    if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL
+        from bakeoff.techniques import unsloth
+
+        unsloth.preload()
+    from bakeoff import runs, tracking
+    from bakeoff.models import resolve_precision
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.base import train
+
+    base, data = Path("models/base"), Path("data/prepared")
     out = runs.fresh_dir(runs.variant_dir(name))
-    data_hash = json.loads((DATA / "stats.json").read_text())["data_hash"]
+    data_hash = json.loads((data / "stats.json").read_text())["data_hash"]
     logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
-    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
+    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
     with tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash) as run:
         record["run_id"] = run.info.run_id
+
         def work():
-            precision = resolve_precision(v.train.precision)
-            m = train(get_technique(v.technique), v, BASE, load_examples(DATA / "train.jsonl"), out, precision,
-                      work_dir=Path(".bakeoff_tmp") / name)
+            if v.parent and (runs.read_json(runs.train_record(v.parent)) or {}).get("status") != "ok":
+                raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
+            technique = get_technique(v.technique)
+            m = train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
+                      work_dir=Path(".bakeoff_tmp") / name,
+                      parent_dir=runs.variant_dir(v.parent) if v.parent else None)
             for h in m.pop("history"):
                 tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
             return m

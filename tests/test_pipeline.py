@@ -36,15 +36,22 @@ def repo(tmp_path_factory, tiny_model_dir):
     (repo / "data" / "raw").mkdir(parents=True)
     rows = (ROOT / "data" / "raw" / "tickets.jsonl").read_text().splitlines(keepends=True)[:64]
     (repo / "data" / "raw" / "tickets.jsonl").write_text("".join(rows))
+    pairs = (ROOT / "data" / "raw" / "prefs.jsonl").read_text().splitlines(keepends=True)[:24]
+    (repo / "data" / "raw" / "prefs.jsonl").write_text("".join(pairs))
     # src/ is a dependency in dvc.yaml: link the library so the stages' deps exist
     (repo / "src").symlink_to(ROOT / "src")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["model"]["base"] = str(tiny_model_dir)
-    params["task"].update(prefs=None, val_size=8, test_size=8, max_new_tokens=8)
+    params["task"].update(prefs="data/raw/prefs.jsonl", val_size=8, test_size=8, max_new_tokens=8)
     params["train_defaults"].update(max_steps=2, effective_batch=4, micro_batch=2, precision="fp32",
                                     warmup_steps_excluded=1, logging_steps=1)
     params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2}}
-    params["variants"] = {"lora": {"technique": "lora", "r": 4, "alpha": 8}}
+    params["variants"] = {
+        "lora": {"technique": "lora", "r": 4, "alpha": 8},
+        "lora_oom": {"technique": "lora", "r": 4, "alpha": 8, "memory_budget_gb": 0.05},  # forced out-of-memory
+        "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},
+    }
+    params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 1.0e-4}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("git init -q && git config user.email t@t && git config user.name t && dvc init -q", repo)
     sh("git add -A && git commit -qm init", repo)
@@ -55,13 +62,28 @@ def repo(tmp_path_factory, tiny_model_dir):
 def test_every_stage_ran_and_report_lists_every_run(repo):
     repo, out = repo
     for stage in ("model", "data", "baseline@zero_shot", "baseline@few_shot", "train@lora", "evaluate@lora",
+                  "train@lora_oom", "evaluate@lora_oom", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
                   "compare"):
         assert f"Running stage '{stage}'" in out
+    # the child trains after its parent
+    assert out.index("Running stage 'train_from@dpo'") > out.index("Running stage 'train@lora'")
     report = (repo / "reports" / "comparison.md").read_text()
     for name in ("zero_shot", "few_shot", "lora"):
         assert f"| {name} |" in report
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
-    assert {r: v["status"] for r, v in metrics["runs"].items()} == {"zero_shot": "ok", "few_shot": "ok", "lora": "ok"}
+    status = {r: v["status"] for r, v in metrics["runs"].items()}
+    assert status == {"zero_shot": "ok", "few_shot": "ok", "lora": "ok", "lora_oom": "oom", "dpo": "ok",
+                      "unsloth": status["unsloth"]}
+    unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
+    assert unsloth["status"] in ("ok", "skipped"), unsloth.get("error")
+    if unsloth["status"] == "skipped":
+        assert "Unsloth" in unsloth["error"] and "| unsloth |" in report and "skipped" in report
+    # the out-of-memory variant records its peak and why; its failure touched nothing of lora's
+    oom = json.loads((repo / "runs" / "lora_oom" / "train.json").read_text())
+    assert "memory_budget_gb" in oom["error"] and oom["metrics"]["train_peak_rss_mb"] > 50
+    assert (repo / "models" / "variants" / "lora" / "adapter_model.safetensors").exists()
+    assert (repo / "runs" / "lora" / "predictions.jsonl").read_text().count("\n") == 8
+    assert "lora_oom" in report and "oom" in report
     train = json.loads((repo / "runs" / "lora" / "train.json").read_text())
     assert train["metrics"]["tokens_seen"] > 0 and train["metrics"]["train_steps"] == 2
 
@@ -73,7 +95,8 @@ def test_mlflow_reads_back_one_latest_run_each(repo):
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
-    assert set(by_name) == {"zero_shot", "few_shot", "lora", "comparison"}
+    assert set(by_name) == {"zero_shot", "few_shot", "lora", "lora_oom", "unsloth", "dpo", "comparison"}
+    assert by_name["lora_oom"]["tags.status"] == "oom" and by_name["lora_oom"]["metrics.train_peak_rss_mb"] > 50
     for name in ("zero_shot", "few_shot", "lora"):
         r = by_name[name]
         assert r["tags.status"] == "ok"

@@ -22,20 +22,26 @@ def _weights(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_lora_trains_adapter_only(tiny_model_dir, tickets, tmp_path, monkeypatch):
-    tech = get_technique("lora")
+def _train_watched(technique: str, v, model_dir, rows, tmp_path, monkeypatch, parent_dir=None):
+    """Train, keeping the very model the trainer trained and its weights before training."""
+    tech = get_technique(technique)
     built = {}
     orig_build = tech.build
 
-    def build(*a, **k):  # keep a handle on the very model the trainer trains
+    def build(*a, **k):
         built["model"] = orig_build(*a, **k)
         built["before"] = _weights(built["model"])
         return built["model"]
 
     monkeypatch.setattr(tech, "build", build)
+    record = train(tech, v, model_dir, rows, tmp_path / "out", "fp32", tmp_path / "w", parent_dir=parent_dir)
+    return record, built["model"], built["before"], _weights(built["model"])
+
+
+def test_lora_trains_adapter_only(tiny_model_dir, tickets, tmp_path, monkeypatch):
     v = _variant("lora", r=4, alpha=8)
-    record = train(tech, v, tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out", "fp32", tmp_path / "w")
-    before, after = built["before"], _weights(built["model"])
+    record, _, before, after = _train_watched("lora", v, tiny_model_dir, read_examples(tickets)[:16], tmp_path,
+                                              monkeypatch)
     lora_b = [k for k in before if "lora_B" in k]
     base = [k for k in before if "lora_" not in k]
     assert lora_b and base
@@ -50,23 +56,106 @@ def test_lora_trains_adapter_only(tiny_model_dir, tickets, tmp_path, monkeypatch
 
 
 def test_full_changes_every_weight(tiny_model_dir, tickets, tmp_path, monkeypatch):
-    tech = get_technique("full")
-    built = {}
-    orig_build = tech.build
-
-    def build(*a, **k):
-        built["model"] = orig_build(*a, **k)
-        built["before"] = _weights(built["model"])
-        return built["model"]
-
-    monkeypatch.setattr(tech, "build", build)
-    record = train(tech, _variant("full"), tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out", "fp32",
-                   tmp_path / "w")
-    before, after = built["before"], _weights(built["model"])
+    record, _, before, after = _train_watched("full", _variant("full"), tiny_model_dir,
+                                              read_examples(tickets)[:16], tmp_path, monkeypatch)
     unchanged = [k for k in before if torch.equal(before[k], after[k])]
     assert not unchanged, f"weights that full fine-tuning left untouched: {unchanged}"
     assert record["trainable_params"] == record["total_params"]
     assert (tmp_path / "out" / "config.json").exists()
+
+
+def test_qlora_base_is_4bit_and_frozen(tiny_model_dir, tickets, tmp_path, monkeypatch):
+    import bitsandbytes as bnb
+
+    v = _variant("qlora", r=4, alpha=8)
+    record, model, before, after = _train_watched("qlora", v, tiny_model_dir, read_examples(tickets)[:16],
+                                                  tmp_path, monkeypatch)
+    four_bit = [n for n, m in model.named_modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert len(four_bit) == 2 * 7  # every attention and MLP projection of both layers
+    weight = dict(model.named_modules())[four_bit[0]].weight
+    assert weight.quant_state.quant_type == "nf4" and weight.quant_state.nested  # double quantization
+    lora_b = [k for k in before if "lora_B" in k]
+    frozen = [k for k in before if "lora_" not in k]
+    assert lora_b and all(not torch.equal(before[k], after[k]) for k in lora_b)
+    assert all(torch.equal(before[k], after[k]) for k in frozen), "a frozen (quantized) weight changed"
+    assert record["trainable_params"] < record["total_params"] / 10
+
+
+def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from bakeoff.data import Pair
+
+    sft_dir = tmp_path / "sft"
+    train(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16],
+          sft_dir, "fp32", tmp_path / "w0")
+    exs = read_examples(tickets)[:8]
+    pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion.replace("low", "high")
+                  if "low" in e.completion else e.completion.replace("}", ', "x": 1}')) for e in exs]
+    v = _variant("dpo", init_from="lora")
+    record, model, before, after = _train_watched("dpo", v, tiny_model_dir, pairs, tmp_path / "d", monkeypatch,
+                                                  parent_dir=sft_dir)
+    saved = load_file(sft_dir / "adapter_model.safetensors")
+    started = {k: t for k, t in before.items() if "lora_" in k and ".default." in k}
+    assert len(started) == len(saved)
+    for k, t in started.items():  # DPO's adapter starts from the supervised one, value for value
+        saved_key = k.replace(".default", "")
+        assert torch.equal(t, saved[saved_key]), k
+    assert any(not torch.equal(before[k], after[k]) for k in started), "DPO changed no adapter weight"
+    frozen = [k for k in before if "lora_" not in k]
+    assert all(torch.equal(before[k], after[k]) for k in frozen), "DPO changed a base weight"
+    assert (tmp_path / "d" / "out" / "adapter_model.safetensors").exists()
+
+
+def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_path):
+    """micro-batch 2 × 8 accumulation steps and micro-batch 16 × 1: the same losses (per-token normalisation)."""
+    rows = read_examples(tickets)[:64]
+    losses = {}
+    for micro in (2, 16):
+        v = _variant("full")
+        v = VariantConfig(name="full", technique="full", options={},
+                          train=TrainConfig(max_steps=3, effective_batch=16, micro_batch=micro, lr=1e-3,
+                                            max_seq_len=128, precision="fp32", logging_steps=1))
+        rec = train(get_technique("full"), v, tiny_model_dir, rows, tmp_path / f"o{micro}", "fp32",
+                    tmp_path / f"w{micro}")
+        losses[micro] = [h["loss"] for h in rec["history"]]
+        assert rec["grad_accum"] == 16 // micro and rec["effective_batch"] == 16
+    assert len(losses[2]) == 3
+    # the first step sees identical weights, later ones weights updated by matching gradients
+    assert losses[2] == pytest.approx(losses[16], rel=2e-3), losses
+
+
+def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_path):
+    from bakeoff.runs import guarded
+    from bakeoff.techniques.base import MemoryBudgetExceeded
+
+    v = _variant("lora", r=4, alpha=8)
+    v = VariantConfig(name="tight", technique="lora", options=v.options,
+                      train=TrainConfig(max_steps=3, effective_batch=4, micro_batch=2, precision="fp32",
+                                        memory_budget_gb=0.05))
+    record = guarded({}, lambda: train(get_technique("lora"), v, tiny_model_dir, read_examples(tickets)[:16],
+                                       tmp_path / "out", "fp32", tmp_path / "w"))
+    assert record["status"] == "oom"
+    assert "memory_budget_gb 0.05" in record["error"]
+    assert record["metrics"]["train_peak_rss_mb"] > 0.05 * 1024
+
+
+def test_cuda_oom_is_classified_oom():
+    from bakeoff.runs import classify
+
+    assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] == "oom"
+    assert classify(ValueError("shapes do not match"))[0] == "failed"
+
+
+def test_padding_free_without_flash_attention_is_skipped(tiny_model_dir, tickets, tmp_path):
+    from bakeoff.runs import guarded
+
+    v = _variant("lora", r=4, alpha=8)
+    v = VariantConfig(name="pf", technique="lora", options=v.options,
+                      train=TrainConfig(max_steps=1, effective_batch=2, micro_batch=2, batching="padding_free"))
+    record = guarded({}, lambda: train(get_technique("lora"), v, tiny_model_dir, read_examples(tickets)[:4],
+                                       tmp_path / "out", "fp32", tmp_path / "w"))
+    assert record["status"] == "skipped" and "flash-attention" in record["error"]
 
 
 def test_saved_adapter_loads_back_and_changes_outputs(tiny_model_dir, tickets, tmp_path):

@@ -153,6 +153,8 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     optimizer: str = "adamw_torch"
     gradient_checkpointing: bool = False
+    batching: str = "padded"  # padded | group_by_length | padding_free
+    memory_budget_gb: float | None = None  # stand-in for a card's memory: passing it ends the run as `oom`
     seed: int = 0
     logging_steps: int = 5
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
@@ -181,6 +183,7 @@ class VariantConfig:
     train: TrainConfig
     backend: str = "hf"
     options: dict = field(default_factory=dict)  # technique-specific, validated by the technique
+    parent: str | None = None  # for `derived:` variants: the variant whose output this one starts from
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,8 @@ class Params:
         return self.baselines[name]
 
 
-SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "tracking")
+OPTIMIZERS = ("adamw_torch", "adamw_8bit", "paged_adamw_8bit")
+SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tracking")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
@@ -224,11 +228,56 @@ def _check_train(t: TrainConfig, key: str, src: _Source) -> None:
     _check(t.max_seq_len > 0, src, f"{key}.max_seq_len", f"must be > 0, got {t.max_seq_len}")
     _check(t.precision in ("auto", "fp32", "bf16", "fp16"), src, f"{key}.precision",
            f"must be one of auto, fp32, bf16, fp16; got {t.precision!r}")
+    _check(t.optimizer in OPTIMIZERS, src, f"{key}.optimizer",
+           f"must be one of {', '.join(OPTIMIZERS)}; got {t.optimizer!r}")
+    _check(t.batching in ("padded", "group_by_length", "padding_free"), src, f"{key}.batching",
+           f"must be padded, group_by_length or padding_free; got {t.batching!r}")
+    _check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",
+           f"must be > 0 (or null), got {t.memory_budget_gb}")
+
+
+def _variant(section: str, name: str, v, train: TrainConfig, src: _Source) -> VariantConfig:
+    from bakeoff.techniques import get_technique, technique_names
+
+    key = f"{section}.{name}"
+    if not isinstance(v, dict):
+        raise src.error(key, "expected a mapping with at least 'technique'")
+    if "technique" not in v:
+        raise src.error(key, f"missing 'technique' (one of {', '.join(technique_names())})")
+    technique = v["technique"]
+    if technique not in technique_names():
+        raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + _suggest(str(technique), technique_names()))
+    overrides = {k: val for k, val in v.items() if k in _TRAIN_KEYS}
+    merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
+    vtrain, _ = _build(TrainConfig, merged, key, src)
+    _check_train(vtrain, key, src)
+    tech = get_technique(technique)
+    options = {}
+    for k, val in v.items():
+        if k in _TRAIN_KEYS or k in ("technique", "backend"):
+            continue
+        if k not in tech.defaults:
+            raise src.error(f"{key}.{k}", f"unknown option for technique {technique!r}"
+                            + _suggest(str(k), list(tech.defaults) + sorted(_TRAIN_KEYS)))
+        options[k] = val
+    options = {**tech.defaults, **options}
+    for okey, msg in tech.validate(options):
+        raise src.error(f"{key}.{okey}", msg)
+    backend = v.get("backend", "hf")
+    _check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
+    _check(backend == "hf" or technique in ("lora", "qlora"), src, f"{key}.backend",
+           f"unsloth runs lora and qlora variants, not {technique!r}")
+    parent = options.get("init_from")
+    if section == "variants" and parent is not None:
+        raise src.error(key, f"a {technique} variant starts from another variant's output: put it under "
+                             f"`derived:` so DVC trains {parent!r} first")
+    if section == "derived" and parent is None:
+        raise src.error(key, f"a `derived:` variant needs init_from (technique {technique!r} has none)")
+    return VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options,
+                         parent=parent)
 
 
 def parse_params(raw: dict, src: _Source) -> Params:
-    from bakeoff.techniques import get_technique, technique_names  # registry, imported late
-
     if not isinstance(raw, dict):
         raise src.error("(top)", "params must be a mapping")
     for k in raw:
@@ -253,33 +302,17 @@ def parse_params(raw: dict, src: _Source) -> Params:
         baselines[name] = obj
 
     variants = {}
-    for name, v in (raw.get("variants") or {}).items():
-        key = f"variants.{name}"
-        if not isinstance(v, dict):
-            raise src.error(key, "expected a mapping with at least 'technique'")
-        if "technique" not in v:
-            raise src.error(key, f"missing 'technique' (one of {', '.join(technique_names())})")
-        technique = v["technique"]
-        if technique not in technique_names():
-            raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + _suggest(str(technique), technique_names()))
-        overrides = {k: val for k, val in v.items() if k in _TRAIN_KEYS}
-        merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
-        vtrain, _ = _build(TrainConfig, merged, key, src)
-        _check_train(vtrain, key, src)
-        rest = {k: val for k, val in v.items() if k not in _TRAIN_KEYS and k not in ("technique", "backend")}
-        tech = get_technique(technique)
-        options = {}
-        for k, val in rest.items():
-            if k not in tech.defaults:
-                raise src.error(f"{key}.{k}", f"unknown option for technique {technique!r}"
-                                + _suggest(str(k), list(tech.defaults) + sorted(_TRAIN_KEYS)))
-            options[k] = val
-        options = {**tech.defaults, **options}
-        for okey, msg in tech.validate(options):
-            raise src.error(f"{key}.{okey}", msg)
-        backend = v.get("backend", "hf")
-        _check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
-        variants[name] = VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options)
+    for section in ("variants", "derived"):
+        for name, v in (raw.get(section) or {}).items():
+            if name in variants or name in baselines:
+                raise src.error(f"{section}.{name}", "this name is already used by another baseline or variant")
+            variants[name] = _variant(section, name, v, train, src)
+    for name, v in variants.items():
+        if v.parent is not None:
+            parent = variants.get(v.parent)
+            if parent is None or parent.parent is not None:
+                raise src.error(f"derived.{name}.init_from", f"{v.parent!r} is not a variant of `variants:`"
+                                + _suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
 
     tracking, _ = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,

@@ -21,6 +21,8 @@ Serving
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import statistics
 import threading
 import time
@@ -53,6 +55,13 @@ def _current_rss_bytes() -> int:
     return psutil.Process().memory_info().rss
 
 
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 class PeakMemory:
     """Peak memory inside a ``with`` window, on CUDA and on CPU, kept apart.
 
@@ -70,6 +79,8 @@ class PeakMemory:
         self._thread: threading.Thread | None = None
 
     def __enter__(self):
+        gc.collect()
+        _malloc_trim()  # start from a trimmed heap: memory freed before the window is not counted in it
         if self.cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -98,6 +109,14 @@ class PeakMemory:
             self._stop.set()
             self._thread.join()
         return False
+
+    def peak_now_bytes(self) -> int:
+        """The peak so far inside the window: reserved CUDA memory on a GPU, resident memory on CPU."""
+        if self.cuda:
+            return torch.cuda.max_memory_reserved()
+        if self.rss_method == "vmhwm":
+            return (_read_status_kb("VmHWM") or 0) * 1024
+        return self.peak_rss_bytes
 
     def metrics(self, prefix: str) -> dict[str, float]:
         out = {f"{prefix}_peak_rss_mb": round(self.peak_rss_bytes / MB, 1)}

@@ -158,7 +158,9 @@ def resolve_precision(precision: str) -> str:
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "bf16" if cpu_bf16_fast() else "fp32"
     if precision == "fp16" and not cuda:
-        raise ModelError("precision fp16 needs a CUDA GPU (mixed fp16 training is not supported on CPU here)")
+        from bakeoff.runs import Skipped
+
+        raise Skipped("precision fp16 needs a CUDA GPU (mixed fp16 training is not supported on CPU here)")
     return precision
 
 
@@ -174,6 +176,9 @@ def load_tokenizer(model_dir: str | Path):
 def load_model(model_dir: str | Path, dtype: torch.dtype = torch.float32, **kw):
     from transformers import AutoModelForCausalLM
 
+    # read the weights into memory rather than mapping the file: what a model holds then counts in resident memory
+    # the same way for every technique (a mapped fp32 file would count for LoRA and linger after 4-bit quantization)
+    kw.setdefault("disable_mmap", True)
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, **kw)
 
 

@@ -17,7 +17,8 @@ COLUMNS = {
     "train_peak_allocated_mb": ("train peak alloc MB", "{:.0f}"),
     "train_peak_reserved_mb": ("train peak reserved MB", "{:.0f}"),
     "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
-    "effective_batch": ("eff. batch", "{:.0f}"), "tokens_seen": ("tokens seen", "{:,.0f}"),
+    "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
+    "tokens_seen": ("tokens seen", "{:,.0f}"),
     "precision": ("precision", "{}"),
     "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
     "eval_peak_rss_mb": ("eval peak RSS MB", "{:.0f}"),
@@ -29,13 +30,17 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
     rows = []
     for name in baselines + variants:
         ev = runs.read_json(runs.eval_record(name)) or {}
-        tr = runs.read_json(runs.train_record(name)) or {} if name in variants else {}
+        tr = (runs.read_json(runs.train_record(name)) or {}) if name in variants else {}
+        technique = ev.get("technique") or tr.get("technique", "")
+        backend = ev.get("backend") or tr.get("backend") or "hf"
         row = {"name": name, "kind": "baseline" if name in baselines else "variant",
-               "technique": ev.get("technique") or tr.get("technique", ""),
+               "technique": technique if backend == "hf" else f"{technique} ({backend})",
                "status": ev.get("status") or tr.get("status") or "missing",
                "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
                "run_id": ev.get("run_id") or tr.get("run_id", ""),
                **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
+            row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         rows.append(row)
     return pd.DataFrame(rows)
 

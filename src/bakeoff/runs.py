@@ -82,5 +82,6 @@ def guarded(record: dict, work) -> dict:
         record.update(status="ok", metrics=work())
     except Exception as e:  # any failure is this run's result, not the pipeline's end
         status, reason = classify(e)
-        record.update(status=status, error=reason, metrics={})
+        # an `oom` keeps the peak it reached (and the steps it managed); the others keep nothing half-measured
+        record.update(status=status, error=reason, metrics=getattr(e, "partial_metrics", {}) if status == "oom" else {})
     return record

@@ -7,10 +7,12 @@ and saves what training produced; the training loop itself is TRL's, shared by a
 from __future__ import annotations
 
 from bakeoff.techniques.base import Technique
+from bakeoff.techniques.dpo import Dpo
 from bakeoff.techniques.full import Full
 from bakeoff.techniques.lora import Lora
+from bakeoff.techniques.qlora import QLora
 
-_REGISTRY: dict[str, Technique] = {t.name: t for t in (Full(), Lora())}
+_REGISTRY: dict[str, Technique] = {t.name: t for t in (Full(), Lora(), QLora(), Dpo())}
 
 
 def technique_names() -> list[str]:

@@ -1,7 +1,8 @@
-"""The interface every technique implements, and the one training loop they share (TRL's SFTTrainer).
+"""The interface every technique implements, and the one training routine they share.
 
-A technique decides *what* trains (``build``) and *what is saved* (``save``); batching, loss, optimizer,
-schedule and measurement are the same for all, so variants differ only in what makes them that variant.
+A technique decides *what* trains (``build``), *on what rows* (``load_rows`` / ``dataset``), *with which TRL
+trainer* (``trainer_parts``) and *what is saved* (``save``). Batching, loss normalisation, optimizer, schedule
+and measurement are the same for all, so variants differ only in what makes them that variant.
 """
 
 from __future__ import annotations
@@ -12,8 +13,13 @@ from typing import Iterator
 
 import torch
 
-from bakeoff.data import Example
-from bakeoff.measure import PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.data import Example, load_examples
+from bakeoff.measure import MB, PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.runs import Skipped
+
+
+class MemoryBudgetExceeded(MemoryError):
+    """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
 
 
 class Technique:
@@ -24,55 +30,40 @@ class Technique:
         """Yield (option, message) for every bad option value."""
         return iter(())
 
-    def build(self, base_dir: Path, variant, precision: str) -> torch.nn.Module:
+    def build(self, base_dir: Path, variant, precision: str, parent_dir: Path | None = None) -> torch.nn.Module:
         raise NotImplementedError
 
     def save(self, model, tok, out_dir: Path) -> None:
         raise NotImplementedError
 
+    def load_for_eval(self, base_dir: Path, out_dir: Path, variant, precision: str):
+        """The trained model as it will be served: by default the adapter merged into the base."""
+        from bakeoff.models import load_for_eval
 
-def sft_dataset(examples: list[Example]):
-    """Conversational prompt-completion rows: TRL applies the chat template and masks the prompt."""
-    from datasets import Dataset
+        return load_for_eval(base_dir, out_dir)
 
-    return Dataset.from_list([{"prompt": e.messages, "completion": [{"role": "assistant", "content": e.completion}]}
-                              for e in examples])
+    def load_rows(self, data_dir: Path) -> list:
+        return load_examples(Path(data_dir) / "train.jsonl")
 
+    def dataset(self, rows: list):
+        """Conversational prompt-completion rows: TRL applies the chat template and masks the prompt."""
+        from datasets import Dataset
 
-def _measured_trainer(log: StepLog):
-    """SFTTrainer that feeds every micro-batch and every optimizer step into ``log``."""
-    from transformers import Trainer, TrainerCallback
-    from trl import SFTTrainer
+        return Dataset.from_list([{"prompt": e.messages,
+                                   "completion": [{"role": "assistant", "content": e.completion}]} for e in rows])
 
-    class Steps(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            log.begin_step()
+    def trainer_parts(self, variant, precision: str, output_dir: Path):
+        """(TRL trainer class, its config) for this technique."""
+        from trl import SFTConfig, SFTTrainer
 
-        def on_step_end(self, args, state, control, **kw):
-            log.end_step()
-
-    class MeasuredSFTTrainer(SFTTrainer):
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            log.add_micro_batch(inputs)
-            return super().training_step(model, inputs, num_items_in_batch)
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if torch.cuda.is_available():
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            # TRL's fused LM head runs a Triton kernel, which has no CPU driver, and its per-step entropy and
-            # token accuracy cost a CPU dearly: use the model's own loss, which sums over completion tokens and
-            # divides by the tokens of the whole accumulated batch (num_items_in_batch), as TRL's does.
-            inputs = {**inputs, "use_cache": False}
-            return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
-
-    return MeasuredSFTTrainer, Steps()
+        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir),
+                                     max_length=variant.train.max_seq_len, completion_only_loss=True,
+                                     padding_free=variant.train.batching == "padding_free")
 
 
-def sft_config(train, precision: str, output_dir: Path):
-    from trl import SFTConfig
-
-    cuda = torch.cuda.is_available()
-    return SFTConfig(
+def common_args(train, precision: str, output_dir: Path) -> dict:
+    """The TrainingArguments every technique shares: the fairness contract of train_defaults."""
+    return dict(
         output_dir=str(output_dir),
         max_steps=train.max_steps,
         per_device_train_batch_size=train.micro_batch,
@@ -83,40 +74,89 @@ def sft_config(train, precision: str, output_dir: Path):
         weight_decay=train.weight_decay,
         optim=train.optimizer,
         gradient_checkpointing=train.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        train_sampling_strategy="group_by_length" if train.batching == "group_by_length" else "random",
         bf16=precision == "bf16",
         fp16=precision == "fp16",
-        use_cpu=not cuda,
-        max_length=train.max_seq_len,
-        completion_only_loss=True,
+        use_cpu=not torch.cuda.is_available(),
         logging_steps=train.logging_steps,
         save_strategy="no",
         report_to=[],
         seed=train.seed,
         data_seed=train.seed,
         dataloader_num_workers=0,
-        disable_tqdm=False,
     )
 
 
-def train(technique: Technique, variant, base_dir: Path, train_examples: list[Example], out_dir: Path,
-          precision: str, work_dir: Path) -> dict:
-    """Train ``variant`` on ``train_examples``, save into ``out_dir``; return the measured record."""
+def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None):
+    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget."""
+    from transformers import Trainer, TrainerCallback
+    from trl import SFTTrainer
+
+    def check_budget():
+        if budget_gb is not None and mem.peak_now_bytes() > budget_gb * 1024 * MB:
+            raise MemoryBudgetExceeded(f"peak memory {mem.peak_now_bytes() / MB:.0f} MB passed "
+                                       f"memory_budget_gb {budget_gb} (out of memory on a card of that size)")
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            log.begin_step()
+
+        def on_substep_end(self, args, state, control, **kw):
+            check_budget()
+
+        def on_step_end(self, args, state, control, **kw):
+            log.end_step()
+            check_budget()
+
+    class Measured(trainer_cls):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            log.add_micro_batch(inputs)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            # On CPU, SFT uses the model's own loss: it sums over completion tokens and divides by the tokens of
+            # the whole accumulated batch (num_items_in_batch), as TRL's does, without TRL's per-step entropy
+            # and token accuracy over the full logits, which cost a CPU dearly (huggingface/trl#7066).
+            return Trainer.compute_loss(self, model, {**inputs, "use_cache": False}, return_outputs,
+                                        num_items_in_batch)
+
+    return Measured, Steps()
+
+
+def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
+          work_dir: Path, parent_dir: Path | None = None) -> dict:
+    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record."""
     from transformers import set_seed
 
     from bakeoff.models import load_tokenizer
+    from bakeoff.techniques import _trl_cpu
 
+    _trl_cpu.install()
     set_seed(variant.train.seed)
     tok = load_tokenizer(base_dir)
-    model = technique.build(base_dir, variant, precision)
-    sizes = count_params(model)
     log = StepLog(warmup_steps_excluded=variant.train.warmup_steps_excluded)
-    trainer_cls, steps_cb = _measured_trainer(log)
-    trainer = trainer_cls(model=model, args=sft_config(variant.train, precision, work_dir),
-                          train_dataset=sft_dataset(train_examples), processing_class=tok, callbacks=[steps_cb])
-    with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        result = trainer.train()
-        wall = time.perf_counter() - t0
+    model = technique.build(base_dir, variant, precision, parent_dir)
+    attn = str(getattr(model.config, "_attn_implementation", ""))
+    if variant.train.batching == "padding_free" and "flash" not in attn:
+        raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
+                      f"which would let packed rows attend to each other (use group_by_length instead)")
+    sizes = count_params(model)
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir)
+    with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
+        try:
+            cls, steps_cb = _measured(trainer_cls, log, mem, variant.train.memory_budget_gb)
+            trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
+                          callbacks=[steps_cb])
+            t0 = time.perf_counter()
+            result = trainer.train()
+            wall = time.perf_counter() - t0
+        except BaseException as e:  # keep the peak reached: an `oom` result reports it
+            e.partial_metrics = {**log.metrics(), **_peak(mem)}
+            raise
     out_dir.mkdir(parents=True, exist_ok=True)
     technique.save(trainer.model, tok, out_dir)
     history = [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]
@@ -135,3 +175,8 @@ def train(technique: Technique, variant, base_dir: Path, train_examples: list[Ex
         "precision": precision,
         "history": history,
     }
+
+
+def _peak(mem: PeakMemory) -> dict:
+    mem.__exit__(None, None, None)  # read the peak now; the with-block's exit reads it again harmlessly
+    return mem.metrics("train")

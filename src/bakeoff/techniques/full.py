@@ -12,7 +12,7 @@ class Full(Technique):
     name = "full"
     defaults: dict = {}
 
-    def build(self, base_dir, variant, precision):
+    def build(self, base_dir, variant, precision, parent_dir=None):
         return load_model(base_dir)
 
     def save(self, model, tok, out_dir: Path) -> None:

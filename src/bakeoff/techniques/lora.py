@@ -29,9 +29,13 @@ class Lora(Technique):
         return LoraConfig(r=options["r"], lora_alpha=options["alpha"], lora_dropout=options["dropout"],
                           target_modules=options["targets"], task_type="CAUSAL_LM", bias="none")
 
-    def build(self, base_dir, variant, precision):
+    def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import get_peft_model
 
+        if variant.backend == "unsloth":
+            from bakeoff.techniques import unsloth
+
+            return unsloth.build(base_dir, variant, precision, load_in_4bit=False)
         model = load_model(base_dir)
         return get_peft_model(model, self.lora_config(variant.options))
 

@@ -1,0 +1,59 @@
+"""DPO through TRL's DPOTrainer, continuing a supervised variant's LoRA adapter on preference pairs.
+
+The parent's adapter is loaded as the trainable ``default`` adapter; DPOTrainer copies it into a frozen ``ref``
+adapter that serves as the reference policy (so the reference is the supervised model, not the raw base).
+Only adapter weights change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bakeoff.data import load_pairs
+from bakeoff.errors import UserError
+from bakeoff.models import load_model
+from bakeoff.techniques.base import Technique, common_args
+
+
+class Dpo(Technique):
+    name = "dpo"
+    defaults = {"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"}
+
+    def validate(self, o: dict):
+        if not isinstance(o["init_from"], str) or not o["init_from"]:
+            yield "init_from", "must name a LoRA variant of `variants:` whose adapter DPO continues"
+        if not isinstance(o["beta"], (int, float)) or o["beta"] <= 0:
+            yield "beta", f"must be > 0, got {o['beta']!r}"
+        if o["loss_type"] not in ("sigmoid", "hinge", "ipo"):
+            yield "loss_type", f"must be sigmoid, hinge or ipo, got {o['loss_type']!r}"
+
+    def load_rows(self, data_dir: Path) -> list:
+        path = Path(data_dir) / "prefs_train.jsonl"
+        if not path.exists():
+            raise UserError(f"task.prefs: DPO needs preference pairs (prompt, chosen, rejected); {path} is missing")
+        return load_pairs(path)
+
+    def dataset(self, rows: list):
+        from datasets import Dataset
+
+        return Dataset.from_list([{"prompt": p.messages, "chosen": [{"role": "assistant", "content": p.chosen}],
+                                   "rejected": [{"role": "assistant", "content": p.rejected}]} for p in rows])
+
+    def trainer_parts(self, variant, precision, output_dir):
+        from trl import DPOConfig, DPOTrainer
+
+        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir),
+                                     beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
+                                     max_length=variant.train.max_seq_len)
+
+    def build(self, base_dir, variant, precision, parent_dir=None):
+        from peft import PeftModel
+
+        if parent_dir is None or not (Path(parent_dir) / "adapter_config.json").exists():
+            raise UserError(f"variants.{variant.name}.init_from: {variant.options['init_from']!r} has no LoRA "
+                            f"adapter at {parent_dir} (DPO continues a lora or qlora variant)")
+        # DPOTrainer copies this adapter into a frozen "ref" adapter, its reference policy
+        return PeftModel.from_pretrained(load_model(base_dir), parent_dir, is_trainable=True)
+
+    def save(self, model, tok, out_dir: Path) -> None:
+        model.save_pretrained(out_dir, selected_adapters=["default"])

@@ -1,0 +1,61 @@
+"""QLoRA: the frozen base quantized by bitsandbytes (4-bit NF4 with double quantization by default, or 8-bit),
+``prepare_model_for_kbit_training``, then LoRA adapters in the compute dtype."""
+
+from __future__ import annotations
+
+import torch
+
+from bakeoff.models import load_model
+from bakeoff.techniques.lora import Lora
+
+COMPUTE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+class QLora(Lora):
+    name = "qlora"
+    defaults = {**Lora.defaults, "bits": 4, "quant_type": "nf4", "double_quant": True}
+
+    def validate(self, o: dict):
+        yield from super().validate(o)
+        if o["bits"] not in (4, 8):
+            yield "bits", f"must be 4 or 8, got {o['bits']!r}"
+        if o["quant_type"] not in ("nf4", "fp4"):
+            yield "quant_type", f"must be nf4 or fp4, got {o['quant_type']!r}"
+        if not isinstance(o["double_quant"], bool):
+            yield "double_quant", f"must be true or false, got {o['double_quant']!r}"
+
+    def quantization_config(self, options: dict, precision: str):
+        from transformers import BitsAndBytesConfig
+
+        if options["bits"] == 8:
+            return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=options["quant_type"],
+                                  bnb_4bit_use_double_quant=options["double_quant"],
+                                  bnb_4bit_compute_dtype=COMPUTE[precision])
+
+    def build(self, base_dir, variant, precision, parent_dir=None):
+        from peft import get_peft_model, prepare_model_for_kbit_training
+
+        if variant.backend == "unsloth":
+            from bakeoff.techniques import unsloth
+            from bakeoff.runs import Skipped
+
+            if variant.options["bits"] != 4:
+                raise Skipped("Unsloth's QLoRA path loads 4-bit only")
+            return unsloth.build(base_dir, variant, precision, load_in_4bit=True)
+        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
+        model = load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
+                           device_map=device_map)
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=variant.train.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+        return get_peft_model(model, self.lora_config(variant.options))
+
+    def load_for_eval(self, base_dir, out_dir, variant, precision):
+        """The adapter on the base it was trained against: quantized the same way, not merged into full weights."""
+        from peft import PeftModel
+
+        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
+        model = load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
+                           device_map=device_map)
+        return PeftModel.from_pretrained(model, out_dir).eval()

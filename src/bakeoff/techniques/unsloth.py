@@ -1,0 +1,54 @@
+"""``backend: unsloth`` on a LoRA or QLoRA variant: the model and adapters come from Unsloth's FastLanguageModel.
+
+Unsloth patches transformers, PEFT and TRL when imported, so it must be imported before them, in its own
+process: ``stages/train.py`` calls ``preload()`` first thing for such a variant (each DVC stage is a process).
+What Unsloth cannot run on this platform ends as status ``skipped`` with Unsloth's own message.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bakeoff.runs import Skipped
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def preload() -> None:
+    """Import Unsloth before anything imports transformers; a failure is kept for ``build`` to report."""
+    global _IMPORT_ERROR
+    try:
+        import unsloth  # noqa: F401
+    except Exception as e:  # no GPU it supports, missing compiler, ...: the variant is skipped, not crashed
+        _IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+
+_IMPORT_ERROR: str | None = None
+
+
+def linear_targets(model) -> list[str]:
+    """Names of the linear layers 'all-linear' means (every nn.Linear but the output head)."""
+    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+             if isinstance(m, torch.nn.Linear) and "lm_head" not in n}
+    return sorted(names)
+
+
+def build(base_dir, variant, precision: str, load_in_4bit: bool):
+    preload()
+    if _IMPORT_ERROR:
+        raise Skipped(f"Unsloth cannot be imported here: {_IMPORT_ERROR}")
+    try:
+        from unsloth import FastLanguageModel
+
+        o, t = variant.options, variant.train
+        model, _ = FastLanguageModel.from_pretrained(
+            model_name=str(base_dir), max_seq_length=t.max_seq_len, dtype=DTYPES[precision],
+            load_in_4bit=load_in_4bit, use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False)
+        targets = linear_targets(model) if o["targets"] == "all-linear" else o["targets"]
+        return FastLanguageModel.get_peft_model(
+            model, r=o["r"], lora_alpha=o["alpha"], lora_dropout=o["dropout"], target_modules=targets,
+            use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False, random_state=t.seed)
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as e:  # whatever Unsloth's loader refuses on this platform, in its own words
+        raise Skipped(f"Unsloth cannot run this variant here: {type(e).__name__}: {e}") from e
