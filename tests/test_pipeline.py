@@ -111,7 +111,7 @@ def test_mlflow_reads_back_one_latest_run_each(repo):
     assert by_name["few_shot"]["metrics.prompt_tokens_per_request"] > by_name["zero_shot"]["metrics.prompt_tokens_per_request"]
 
 
-def test_second_repro_reruns_nothing_and_one_edit_reruns_one_variant(repo):
+def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo):
     repo, _ = repo
     again = sh("dvc repro", repo)
     assert "Running stage" not in again
@@ -120,4 +120,5 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_one_variant(repo):
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh("dvc repro", repo)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["compare", "evaluate@lora", "train@lora"]
+    # lora, its derived child (DPO continues lora's adapter) and the comparison: no other variant, no baseline
+    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo"]
