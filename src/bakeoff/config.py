@@ -11,7 +11,7 @@ Every error names the file, the line and the dotted key at fault, for example
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +333,3 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         raise ParamsError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
     return parse_params(raw, _Source(str(path), lines))
 
-
-def with_train(v: VariantConfig, **changes) -> VariantConfig:
-    """A copy of a variant with some training values changed (tests, benchmarks)."""
-    return replace(v, train=replace(v.train, **changes))

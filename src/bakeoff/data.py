@@ -16,7 +16,7 @@ import csv
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -51,12 +51,6 @@ class Pair:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-@dataclass
-class ReadReport:
-    rows: int = 0
-    dropped: dict = field(default_factory=dict)  # reason → count
 
 
 def detect_format(path: Path, fmt: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 RUNS = Path("runs")
 VARIANTS = Path("models/variants")
-STATUSES = ("ok", "oom", "skipped", "failed")
+STATUSES = ("ok", "oom", "skipped", "failed")  # the one vocabulary of run outcomes
 
 
 def train_record(name: str) -> Path:
