@@ -112,7 +112,6 @@ def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_pat
     rows = read_examples(tickets)[:64]
     losses = {}
     for micro in (2, 16):
-        v = _variant("full")
         v = VariantConfig(name="full", technique="full", options={},
                           train=TrainConfig(max_steps=3, effective_batch=16, micro_batch=micro, lr=1e-3,
                                             max_seq_len=128, precision="fp32", logging_steps=1))

@@ -66,22 +66,19 @@ def _suggest(name: str, known: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(known))})"
 
 
-def _build(cls, raw: Any, key: str, src: _Source, extra_ok: bool = False):
-    """Build dataclass ``cls`` from a mapping, checking keys and types; returns (obj, extras)."""
+def _build(cls, raw: Any, key: str, src: _Source):
+    """Build dataclass ``cls`` from a mapping, checking every key and type."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise src.error(key, f"expected a mapping, got {type(raw).__name__}")
     known = {f.name: f for f in fields(cls) if not f.name.startswith("_")}
-    values, extras = {}, {}
+    values = {}
     for k, v in raw.items():
         if k not in known:
-            if extra_ok:
-                extras[k] = v
-                continue
             raise src.error(f"{key}.{k}", "unknown key" + _suggest(str(k), list(known)))
         values[k] = _coerce(v, known[k].type, f"{key}.{k}", src)
-    return cls(**values), extras
+    return cls(**values)
 
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -249,7 +246,7 @@ def _variant(section: str, name: str, v, train: TrainConfig, src: _Source) -> Va
         raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + _suggest(str(technique), technique_names()))
     overrides = {k: val for k, val in v.items() if k in _TRAIN_KEYS}
     merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
-    vtrain, _ = _build(TrainConfig, merged, key, src)
+    vtrain = _build(TrainConfig, merged, key, src)
     _check_train(vtrain, key, src)
     tech = get_technique(technique)
     options = {}
@@ -283,21 +280,21 @@ def parse_params(raw: dict, src: _Source) -> Params:
     for k in raw:
         if k not in SECTIONS:
             raise src.error(str(k), "unknown section" + _suggest(str(k), list(SECTIONS)))
-    model, _ = _build(ModelConfig, raw.get("model"), "model", src)
-    task, _ = _build(TaskConfig, raw.get("task"), "task", src)
+    model = _build(ModelConfig, raw.get("model"), "model", src)
+    task = _build(TaskConfig, raw.get("task"), "task", src)
     _check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
            f"must be auto, jsonl, csv or parquet; got {task.format!r}")
     from bakeoff.evaluate import METRICS
     _check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + _suggest(task.metric, list(METRICS)))
     _check(task.max_new_tokens > 0, src, "task.max_new_tokens", "must be > 0")
-    train, _ = _build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
+    train = _build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
     _check_train(train, "train_defaults", src)
-    ev, _ = _build(EvalConfig, raw.get("eval"), "eval", src)
+    ev = _build(EvalConfig, raw.get("eval"), "eval", src)
     _check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
 
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():
-        obj, _ = _build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
+        obj = _build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
         _check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
         baselines[name] = obj
 
@@ -314,7 +311,7 @@ def parse_params(raw: dict, src: _Source) -> Params:
                 raise src.error(f"derived.{name}.init_from", f"{v.parent!r} is not a variant of `variants:`"
                                 + _suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
 
-    tracking, _ = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
+    tracking = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,
                   variants=variants, tracking=tracking, path=src.path)
 
