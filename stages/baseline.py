@@ -1,6 +1,9 @@
 """Stage `baseline@<name>`: evaluate the untouched base model under one prompting strategy.
 
     python stages/baseline.py zero_shot
+
+Strategies (params `baselines:`): zero-shot, k fixed shots, or the k nearest training examples per test item
+(`selection: nearest`), each with an optional `instruction`; the same chat template and decoding as the variants.
 """
 
 import sys
@@ -9,12 +12,17 @@ from pathlib import Path
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
-from bakeoff.data import few_shot_messages, fixed_shots, load_examples, write_jsonl
+from bakeoff.data import Example, few_shot_messages, shot_picker, write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import evaluate_examples
+from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval
 from bakeoff.models import load_for_eval, load_tokenizer
 
 BASE, DATA = Path("models/base"), Path("data/prepared")
+
+
+def describe(b) -> str:
+    what = "zero-shot" if not b.shots else f"{b.shots}-shot {'nearest' if b.selection == 'nearest' else 'fixed'}"
+    return what + (" + instruction" if b.instruction else "") + " prompting"
 
 
 @cli
@@ -22,21 +30,30 @@ def main() -> None:
     name = sys.argv[1]
     params = load_params()
     b = params.baseline(name)
-    train, val, test = (load_examples(DATA / f"{s}.jsonl") for s in ("train", "val", "test"))
-    if params.eval.max_examples:
-        test = test[:params.eval.max_examples]
-    shots = fixed_shots(train, b.shots, params.task.seed)
+    inputs = EvalInputs.load(DATA, params)
+    pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
+
+    def to_prompt(e: Example) -> list[dict]:
+        return few_shot_messages(e, pick(e), b.instruction)
+
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval)}
-    record = {"name": name, "kind": "baseline", "technique": f"{b.shots}-shot prompting"}
+    record = {"name": name, "kind": "baseline", "technique": describe(b)}
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id
 
         def work():
             model, tok = load_for_eval(BASE), load_tokenizer(BASE)
-            metrics, rows = evaluate_examples(
-                model, tok, test, val, params.task.metric, params.task.max_new_tokens, params.eval.batch_size,
-                to_prompt=lambda e: few_shot_messages(e, shots), desc=name)
+            metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan, to_prompt,
+                                              pairs=inputs.pairs, desc=name, label_choice=True)
             write_jsonl(runs.predictions(name), rows)
+            if params.eval.lm_eval:
+                metrics.update(run_lm_eval(inputs, rows, {"pretrained": str(BASE)}, tok,
+                                           Path(".bakeoff_tmp") / name / "lm_eval", to_prompt))
+            if params.eval.lm_eval_tasks and not b.shots and not b.instruction:  # the base model as it is
+                from bakeoff.lmeval import run_standard
+
+                record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,
+                                                       params.eval.batch_size, params.eval.lm_eval_limit)
             return metrics
 
         runs.guarded(record, work)
@@ -45,7 +62,7 @@ def main() -> None:
         tracking.log_metrics(record["metrics"])
         tracking.mark(record)
     runs.write_json(runs.eval_record(name), record)
-    print(f"[{name}] {record['status']}: {record['metrics'] or record.get('error')}")
+    print(f"[{name}] {record['status']}: {runs.summary(record)}")
 
 
 if __name__ == "__main__":

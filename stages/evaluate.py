@@ -1,16 +1,21 @@
 """Stage `evaluate@<variant>`: the baselines' evaluation, on a trained variant; same MLflow run as training.
 
     python stages/evaluate.py lora
+
+The model is scored as it would be served (a LoRA adapter merged into the base; a QLoRA adapter on its 4-bit
+base); latency is measured unmerged too where that differs. lm-eval scores the same test split from the saved
+files (`peft=` for an adapter).
 """
 
+import gc
 import sys
 from pathlib import Path
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
-from bakeoff.data import load_examples, write_jsonl
+from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import evaluate_examples
+from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval
 from bakeoff.models import load_tokenizer, resolve_precision
 from bakeoff.techniques import get_technique
 
@@ -23,9 +28,7 @@ def main() -> None:
     params = load_params()
     v = params.variant(name)
     trained = runs.read_json(runs.train_record(name)) or {}
-    val, test = (load_examples(DATA / f"{s}.jsonl") for s in ("val", "test"))
-    if params.eval.max_examples:
-        test = test[:params.eval.max_examples]
+    inputs = EvalInputs.load(DATA, params)
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
     with tracking.resume(params, trained.get("run_id"), name, "variant", v.technique, {}) as run:
         record["run_id"] = run.info.run_id
@@ -36,11 +39,35 @@ def main() -> None:
         else:
             def work():
                 technique = get_technique(v.technique)
-                model = technique.load_for_eval(BASE, runs.variant_dir(name), v, resolve_precision(v.train.precision))
+                out, precision = runs.variant_dir(name), resolve_precision(v.train.precision)
                 tok = load_tokenizer(BASE)
-                metrics, rows = evaluate_examples(model, tok, test, val, params.task.metric,
-                                                  params.task.max_new_tokens, params.eval.batch_size, desc=name)
+                model = technique.load_for_eval(BASE, out, v, precision)
+                metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
+                                                  pairs=inputs.pairs, desc=name)
                 write_jsonl(runs.predictions(name), rows)
+                metrics["served"] = technique.served_as(out)
+                lm_model = technique.lm_eval_model(BASE, out)
+                if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
+                    del model
+                    gc.collect()
+                    model = None
+                if inputs.plan.latency_requests:
+                    unmerged = technique.load_unmerged(BASE, out, v, precision)
+                    if unmerged is not None:
+                        prompts = [e.messages for e in inputs.test]
+                        metrics.update(latency(unmerged, tok, prompts, inputs.plan.max_new_tokens,
+                                               inputs.plan.latency_requests, f"{name} unmerged").metrics("_unmerged"))
+                        del unmerged
+                        gc.collect()
+                if params.eval.lm_eval:
+                    metrics.update(run_lm_eval(inputs, rows, lm_model if lm_model is not None else model, tok,
+                                               Path(".bakeoff_tmp") / name / "lm_eval"))
+                if params.eval.lm_eval_tasks:
+                    from bakeoff.lmeval import run_standard
+
+                    record["lm_eval_tasks"] = run_standard(
+                        params.eval.lm_eval_tasks, lm_model if lm_model is not None else model, tok,
+                        params.eval.batch_size, params.eval.lm_eval_limit)
                 return metrics
 
             runs.guarded(record, work)
@@ -49,7 +76,7 @@ def main() -> None:
             tracking.log_metrics(record["metrics"])
         tracking.mark(record)
     runs.write_json(runs.eval_record(name), record)
-    print(f"[{name}] {record['status']}: {record['metrics'] or record.get('error')}")
+    print(f"[{name}] {record['status']}: {runs.summary(record)}")
 
 
 if __name__ == "__main__":

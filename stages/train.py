@@ -34,7 +34,7 @@ def main() -> None:
     data_hash = json.loads((data / "stats.json").read_text())["data_hash"]
     logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
-    with tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash) as run:
+    with tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash, system_metrics=True) as run:
         record["run_id"] = run.info.run_id
 
         def work():
@@ -44,7 +44,8 @@ def main() -> None:
             m = train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
                       work_dir=Path(".bakeoff_tmp") / name,
                       parent_dir=runs.variant_dir(v.parent) if v.parent else None)
-            for h in m.pop("history"):
+            record["history"] = m.pop("history")  # the loss curve, for the report's plot
+            for h in record["history"]:
                 tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
             return m
 

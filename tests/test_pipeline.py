@@ -45,7 +45,9 @@ def repo(tmp_path_factory, tiny_model_dir):
     params["task"].update(prefs="data/raw/prefs.jsonl", val_size=8, test_size=8, max_new_tokens=8)
     params["train_defaults"].update(max_steps=2, effective_batch=4, micro_batch=2, precision="fp32",
                                     warmup_steps_excluded=1, logging_steps=1)
-    params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2}}
+    params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2},
+                           "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."}}
+    params["eval"].update(latency_requests=2, bootstrap_resamples=200)
     params["variants"] = {
         "lora": {"technique": "lora", "r": 4, "alpha": 8},
         "lora_oom": {"technique": "lora", "r": 4, "alpha": 8, "memory_budget_gb": 0.05},  # forced out-of-memory
@@ -61,7 +63,8 @@ def repo(tmp_path_factory, tiny_model_dir):
 
 def test_every_stage_ran_and_report_lists_every_run(repo):
     repo, out = repo
-    for stage in ("model", "data", "baseline@zero_shot", "baseline@few_shot", "train@lora", "evaluate@lora",
+    for stage in ("model", "data", "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
+                  "evaluate@lora",
                   "train@lora_oom", "evaluate@lora_oom", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
                   "compare"):
         assert f"Running stage '{stage}'" in out
@@ -72,7 +75,7 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
         assert f"| {name} |" in report
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     status = {r: v["status"] for r, v in metrics["runs"].items()}
-    assert status == {"zero_shot": "ok", "few_shot": "ok", "lora": "ok", "lora_oom": "oom", "dpo": "ok",
+    assert status == {"zero_shot": "ok", "few_shot": "ok", "nearest": "ok", "lora": "ok", "lora_oom": "oom", "dpo": "ok",
                       "unsloth": status["unsloth"]}
     unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
     assert unsloth["status"] in ("ok", "skipped"), unsloth.get("error")
@@ -95,12 +98,14 @@ def test_mlflow_reads_back_one_latest_run_each(repo):
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
-    assert set(by_name) == {"zero_shot", "few_shot", "lora", "lora_oom", "unsloth", "dpo", "comparison"}
+    assert set(by_name) == {"zero_shot", "few_shot", "nearest", "lora", "lora_oom", "unsloth", "dpo", "comparison"}
     assert by_name["lora_oom"]["tags.status"] == "oom" and by_name["lora_oom"]["metrics.train_peak_rss_mb"] > 50
-    for name in ("zero_shot", "few_shot", "lora"):
+    for name in ("zero_shot", "few_shot", "nearest", "lora", "dpo"):
         r = by_name[name]
         assert r["tags.status"] == "ok"
-        for metric in ("quality", "exact_match", "val_loss", "gen_tokens_per_s", "prompt_tokens_per_request"):
+        for metric in ("quality", "exact_match", "json_fields", "val_loss", "gen_tokens_per_s",
+                       "prompt_tokens_per_request", "latency_p50_s", "latency_p95_s", "lm_eval_exact_match",
+                       "lm_eval_disagree", "pref_accuracy", "pref_margin"):
             assert r[f"metrics.{metric}"] == r[f"metrics.{metric}"], f"{name} lacks {metric}"  # not NaN
     lora = by_name["lora"]
     assert lora["tags.kind"] == "variant" and lora["tags.technique"] == "lora"
@@ -122,3 +127,61 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
     # lora, its derived child (DPO continues lora's adapter) and the comparison: no other variant, no baseline
     assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo"]
+
+
+def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
+    repo, _ = repo
+    metrics = json.loads((repo / "reports" / "metrics.json").read_text())["runs"]
+    for name in ("zero_shot", "few_shot", "nearest", "lora", "dpo"):
+        m = metrics[name]
+        assert m["quality_ci_low"] <= m["quality"] <= m["quality_ci_high"], name
+    lora = metrics["lora"]
+    assert lora["gain_ci_low"] <= lora["gain"] <= lora["gain_ci_high"]
+    best = max(("zero_shot", "few_shot", "nearest"), key=lambda n: metrics[n]["quality"])
+    assert lora["gain"] == pytest.approx(lora["quality"] - metrics[best]["quality"], abs=1e-6)
+    for name in ("lora", "dpo", "unsloth"):
+        assert (repo / "reports" / "flips" / f"{name}.jsonl").exists() or metrics[name]["status"] != "ok"
+    report = (repo / "reports" / "comparison.md").read_text()
+    assert "95% CI" in report and "Δ vs best prompt" in report and "lm-eval EM" in report
+    assert "Forgetting check" in report and "arc_easy: skipped" in report
+    ev = json.loads((repo / "runs" / "lora" / "eval.json").read_text())["metrics"]
+    # lm-eval and bakeoff score the same outputs: at most one example apart
+    assert ev["lm_eval_disagree"] <= 1
+    assert ev["served"] == "merged" and ev["latency_p50_s_unmerged"] > 0
+    near = json.loads((repo / "runs" / "nearest" / "eval.json").read_text())
+    assert near["technique"] == "2-shot nearest + instruction prompting"
+
+
+def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
+    repo, _ = repo
+    md = (repo / "reports" / "comparison.md").read_text()
+    assert "## Verdict" in md and any(f"**{d}**" in md for d in ("fine-tune", "prompting is enough", "inconclusive"))
+    assert "## GPU sizing" in md and "| llama-3.1-8b | lora | lora |" in md
+    sizing = json.loads((repo / "reports" / "sizing.json").read_text())
+    calib = {r["variant"]: r for r in sizing["calibration"]["rows"]}
+    assert calib["lora"]["measured_gb"] > 0 and "error" in calib["lora"]
+    metrics = json.loads((repo / "reports" / "metrics.json").read_text())
+    assert metrics["verdict"]["decision"] == sizing["verdict"]["decision"]
+    plots = sorted(p.name for p in (repo / "reports" / "plots").glob("*.png"))
+    assert plots == ["loss_curves.png", "quality_bars.png", "quality_vs_memory.png", "quality_vs_time.png"]
+    page = (repo / "reports" / "comparison.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 4 and "http://" not in page and "https://" not in page
+    shown = sh("dvc metrics show", repo)
+    assert "reports/metrics.json" in shown and "quality" in shown
+    sh("dvc plots show -o plots_html", repo)
+    assert len(list((repo / "plots_html").rglob("*.png"))) >= 4
+
+
+def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo):
+    import mlflow
+
+    repo, _ = repo
+    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
+    by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
+    assert by_name["lora"]["metrics.system/cpu_utilization_percentage"] >= 0
+    summary = by_name["comparison"]
+    assert summary["tags.verdict"] in ("fine-tune", "prompting is enough", "inconclusive")
+    client = mlflow.MlflowClient()
+    names = {a.path for a in client.list_artifacts(summary["run_id"])}
+    assert {"comparison.md", "comparison.html", "sizing.json", "metrics.json", "plots", "flips"} <= names

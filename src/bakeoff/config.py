@@ -133,6 +133,7 @@ class TaskConfig:
     val_size: float = 0.1  # < 1: a fraction of train; ≥ 1: a count
     test_size: float = 0.1
     metric: str = "exact_match"
+    labels: list | None = None  # closed label set for accuracy / macro-F1 (None: the distinct train answers)
     max_new_tokens: int = 48
     seed: int = 0
 
@@ -165,12 +166,19 @@ class TrainConfig:
 class EvalConfig:
     batch_size: int = 16
     max_examples: int | None = None  # cap the test split (None: all of it)
+    latency_requests: int = 16  # requests timed one at a time for latency p50/p95 (0: none)
+    lm_eval: bool = True  # score the test split through lm-evaluation-harness too
+    lm_eval_tasks: list = field(default_factory=list)  # standard lm-eval tasks (forgetting check)
+    lm_eval_limit: int | None = 100  # examples per standard task (None: all)
+    bootstrap_resamples: int = 2000
 
 
 @dataclass(frozen=True)
 class BaselineConfig:
     name: str
     shots: int = 0
+    selection: str = "fixed"  # fixed: the same k shots for every item | nearest: the k most similar (TF-IDF)
+    instruction: str | None = None  # a system prompt for this baseline only (after task.system_prompt)
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,29 @@ class TrackingConfig:
 
 
 @dataclass(frozen=True)
+class VerdictConfig:
+    min_gain: float = 0.02  # the smallest gain in the primary metric worth fine-tuning for (0.02 = 2 points)
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    usd_per_1k_prompt_tokens: float = 0.0  # what a prompt token costs you to serve (your price, per 1,000)
+    train_tokens: float | None = None  # tokens of a real training run (None: what this run's variant saw)
+
+
+@dataclass(frozen=True)
+class SizingConfig:
+    target: str | None = None  # the model you will really fine-tune: one of targets (None: the first)
+    targets: list = field(default_factory=list)  # [{name, layers, hidden, intermediate, heads, kv_heads, vocab, tied}]
+    gpus: list = field(default_factory=list)  # [{name, memory_gb, usd_per_hour, bf16_tflops}]
+    margin: float = 0.1  # share of a card's memory kept free
+    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu_variants.py)
+    seq_len: int | None = None  # tokens per row on the target (None: the variant's max_seq_len)
+    micro_batch: int | None = None  # rows per forward pass on the target (None: the variant's)
+    cuda_overhead_gb: float = 1.0  # CUDA context and library workspaces, per process
+
+
+@dataclass(frozen=True)
 class Params:
     model: ModelConfig
     task: TaskConfig
@@ -198,6 +229,9 @@ class Params:
     baselines: dict[str, BaselineConfig]
     variants: dict[str, VariantConfig]
     tracking: TrackingConfig
+    verdict: VerdictConfig = VerdictConfig()
+    cost: CostConfig = CostConfig()
+    sizing: SizingConfig = SizingConfig()
     path: str = "params.yaml"
 
     def variant(self, name: str) -> VariantConfig:
@@ -212,7 +246,10 @@ class Params:
 
 
 OPTIMIZERS = ("adamw_torch", "adamw_8bit", "paged_adamw_8bit")
-SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tracking")
+SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tracking", "verdict",
+            "cost", "sizing")
+_SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "vocab")
+_GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
@@ -287,15 +324,24 @@ def parse_params(raw: dict, src: _Source) -> Params:
     from bakeoff.evaluate import METRICS
     _check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + _suggest(task.metric, list(METRICS)))
     _check(task.max_new_tokens > 0, src, "task.max_new_tokens", "must be > 0")
+    _check(task.labels is None or (isinstance(task.labels, list) and task.labels
+                                   and all(isinstance(x, str) for x in task.labels)),
+           src, "task.labels", f"must be a non-empty list of strings (or null), got {task.labels!r}")
     train = _build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
     _check_train(train, "train_defaults", src)
     ev = _build(EvalConfig, raw.get("eval"), "eval", src)
     _check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
+    _check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
+    _check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
+    _check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
+           "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
 
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():
         obj = _build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
         _check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
+        _check(obj.selection in ("fixed", "nearest"), src, f"baselines.{name}.selection",
+               f"must be fixed or nearest; got {obj.selection!r}")
         baselines[name] = obj
 
     variants = {}
@@ -312,8 +358,31 @@ def parse_params(raw: dict, src: _Source) -> Params:
                                 + _suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
 
     tracking = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
+    verdict = _build(VerdictConfig, raw.get("verdict"), "verdict", src)
+    cost = _build(CostConfig, raw.get("cost"), "cost", src)
+    _check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
+    sizing = _build(SizingConfig, raw.get("sizing"), "sizing", src)
+    _check_sizing(sizing, src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,
-                  variants=variants, tracking=tracking, path=src.path)
+                  variants=variants, tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, path=src.path)
+
+
+def _check_sizing(s: SizingConfig, src: _Source) -> None:
+    for section, items, need in (("targets", s.targets, _SHAPE_KEYS), ("gpus", s.gpus, _GPU_KEYS)):
+        _check(isinstance(items, list), src, f"sizing.{section}", "must be a list")
+        for i, item in enumerate(items):
+            key = f"sizing.{section}"
+            _check(isinstance(item, dict), src, key, f"item {i + 1} must be a mapping with {', '.join(need)}")
+            missing = [k for k in need if k not in item]
+            _check(not missing, src, key, f"item {i + 1} ({item.get('name', '?')}) lacks {', '.join(missing)}")
+            for k in need[1:]:
+                _check(isinstance(item[k], (int, float)) and item[k] > 0, src, key,
+                       f"item {i + 1} ({item['name']}): {k} must be a positive number, got {item[k]!r}")
+    names = [t["name"] for t in s.targets]
+    _check(s.target is None or s.target in names, src, "sizing.target",
+           f"{s.target!r} is not one of sizing.targets" + (_suggest(str(s.target), names) if names else ""))
+    _check(0 <= s.margin < 1, src, "sizing.margin", f"must be in [0, 1), got {s.margin}")
+    _check(0 < s.mfu <= 1, src, "sizing.mfu", f"must be in (0, 1], got {s.mfu}")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

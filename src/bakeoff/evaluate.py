@@ -7,18 +7,25 @@ loss of the completion given that run's own prompt (a few-shot baseline is score
 
 from __future__ import annotations
 
+import json
 import math
 import string
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 from tqdm.auto import tqdm
 
-from bakeoff.data import Example
-from bakeoff.measure import GenerationLog
+from bakeoff.data import Example, Pair
+from bakeoff.measure import GenerationLog, LatencyLog
 
 # ---------------------------------------------------------------- metrics
+#
+# A metric turns one (prediction, reference) into an item and a list of items into one figure. For most metrics
+# the item is the example's score in [0, 1] and the figure is their mean; macro-F1 keeps the (predicted, true)
+# label pair, because it is not a mean over examples. The paired bootstrap (bakeoff.measure) resamples items,
+# so it works for both kinds.
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 
@@ -33,12 +40,156 @@ def exact_match(prediction: str, reference: str) -> float:
     return float(normalize(prediction) == normalize(reference))
 
 
-METRICS: dict[str, Callable[[str, str], float]] = {"exact_match": exact_match}
+def parse_json_object(text: str) -> dict | None:
+    """The JSON object in ``text`` (a Markdown code fence around it is allowed), or None."""
+    t = text.strip()
+    if t.startswith("```"):
+        t = t.strip("`")
+        t = t[t.find("\n") + 1:] if "\n" in t else t
+    try:
+        value = json.loads(t)
+    except (json.JSONDecodeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
-def score(metric: str, predictions: list[str], references: list[str]) -> tuple[float, list[float]]:
-    per = [METRICS[metric](p, r) for p, r in zip(predictions, references)]
-    return (sum(per) / len(per) if per else 0.0), per
+def json_valid(prediction: str, reference: str) -> float:
+    """1.0 when the prediction is a JSON object."""
+    return float(parse_json_object(prediction) is not None)
+
+
+def json_field_scores(prediction: str, reference: str) -> dict[str, float]:
+    """Per reference field: 1.0 when the prediction has that key with an equal value (``normalize``d)."""
+    ref = parse_json_object(reference) or {}
+    pred = parse_json_object(prediction) or {}
+    return {k: float(k in pred and normalize(str(pred[k])) == normalize(str(v))) for k, v in ref.items()}
+
+
+def json_fields(prediction: str, reference: str) -> float:
+    """The share of the reference's fields the prediction gets right (0 when it is not JSON)."""
+    per = json_field_scores(prediction, reference)
+    return sum(per.values()) / len(per) if per else 0.0
+
+
+def chrf(prediction: str, reference: str) -> float:
+    """Sentence chrF (sacrebleu's defaults: character 6-grams, beta 2), scaled to [0, 1]."""
+    import sacrebleu
+
+    return sacrebleu.sentence_chrf(prediction, [reference]).score / 100
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F-measure (longest common subsequence of words; rouge-score's tokenizer)."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"]).score(reference, prediction)["rougeL"].fmeasure
+
+
+OTHER = "(other)"  # a prediction outside the label set
+
+
+def to_label(prediction: str, labels: list[str]) -> str:
+    """The label the prediction names (``normalize``d equality), else ``OTHER``."""
+    norm = normalize(prediction)
+    for label in labels:
+        if normalize(label) == norm:
+            return label
+    return OTHER
+
+
+def macro_f1(pairs: list[tuple[str, str]]) -> float:
+    """Unweighted mean of per-label F1 over the labels that occur as truth or prediction (``OTHER`` excluded)."""
+    labels = sorted({t for _, t in pairs} | {p for p, _ in pairs} - {OTHER})
+    f1s = []
+    for label in labels:
+        tp = sum(p == label and t == label for p, t in pairs)
+        fp = sum(p == label and t != label for p, t in pairs)
+        fn = sum(p != label and t == label for p, t in pairs)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return sum(f1s) / len(f1s) if f1s else 0.0
+
+
+def confusion(pairs: list[tuple[str, str]], labels: list[str]) -> dict[str, dict[str, int]]:
+    """{true label: {predicted label: count}}, with ``OTHER`` for predictions outside the set."""
+    out = {t: {p: 0 for p in [*labels, OTHER]} for t in labels}
+    for p, t in pairs:
+        row = out.setdefault(t, {q: 0 for q in [*labels, OTHER]})
+        row[p] = row.get(p, 0) + 1
+    return out
+
+
+def format_only_miss(prediction: str, reference: str) -> bool:
+    """Wrong under exact match only for its format: equal once spaces are dropped too ("Card arrival" for
+    ``card_arrival``), or a JSON answer with every field right but not written as the reference is."""
+    if exact_match(prediction, reference):
+        return False
+    if normalize(prediction).replace(" ", "") == normalize(reference).replace(" ", ""):
+        return True
+    fields_ = json_field_scores(prediction, reference)
+    return bool(fields_) and all(fields_.values())
+
+
+def mean(items: list[float]) -> float:
+    return sum(items) / len(items) if items else 0.0
+
+
+@dataclass(frozen=True)
+class Metric:
+    item: Callable[[str, str], Any]  # (prediction, reference) → the example's item
+    figure: Callable[[list], float] = mean  # items → the run's figure
+    needs_labels: bool = False
+
+
+# the names task.metric may take; every run records all that apply to its task
+METRICS: dict[str, Metric] = {
+    "exact_match": Metric(exact_match),
+    "json_valid": Metric(json_valid),
+    "json_fields": Metric(json_fields),
+    "chrf": Metric(chrf),
+    "rouge_l": Metric(rouge_l),
+    "accuracy": Metric(exact_match, needs_labels=True),  # exact match against a closed label set
+    "macro_f1": Metric(lambda p, r: (p, r), macro_f1, needs_labels=True),  # items are (predicted, true) labels
+}
+
+
+def metric_items(metric: str, predictions: list[str], references: list[str],
+                 labels: list[str] | None = None) -> list:
+    """The per-example items of ``metric`` (label pairs for macro-F1)."""
+    m = METRICS[metric]
+    if metric == "macro_f1":
+        return [(to_label(p, labels or []), to_label(r, labels or [])) for p, r in zip(predictions, references)]
+    return [m.item(p, r) for p, r in zip(predictions, references)]
+
+
+def score(metric: str, predictions: list[str], references: list[str],
+          labels: list[str] | None = None) -> tuple[float, list]:
+    """The run's figure and the per-example items of one metric."""
+    items = metric_items(metric, predictions, references, labels)
+    return METRICS[metric].figure(items), items
+
+
+def all_metrics(predictions: list[str], references: list[str], labels: list[str] | None) -> dict:
+    """Every metric that applies: exact match, chrF and ROUGE-L always; JSON validity and per-field accuracy
+    when every reference is a JSON object; accuracy, macro-F1 and the confusion matrix over a label set."""
+    out: dict[str, Any] = {}
+    names = ["exact_match", "chrf", "rouge_l"]
+    is_json = bool(references) and all(parse_json_object(r) is not None for r in references)
+    if is_json:
+        names += ["json_valid", "json_fields"]
+    if labels:
+        names += ["accuracy", "macro_f1"]
+    for name in names:
+        out[name] = round(score(name, predictions, references, labels)[0], 4)
+    out["format_misses"] = sum(format_only_miss(p, r) for p, r in zip(predictions, references))
+    if is_json:
+        fields_: dict[str, list[float]] = {}
+        for p, r in zip(predictions, references):
+            for k, v in json_field_scores(p, r).items():
+                fields_.setdefault(k, []).append(v)
+        out.update({f"field_acc.{k}": round(mean(v), 4) for k, v in fields_.items()})
+    if labels:
+        out["confusion"] = confusion(metric_items("macro_f1", predictions, references, labels), labels)
+    return out
 
 
 # ---------------------------------------------------------------- prompts
@@ -55,7 +206,7 @@ def _encode(tok, text: str) -> list[int]:
 
 @torch.inference_mode()
 def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_size: int = 16,
-             desc: str = "generate") -> tuple[list[str], GenerationLog]:
+             desc: str = "generate", progress: bool = True) -> tuple[list[str], GenerationLog]:
     """Greedy completions for chat prompts, in the input order."""
     log = GenerationLog()
     encoded = [_encode(tok, render_prompt(tok, m)) for m in prompts]
@@ -68,7 +219,7 @@ def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_s
     stop = {t for t in [eos, *configured] if isinstance(t, int)}
     pad = tok.pad_token_id
     dev = next(model.parameters()).device
-    bar = tqdm(total=len(encoded), desc=desc, unit="ex", leave=False)
+    bar = tqdm(total=len(encoded), desc=desc, unit="ex", leave=False, disable=not progress)
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         width = max(len(encoded[i]) for i in idx)
@@ -97,21 +248,42 @@ def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_s
     return outputs, log
 
 
-# ---------------------------------------------------------------- loss
+# ---------------------------------------------------------------- serving at batch 1
+
+def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int,
+            desc: str = "latency") -> LatencyLog:
+    """One request at a time over the first ``requests`` prompts, after one untimed warm-up request."""
+    log = LatencyLog()
+    prompts = prompts[:requests]
+    if not prompts:
+        return log
+    generate(model, tok, prompts[:1], max_new_tokens, 1, progress=False)
+    for p in tqdm(prompts, desc=desc, unit="req", leave=False):
+        _, g = generate(model, tok, [p], max_new_tokens, 1, progress=False)
+        log.seconds.append(g.seconds)
+        log.generated_tokens += g.generated_tokens
+    return log
+
+
+# ---------------------------------------------------------------- log-probabilities
+
+def _prompt_and_full(tok, msgs: list[dict], completion: str) -> tuple[list[int], int]:
+    """Token ids of prompt + completion (end-of-turn included) in the chat template, and the prompt's length."""
+    prompt = render_prompt(tok, msgs)
+    full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": completion}], tokenize=False)
+    p_ids, f_ids = _encode(tok, prompt), _encode(tok, full)
+    if f_ids[:len(p_ids)] != p_ids:  # the template rendered the prompt differently: fall back to concat
+        f_ids = p_ids + _encode(tok, full[len(prompt):])
+    return f_ids, len(p_ids)
+
 
 @torch.inference_mode()
-def completion_loss(model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8) -> float:
-    """Mean cross-entropy per completion token (end-of-turn included) given each prompt."""
-    total, count = 0.0, 0
+def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list[str],
+                        batch_size: int = 8) -> list[tuple[float, int]]:
+    """Per row: (sum of the completion tokens' log-probabilities given the prompt, number of those tokens)."""
     dev = next(model.parameters()).device
-    rows = []
-    for msgs, comp in zip(prompts, completions):
-        prompt = render_prompt(tok, msgs)
-        full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": comp}], tokenize=False)
-        p_ids, f_ids = _encode(tok, prompt), _encode(tok, full)
-        if f_ids[:len(p_ids)] != p_ids:  # the template rendered the prompt differently: fall back to concat
-            f_ids = p_ids + _encode(tok, full[len(prompt):])
-        rows.append((f_ids, len(p_ids)))
+    rows = [_prompt_and_full(tok, m, c) for m, c in zip(prompts, completions)]
+    out: list[tuple[float, int]] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
         width = max(len(f) for f, _ in chunk)
@@ -122,32 +294,141 @@ def completion_loss(model, tok, prompts: list[list[dict]], completions: list[str
             ids[r, :len(f)] = torch.tensor(f)
             mask[r, :len(f)] = 1
             labels[r, n_prompt:len(f)] = torch.tensor(f[n_prompt:])
-        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()
-        shift_logits, shift_labels = logits[:, :-1], labels[:, 1:].to(dev)
-        loss = torch.nn.functional.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)),
-                                                 shift_labels.reshape(-1), ignore_index=-100, reduction="sum")
-        total += loss.item()
-        count += int((shift_labels != -100).sum())
-    return total / max(count, 1)
+        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()[:, :-1]
+        target = labels[:, 1:].to(dev)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        keep = target != -100
+        for r in range(len(chunk)):
+            out.append((float(logp[r][keep[r]].sum()), int(keep[r].sum())))
+    return out
+
+
+def completion_loss(model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8) -> float:
+    """Mean cross-entropy per completion token (end-of-turn included) given each prompt."""
+    rows = completion_logprobs(model, tok, prompts, completions, batch_size)
+    return -sum(s for s, _ in rows) / max(sum(n for _, n in rows), 1)
+
+
+def preference_margins(model, tok, pairs: list[Pair], to_prompt: Callable = lambda m: m,
+                       batch_size: int = 8) -> list[float]:
+    """Per held-out pair: log p(chosen | prompt) - log p(rejected | prompt), summed over completion tokens."""
+    prompts = [to_prompt(p.messages) for p in pairs]
+    chosen = completion_logprobs(model, tok, prompts, [p.chosen for p in pairs], batch_size)
+    rejected = completion_logprobs(model, tok, prompts, [p.rejected for p in pairs], batch_size)
+    return [c - r for (c, _), (r, _) in zip(chosen, rejected)]
+
+
+def preference_metrics(margins: list[float]) -> dict[str, float]:
+    """``pref_accuracy``: share of pairs whose chosen answer is more likely than the rejected one (ties count
+    as wrong); ``pref_margin``: mean log-probability margin in nats. A variant's margin minus the base model's
+    is DPO's implicit reward margin divided by beta."""
+    if not margins:
+        return {}
+    return {"pref_accuracy": round(sum(m > 0 for m in margins) / len(margins), 4),
+            "pref_margin": round(sum(margins) / len(margins), 4), "n_pref": len(margins)}
+
+
+def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8) -> list[str]:
+    """Per prompt, the label the model finds most likely as the whole answer (summed log-probability, as
+    lm-eval's ``multiple_choice`` ``acc``): prompting with the output constrained to the label set."""
+    flat_p = [p for p in prompts for _ in labels]
+    flat_c = [c for _ in prompts for c in labels]
+    scores = completion_logprobs(model, tok, flat_p, flat_c, batch_size)
+    out = []
+    for i in range(len(prompts)):
+        row = [s for s, _ in scores[i * len(labels):(i + 1) * len(labels)]]
+        out.append(labels[max(range(len(labels)), key=lambda j: (row[j], -j))])
+    return out
 
 
 # ---------------------------------------------------------------- one run
 
-def evaluate_examples(model, tok, test: list[Example], val: list[Example], metric: str, max_new_tokens: int,
-                      batch_size: int, to_prompt: Callable[[Example], list[dict]] = lambda e: e.messages,
-                      desc: str = "evaluate") -> tuple[dict, list[dict]]:
-    """Score ``model`` on the test split (generation) and the val split (loss); return metrics and rows."""
+@dataclass
+class EvalPlan:
+    """What one evaluation computes, from params (the same for every baseline and variant)."""
+
+    metric: str
+    max_new_tokens: int
+    batch_size: int = 16
+    labels: list[str] | None = None
+    latency_requests: int = 0
+
+    @classmethod
+    def from_params(cls, params, labels: list[str] | None = None) -> "EvalPlan":
+        return cls(params.task.metric, params.task.max_new_tokens, params.eval.batch_size, labels,
+                   params.eval.latency_requests)
+
+
+def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan: EvalPlan,
+                      to_prompt: Callable[[Example], list[dict]] = lambda e: e.messages,
+                      pairs: list[Pair] | None = None, desc: str = "evaluate",
+                      label_choice: bool = False) -> tuple[dict, list[dict]]:
+    """Score ``model``: generation on the test split, loss on val, preference pairs, latency at batch 1; with
+    ``label_choice`` and a label set, also the answer chosen among the labels by likelihood.
+
+    Returns the run's metrics (``quality`` is the primary metric) and one row per test example.
+    """
     from bakeoff.measure import PeakMemory
 
     prompts = [to_prompt(e) for e in test]
+    refs = [e.completion for e in test]
     with PeakMemory() as mem:
-        preds, gen = generate(model, tok, prompts, max_new_tokens, batch_size, desc=desc)
-    value, per = score(metric, preds, [e.completion for e in test])
+        preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc)
+    value, items = score(plan.metric, preds, refs, plan.labels)
     val_loss = completion_loss(model, tok, [to_prompt(e) for e in val], [e.completion for e in val])
-    metrics = {metric: round(value, 4), "quality": round(value, 4), "n_test": len(test),
+    metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
                "val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
                **gen.metrics(), **mem.metrics("eval")}
-    rows = [{"id": e.id, "source": e.source, "prediction": p, "reference": e.completion, "score": s}
-            for e, p, s in zip(test, preds, per)]
+    if pairs:
+        margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")))
+        metrics.update(preference_metrics(margins))
+    if plan.latency_requests:
+        metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
+                               desc=f"{desc} latency").metrics())
+    rows = [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
+             "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
+             "exact_match": exact_match(p, e.completion)}
+            for e, p, i in zip(test, preds, items)]
+    if label_choice and plan.labels:
+        chosen = choose_labels(model, tok, prompts, plan.labels)
+        c_value, c_items = score(plan.metric, chosen, refs, plan.labels)
+        metrics["quality_label_choice"] = round(c_value, 4)
+        for r, c, i in zip(rows, chosen, c_items):
+            r.update(choice=c, choice_score=i if not isinstance(i, tuple) else list(i))
     return metrics, rows
 
+
+# ---------------------------------------------------------------- a stage's evaluation
+
+@dataclass
+class EvalInputs:
+    """What every evaluation stage reads from data/prepared/."""
+
+    train: list[Example]
+    val: list[Example]
+    test: list[Example]
+    pairs: list[Pair]
+    plan: EvalPlan
+
+    @classmethod
+    def load(cls, data_dir, params) -> "EvalInputs":
+        from pathlib import Path
+
+        from bakeoff.data import load_examples, load_pairs
+
+        d = Path(data_dir)
+        train, val, test = (load_examples(d / f"{s}.jsonl") for s in ("train", "val", "test"))
+        if params.eval.max_examples:
+            test = test[:params.eval.max_examples]
+        pairs = load_pairs(d / "prefs_test.jsonl") if (d / "prefs_test.jsonl").exists() else []
+        labels = json.loads((d / "stats.json").read_text()).get("labels")
+        return cls(train, val, test, pairs, EvalPlan.from_params(params, labels))
+
+
+def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None) -> dict:
+    """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``."""
+    from bakeoff import lmeval
+
+    task = lmeval.write_task(inputs.test, tok, work_dir, inputs.plan.max_new_tokens, to_prompt)
+    out = lmeval.run_task(task, model, tok, inputs.plan.batch_size)
+    return lmeval.agreement([r["exact_match"] for r in rows], out["per_example"])

@@ -17,6 +17,13 @@ Size
 Serving
     ``gen_tokens_per_s``: generated tokens (up to and including end-of-sequence, padding excluded)
     per second of generation wall time; ``prompt_tokens_per_request``: mean prompt length in tokens.
+    ``latency_p50_s``, ``latency_p95_s``: wall time of one request at batch 1 (prompt in, greedy answer out),
+    median and 95th percentile (linear interpolation) over the first ``eval.latency_requests`` test prompts.
+    A ``_merged`` / ``_unmerged`` suffix says how an adapter was served.
+Confidence
+    ``*_ci_low``, ``*_ci_high``: paired percentile bootstrap, 95%, over test examples (seeded): the
+    examples are resampled with replacement, the figure recomputed, the 2.5th and 97.5th percentiles kept.
+    For a difference between two runs the same resample is applied to both (the runs saw the same examples).
 """
 
 from __future__ import annotations
@@ -220,3 +227,50 @@ class GenerationLog:
             "prompt_tokens_per_request": round(sum(self.prompt_tokens) / n, 1),
             "gen_wall_s": round(self.seconds, 2),
         }
+
+
+@dataclass
+class LatencyLog:
+    """Per-request wall times at batch 1."""
+
+    seconds: list[float] = field(default_factory=list)
+    generated_tokens: int = 0
+
+    def metrics(self, suffix: str = "") -> dict[str, float]:
+        if not self.seconds:
+            return {}
+        import numpy as np
+
+        s = np.asarray(self.seconds)
+        return {f"latency_p50_s{suffix}": round(float(np.percentile(s, 50)), 4),
+                f"latency_p95_s{suffix}": round(float(np.percentile(s, 95)), 4),
+                f"latency_tokens_per_s{suffix}": round(self.generated_tokens / float(s.sum()), 2)}
+
+
+# ---------------------------------------------------------------- confidence
+
+def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resamples: int = 2000,
+                 seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
+    """(figure, low, high): the figure of ``items`` with its paired percentile bootstrap interval.
+
+    With ``baseline`` (the other run's items on the same examples, same order) the figure is the difference
+    ``figure(items) - figure(baseline)``, and each resample draws the same examples for both.
+    """
+    import numpy as np
+
+    figure = figure or (lambda xs: sum(xs) / len(xs) if xs else 0.0)
+    if baseline is not None and len(baseline) != len(items):
+        raise ValueError(f"paired bootstrap needs the same examples: {len(items)} against {len(baseline)}")
+    n = len(items)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+
+    def stat(idx) -> float:
+        a = figure([items[i] for i in idx])
+        return a - figure([baseline[i] for i in idx]) if baseline is not None else a
+
+    rng = np.random.default_rng(seed)
+    draws = np.sort([stat(rng.integers(0, n, n)) for _ in range(resamples)])
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(draws, [tail, 1 - tail])
+    return stat(range(n)), float(lo), float(hi)

@@ -164,6 +164,12 @@ def resolve_precision(precision: str) -> str:
     return precision
 
 
+def frozen_dtype(precision: str) -> torch.dtype:
+    """The dtype a frozen base is held in while adapters train: the training precision (fp32 master weights
+    are only needed for weights that train)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+
+
 def load_tokenizer(model_dir: str | Path):
     from transformers import AutoTokenizer
 

@@ -85,3 +85,12 @@ def guarded(record: dict, work) -> dict:
         # an `oom` keeps the peak it reached (and the steps it managed); the others keep nothing half-measured
         record.update(status=status, error=reason, metrics=getattr(e, "partial_metrics", {}) if status == "oom" else {})
     return record
+
+
+def summary(record: dict, keys=("quality", "val_loss", "gen_tokens_per_s", "latency_p50_s",
+                                "lm_eval_exact_match", "pref_accuracy", "train_tokens_per_s")) -> str:
+    """A one-line summary of a record for the stage's last line of output."""
+    if record.get("status") != "ok":
+        return str(record.get("error", "")).split("\n")[0]
+    m = record.get("metrics") or {}
+    return ", ".join(f"{k}={m[k]}" for k in keys if k in m)

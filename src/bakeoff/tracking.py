@@ -76,9 +76,15 @@ def _setup(params):
 
 
 @contextmanager
-def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = ""):
-    """Start a fresh MLflow run for ``name`` and mark it the latest of that name."""
+def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = "",
+        system_metrics: bool = False):
+    """Start a fresh MLflow run for ``name`` and mark it the latest of that name; with ``system_metrics``, MLflow
+    samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
     import mlflow
+
+    if system_metrics:
+        mlflow.set_system_metrics_sampling_interval(2)
+        mlflow.set_system_metrics_samples_before_logging(1)
 
     exp = _setup(params)
     client = mlflow.MlflowClient()
@@ -86,7 +92,7 @@ def run(params, name: str, kind: str, technique: str, logged_params: dict, data_
         client.set_tag(old.info.run_id, LATEST, "false")
     tags = {"bakeoff.name": name, "kind": kind, "technique": technique, "git_commit": git_commit(),
             "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
-    with mlflow.start_run(run_name=name, tags=tags) as r:
+    with mlflow.start_run(run_name=name, tags=tags, log_system_metrics=system_metrics) as r:
         mlflow.log_params(flatten(logged_params))
         yield r
 

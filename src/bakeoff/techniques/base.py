@@ -42,6 +42,30 @@ class Technique:
 
         return load_for_eval(base_dir, out_dir)
 
+    @staticmethod
+    def _is_adapter(out_dir: Path) -> bool:
+        return (Path(out_dir) / "adapter_config.json").exists()
+
+    def served_as(self, out_dir: Path) -> str:
+        """How ``load_for_eval`` serves it: ``merged`` (adapter folded into the weights), ``unmerged`` or ``full``."""
+        return "merged" if self._is_adapter(out_dir) else "full"
+
+    def load_unmerged(self, base_dir: Path, out_dir: Path, variant, precision: str):
+        """The adapter kept apart from the base (for unmerged latency), or None where that is how it is served."""
+        if not self._is_adapter(out_dir):
+            return None
+        from peft import PeftModel
+
+        from bakeoff.models import device, load_model
+
+        return PeftModel.from_pretrained(load_model(base_dir), out_dir).to(device()).eval()
+
+    def lm_eval_model(self, base_dir: Path, out_dir: Path):
+        """lm-eval's ``hf`` model_args that load this variant from its saved files (None: pass the loaded model)."""
+        if self._is_adapter(out_dir):
+            return {"pretrained": str(base_dir), "peft": str(out_dir)}
+        return {"pretrained": str(out_dir)}
+
     def load_rows(self, data_dir: Path) -> list:
         return load_examples(Path(data_dir) / "train.jsonl")
 

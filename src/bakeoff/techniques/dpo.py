@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bakeoff.data import load_pairs
 from bakeoff.errors import UserError
-from bakeoff.models import load_model
+from bakeoff.models import frozen_dtype, load_model
 from bakeoff.techniques.base import Technique, common_args
 
 
@@ -53,7 +53,8 @@ class Dpo(Technique):
             raise UserError(f"variants.{variant.name}.init_from: {variant.options['init_from']!r} has no LoRA "
                             f"adapter at {parent_dir} (DPO continues a lora or qlora variant)")
         # DPOTrainer copies this adapter into a frozen "ref" adapter, its reference policy
-        return PeftModel.from_pretrained(load_model(base_dir), parent_dir, is_trainable=True)
+        return PeftModel.from_pretrained(load_model(base_dir, dtype=frozen_dtype(precision)), parent_dir,
+                                         is_trainable=True)
 
     def save(self, model, tok, out_dir: Path) -> None:
         model.save_pretrained(out_dir, selected_adapters=["default"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bakeoff.models import load_model
+from bakeoff.models import frozen_dtype, load_model
 from bakeoff.techniques.base import Technique
 
 
@@ -36,7 +36,7 @@ class Lora(Technique):
             from bakeoff.techniques import unsloth
 
             return unsloth.build(base_dir, variant, precision, load_in_4bit=False)
-        model = load_model(base_dir)
+        model = load_model(base_dir, dtype=frozen_dtype(precision))
         return get_peft_model(model, self.lora_config(variant.options))
 
     def save(self, model, tok, out_dir: Path) -> None:

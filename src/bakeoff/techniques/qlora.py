@@ -59,3 +59,12 @@ class QLora(Lora):
         model = load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
                            device_map=device_map)
         return PeftModel.from_pretrained(model, out_dir).eval()
+
+    def served_as(self, out_dir):
+        return "unmerged"  # merging into 4-bit weights would round the adapter away
+
+    def load_unmerged(self, base_dir, out_dir, variant, precision):
+        return None  # load_for_eval already serves it unmerged
+
+    def lm_eval_model(self, base_dir, out_dir):
+        return None  # lm-eval gets the loaded 4-bit model (its hf loader would load the base unquantized)

@@ -1,0 +1,81 @@
+"""Batched against one-at-a-time generation on the default test set, and what each prompting baseline costs.
+
+    python benchmarks/eval_speed.py                 # models/base and data/prepared from `dvc repro`
+    python benchmarks/eval_speed.py --limit 20      # a quicker look
+
+Both passes run bakeoff's own ``generate`` (greedy, left-padded, prompts sorted by length) on the same prompts
+in the same process; the figures are wall time of generation only. Agreement is the share of test examples
+whose two outputs are the same string. Writes reports/bench/eval.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=str(ROOT / "models" / "base"))
+    ap.add_argument("--data", default=str(ROOT / "data" / "prepared"))
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    ap.add_argument("--limit", type=int, default=None, help="first N test examples (default: all)")
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "eval.json"))
+    args = ap.parse_args()
+
+    import torch
+
+    from bakeoff.config import load_params
+    from bakeoff.data import few_shot_messages, load_examples, shot_picker
+    from bakeoff.evaluate import _encode, generate, render_prompt
+    from bakeoff.models import load_for_eval, load_tokenizer
+
+    params = load_params(args.params)
+    tok, model = load_tokenizer(args.model), load_for_eval(args.model)
+    train = load_examples(Path(args.data) / "train.jsonl")
+    test = load_examples(Path(args.data) / "test.jsonl")[:args.limit]
+    prompts = [e.messages for e in test]
+    new, bs = params.task.max_new_tokens, params.eval.batch_size
+    generate(model, tok, prompts[:2], new, bs, progress=False)  # warm-up, untimed
+
+    t0 = time.perf_counter()
+    batched, blog = generate(model, tok, prompts, new, bs, desc=f"batch {bs}")
+    t_batched = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    single, slog = generate(model, tok, prompts, new, 1, desc="batch 1")
+    t_single = time.perf_counter() - t0
+    agree = sum(a == b for a, b in zip(batched, single)) / len(test)
+
+    costs = {}
+    for name, b in params.baselines.items():
+        pick = shot_picker(train, b.shots, b.selection, params.task.seed)
+        lengths = [len(_encode(tok, render_prompt(tok, few_shot_messages(e, pick(e), b.instruction)))) for e in test]
+        costs[name] = round(sum(lengths) / len(lengths), 1)
+
+    result = {"examples": len(test), "batch_size": bs, "max_new_tokens": new, "threads": torch.get_num_threads(),
+              "batched_s": round(t_batched, 2), "one_at_a_time_s": round(t_single, 2),
+              "speedup": round(t_single / t_batched, 2), "agreement": round(agree, 4),
+              "batched_gen_tokens_per_s": blog.metrics()["gen_tokens_per_s"],
+              "one_at_a_time_gen_tokens_per_s": slog.metrics()["gen_tokens_per_s"],
+              "prompt_tokens_per_request": costs}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"\n## Evaluation: batched vs one at a time ({len(test)} test examples, {result['threads']} threads)\n")
+    print("| generation | wall s | gen tok/s |\n|---|---|---|")
+    print(f"| batch {bs} | {t_batched:.1f} | {result['batched_gen_tokens_per_s']} |")
+    print(f"| batch 1 | {t_single:.1f} | {result['one_at_a_time_gen_tokens_per_s']} |")
+    print(f"\nspeed-up {result['speedup']}× (target ≥ 3×); identical outputs on {agree:.1%} of examples "
+          f"(target ≥ 99%)\n")
+    print("| baseline | prompt tokens per request |\n|---|---|")
+    for name, c in costs.items():
+        print(f"| {name} | {c} |")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()

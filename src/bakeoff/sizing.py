@@ -1,0 +1,347 @@
+"""GPU sizing: an analytic memory model per technique, calibrated on this run, projected to real model shapes.
+
+    python -m bakeoff.size                      # the sizing table from params.yaml, before any training
+    python -m bakeoff.size --seq 2048 --micro-batch 1
+
+Peak training memory of one process is modelled as the sum of
+    weights      by dtype: fp32 master weights for full fine-tuning (mixed precision keeps them), the training
+                 dtype for a frozen LoRA base, and for QLoRA the linear layers at 4 bits (0.5 bytes/param) plus
+                 quantization constants (0.5 bits/param, 0.127 with double quantization: QLoRA paper,
+                 arXiv 2305.14314) with embeddings and norms in the compute dtype;
+    gradients    fp32, for the trainable parameters;
+    optimizer    AdamW 8 bytes per trainable parameter, 8-bit AdamW 2 (transformers' "model memory anatomy");
+    activations  per layer and token, SwiGLU decoder in 16-bit: 16·h + 8·I bytes (inputs of the norms and of
+                 every projection, the SwiGLU intermediates; memory-efficient attention stores no s² matrix),
+                 doubled in fp32; with gradient checkpointing only each layer's input (2·h bytes) plus one layer
+                 recomputed; the logits 10 bytes per token and vocabulary entry (16-bit logits, their fp32 copy
+                 and its gradient);
+    overhead     what the runtime holds besides tensors (CUDA context and workspaces, or on CPU the Python
+                 process with its libraries): a constant, calibrated on this run's measured peaks.
+DPO scores chosen and rejected together: twice the sequences. The model is deliberately simple; its error
+against each measured peak is reported beside its predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GB = 1e9
+GIB = 1024 ** 3
+
+# LoRA's ``all-linear`` targets in a Llama-style decoder layer
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A decoder-only transformer's dimensions (Llama-style: grouped-query attention, SwiGLU MLP)."""
+
+    name: str
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool = False
+
+    @property
+    def kv_dim(self) -> int:
+        return self.hidden * self.kv_heads // self.heads
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each projection of one layer."""
+        h, i, kv = self.hidden, self.intermediate, self.kv_dim
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    @property
+    def linear_params(self) -> int:
+        return self.layers * sum(a * b for a, b in self.linear_shapes().values())
+
+    @property
+    def other_params(self) -> int:
+        """Embeddings, the untied output head and the norms."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.layers * 2 * self.hidden + self.hidden
+
+    @property
+    def params(self) -> int:
+        return self.linear_params + self.other_params
+
+    def lora_params(self, r: int, targets=LINEAR) -> int:
+        targets = LINEAR if targets in ("all-linear", None) else targets
+        return self.layers * sum(r * (a + b) for n, (a, b) in self.linear_shapes().items() if n in targets)
+
+    @classmethod
+    def from_config(cls, name: str, cfg: dict) -> "Shape":
+        """From a transformers config.json (as a dict)."""
+        return cls(name, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"],
+                   cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+                   cfg["vocab_size"], bool(cfg.get("tie_word_embeddings", False)))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one variant trains with: the parts of its config the memory model reads."""
+
+    technique: str  # full | lora | qlora | dpo
+    precision: str = "bf16"  # bf16 | fp16 | fp32
+    optimizer: str = "adamw_torch"
+    gradient_checkpointing: bool = False
+    micro_batch: int = 1
+    seq_len: int = 1024
+    r: int = 16
+    targets: object = "all-linear"
+    bits: int = 4
+    double_quant: bool = True
+
+    @classmethod
+    def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None) -> "Setup":
+        o, t = v.options, v.train
+        technique = "qlora" if v.technique == "qlora" else v.technique
+        return cls(technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
+                   seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
+                   int(o.get("bits", 4)), bool(o.get("double_quant", True)))
+
+
+@dataclass
+class Estimate:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    overhead: float
+    trainable: int = 0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+
+    def parts_gb(self) -> dict[str, float]:
+        return {k: round(getattr(self, k) / GB, 3) for k in ("weights", "gradients", "optimizer", "activations",
+                                                             "overhead")} | {"total": round(self.total / GB, 3)}
+
+
+def _half(precision: str) -> int:
+    return 4 if precision == "fp32" else 2
+
+
+def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
+    """Peak bytes of one training process for ``shape`` trained as ``s``."""
+    act_bytes = _half(s.precision)
+    if s.technique == "full":
+        trainable = shape.params
+        weights = 4 * shape.params  # fp32 master weights (mixed precision autocasts from them)
+    elif s.technique == "qlora":
+        trainable = shape.lora_params(s.r, s.targets)
+        if s.bits == 4:
+            per = 0.5 + (0.127 if s.double_quant else 0.5) / 8
+        else:
+            per = 1.0 + 4 / shape.hidden  # int8 weights and a fp32 scale per row
+        weights = per * shape.linear_params + act_bytes * shape.other_params + 4 * trainable
+    else:  # lora, dpo: a frozen base in the training dtype, fp32 adapters
+        trainable = shape.lora_params(s.r, s.targets)
+        weights = act_bytes * shape.params + 4 * trainable
+    grads = 4 * trainable
+    optim = (2 if "8bit" in s.optimizer else 8) * trainable
+    rows = s.micro_batch * (2 if s.technique == "dpo" else 1)
+    tokens = rows * s.seq_len
+    scale = act_bytes / 2
+    per_layer = tokens * (16 * shape.hidden + 8 * shape.intermediate) * scale
+    if s.gradient_checkpointing:
+        acts = shape.layers * tokens * 2 * shape.hidden * scale + per_layer
+    else:
+        acts = shape.layers * per_layer
+    acts += tokens * shape.vocab * 10
+    return Estimate(weights, grads, optim, acts, overhead_bytes, trainable)
+
+
+def flops_per_token(shape: Shape, technique: str, checkpointing: bool = False) -> float:
+    """Training FLOPs per token: 6·N for full fine-tuning; 4·N with a frozen base (no weight gradients); gradient
+    checkpointing adds a second forward pass (2·N). DPO scores two answers per row: counted per token as well."""
+    return ((6 if technique == "full" else 4) + (2 if checkpointing else 0)) * shape.params
+
+
+# ---------------------------------------------------------------- calibration
+
+def calibrate(rows: list[tuple[float, float]]) -> tuple[float, list[float]]:
+    """(overhead, relative errors) from (predicted bytes without overhead, measured bytes) pairs: the overhead
+    is the median of measured − predicted, and each error is (predicted + overhead − measured) / measured."""
+    import statistics
+
+    if not rows:
+        return 0.0, []
+    overhead = max(0.0, statistics.median(m - p for p, m in rows))
+    return overhead, [(p + overhead - m) / m for p, m in rows]
+
+
+# ---------------------------------------------------------------- fitting
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_gb: float
+    usd_per_hour: float
+    bf16_tflops: float
+
+
+@dataclass
+class Fit:
+    target: str
+    variant: str
+    technique: str
+    need_gb: float
+    gpu: str | None
+    gpus: int = 1
+    hours: float | None = None
+    usd: float | None = None
+    parts: dict = field(default_factory=dict)
+
+
+def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | None:
+    """The cheapest-to-hold (least memory, then lowest price) GPU whose memory less ``margin`` holds the need."""
+    fits = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need_bytes]
+    return min(fits, key=lambda g: (g.memory_gb, g.usd_per_hour)) if fits else None
+
+
+def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False) -> float:
+    """Estimated hours to train ``tokens`` at ``mfu`` of the card's peak bf16 FLOP/s (an assumption, not a
+    measurement: set sizing.mfu from benchmarks/gpu_variants.py on your card)."""
+    return tokens * flops_per_token(shape, technique, checkpointing) / (gpu.bf16_tflops * 1e12 * mfu) / 3600
+
+
+# ---------------------------------------------------------------- from params and this run
+
+def targets(params) -> list[Shape]:
+    return [Shape(t["name"], int(t["layers"]), int(t["hidden"]), int(t["intermediate"]), int(t["heads"]),
+                  int(t["kv_heads"]), int(t["vocab"]), bool(t.get("tied", False))) for t in params.sizing.targets]
+
+
+def catalog(params) -> list[GPU]:
+    return [GPU(g["name"], float(g["memory_gb"]), float(g["usd_per_hour"]), float(g["bf16_tflops"]))
+            for g in params.sizing.gpus]
+
+
+def _resolved(precision: str) -> str:
+    return "bf16" if precision == "auto" else precision
+
+
+def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_bytes: float, tokens: float,
+        mfu: float, variant: str = "") -> Fit:
+    """The smallest card that holds one training process; failing that, the fewest of the largest card with
+    weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3)."""
+    e = estimate(shape, setup, overhead_bytes)
+    gpu, n = smallest_fit(e.total, gpus, margin), 1
+    if gpu is None and gpus:
+        big = max(gpus, key=lambda g: g.memory_gb)
+        for n in (2, 4, 8, 16, 32, 64):
+            sharded = (e.weights + e.gradients + e.optimizer) / n + e.activations + e.overhead
+            if big.memory_gb * GB * (1 - margin) >= sharded:
+                gpu = big
+                break
+    f = Fit(shape.name, variant, setup.technique, round(e.total / GB, 2), gpu.name if gpu else None,
+            n if gpu else 0, parts=e.parts_gb())
+    if gpu is not None and tokens:
+        # n cards in parallel: n× the FLOP/s (communication not counted), n× the price per hour
+        f.hours = round(train_hours(shape, setup.technique, tokens, gpu, mfu, setup.gradient_checkpointing) / n, 3)
+        f.usd = round(f.hours * n * gpu.usd_per_hour, 2)
+    return f
+
+
+def run_width(train_metrics: dict, effective_batch: int) -> float:
+    """Padded tokens per row in this run's micro-batches: mean non-padding tokens per row / (1 − padding share)."""
+    steps = train_metrics.get("train_steps") or 0
+    if not steps or not train_metrics.get("tokens_seen"):
+        return 0.0
+    per_row = train_metrics["tokens_seen"] / (steps * effective_batch)
+    return per_row / max(1e-6, 1 - train_metrics.get("padding_share", 0.0))
+
+
+def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
+    """Predicted against measured peak for every variant that trained here, and the fitted overhead.
+
+    ``records``: variant name → its train.json. On CPU the measured peak is peak RSS; on CUDA, peak reserved.
+    """
+    from bakeoff.models import resolve_precision
+
+    shape = Shape.from_config("base", base_config)
+    pairs, rows = [], []
+    for name, rec in records.items():
+        m = rec.get("metrics") or {}
+        if rec.get("status") != "ok" or name not in params.variants:
+            continue
+        measured_mb = m.get("train_peak_reserved_mb") or m.get("train_peak_rss_mb")
+        v = params.variants[name]
+        width = run_width(m, v.train.effective_batch)
+        if not measured_mb or not width:
+            continue
+        precision = m.get("precision") or resolve_precision(v.train.precision)
+        setup = Setup.from_variant(v, precision, seq_len=round(width))
+        predicted = estimate(shape, setup).total
+        pairs.append((predicted, measured_mb * 1024 ** 2))
+        rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB, 3),
+                     "model_gb": round(predicted / GB, 3), "seq_len": round(width)})
+    overhead, errors = calibrate(pairs)
+    for r, err in zip(rows, errors):
+        r["predicted_gb"] = round(r["model_gb"] + overhead / GB, 3)
+        r["error"] = round(err, 4)
+    return {"overhead_gb": round(overhead / GB, 3), "rows": rows,
+            "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
+
+
+def table(params, tokens: dict[str, float], overhead_bytes: float | None = None) -> list[Fit]:
+    """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens."""
+    s = params.sizing
+    overhead = s.cuda_overhead_gb * GB if overhead_bytes is None else overhead_bytes
+    out = []
+    for shape in targets(params):
+        for name, v in params.variants.items():
+            setup = Setup.from_variant(v, _resolved(v.train.precision) if v.train.precision != "fp32" else "fp32",
+                                       seq_len=s.seq_len, micro_batch=s.micro_batch)
+            out.append(fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name))
+    return out
+
+
+def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
+    lines = ["| target | variant | technique | need GB | smallest GPU | est. hours | est. $ |", "|---|---|---|---|---|---|---|"]
+    for f in fits:
+        gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
+        hours = "–" if f.hours is None else f"{f.hours:.2f}"
+        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
+        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m bakeoff.size: the sizing table from params.yaml (no training needed)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from bakeoff.config import load_params
+
+    ap = argparse.ArgumentParser(prog="python -m bakeoff.size", description="GPU sizing for every variant")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--seq", type=int, default=None, help="tokens per row (default: sizing.seq_len or max_seq_len)")
+    ap.add_argument("--micro-batch", type=int, default=None)
+    ap.add_argument("--tokens", type=float, default=None, help="training tokens to price (default: "
+                    "cost.train_tokens, else what each variant saw in runs/)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    if args.seq or args.micro_batch:
+        from dataclasses import replace
+
+        params = replace(params, sizing=replace(params.sizing, seq_len=args.seq or params.sizing.seq_len,
+                                                micro_batch=args.micro_batch or params.sizing.micro_batch))
+    tokens = {}
+    for name in params.variants:
+        rec = json.loads(Path(f"runs/{name}/train.json").read_text()) if Path(f"runs/{name}/train.json").exists() else {}
+        tokens[name] = args.tokens or params.cost.train_tokens or (rec.get("metrics") or {}).get("tokens_seen", 0.0)
+    fits = table(params, tokens)
+    if args.json:
+        print(json.dumps([f.__dict__ for f in fits], indent=2))
+        return
+    print("\n".join(markdown(fits)))
+    print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at an assumed "
+          f"{params.sizing.mfu:.0%} MFU (sizing.mfu). Model: src/bakeoff/sizing.py")

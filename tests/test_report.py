@@ -1,0 +1,98 @@
+"""The verdict, the cost side, the Pareto front and the one-page report, from fixed per-example results."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from bakeoff import report
+
+
+def _write(tmp_path, name: str, scores: list[float], prompt_tokens: float, kind: str):
+    d = tmp_path / "runs" / name
+    d.mkdir(parents=True)
+    rows = [{"id": i, "prediction": "p", "reference": "r", "score": s, "exact_match": s} for i, s in enumerate(scores)]
+    (d / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    quality = sum(scores) / len(scores)
+    (d / "eval.json").write_text(json.dumps({"status": "ok", "kind": kind, "technique": "t", "metrics": {
+        "quality": quality, "n_test": len(scores), "prompt_tokens_per_request": prompt_tokens}}))
+
+
+def _decide(tmp_path, monkeypatch, baseline: list[float], variant: list[float], min_gain: float) -> dict:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "few_shot", baseline, 400, "baseline")
+    _write(tmp_path, "zero_shot", [0.0] * len(baseline), 100, "baseline")
+    _write(tmp_path, "lora", variant, 100, "variant")
+    df = report.collect(["zero_shot", "few_shot"], ["lora"])
+    report.add_confidence(df, "exact_match", resamples=2000, flips_dir=tmp_path / "flips")
+    return report.verdict(df, min_gain), df
+
+
+def test_verdict_fine_tune(tmp_path, monkeypatch):
+    # 200 examples: the baseline gets 40% right, the variant those and 80 more (80%): +40 points, tight interval
+    base = [1.0] * 80 + [0.0] * 120
+    var = [1.0] * 160 + [0.0] * 40
+    v, df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
+    assert v["decision"] == "fine-tune" and v["baseline"] == "few_shot" and v["variant"] == "lora"
+    assert v["gain"] == pytest.approx(0.4) and v["ci_low"] > 0.05
+    flips = [json.loads(x) for x in (tmp_path / "flips" / "lora.jsonl").read_text().splitlines()]
+    assert len(flips) == 80 and {f["direction"] for f in flips} == {"wrong_to_right"}
+
+
+def test_verdict_prompting_is_enough(tmp_path, monkeypatch):
+    # the variant is the baseline with 2 of 200 answers flipped each way: a gain of 0, interval well below 5 points
+    base = [1.0] * 100 + [0.0] * 100
+    var = [0.0, 0.0] + [1.0] * 98 + [1.0, 1.0] + [0.0] * 98
+    v, _ = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
+    assert v["decision"] == "prompting is enough" and v["ci_high"] < 0.05 and v["gain"] == pytest.approx(0.0)
+
+
+def test_verdict_inconclusive_says_how_many_examples_would_settle_it(tmp_path, monkeypatch):
+    # 20 examples, +10 points: the interval is about ±13 points and contains min_gain 5
+    base = [1.0] * 10 + [0.0] * 10
+    var = [1.0] * 10 + [1.0, 1.0] + [0.0] * 8
+    v, _ = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
+    assert v["decision"] == "inconclusive" and v["ci_low"] < 0.05 < v["ci_high"]
+    half = (v["ci_high"] - v["ci_low"]) / 2
+    assert v["examples_needed"] == pytest.approx(20 * (half / (v["gain"] - 0.05)) ** 2, rel=0.01)
+    assert v["examples_needed"] > 20 and f"about {v['examples_needed']} would settle it" in v["reason"]
+
+
+def test_verdict_without_a_finished_variant_is_inconclusive():
+    df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.5,
+                        "best_baseline": "zero_shot", "gain": float("nan")}])
+    assert report.verdict(df, 0.05) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished",
+                                        "min_gain": 0.05}
+
+
+def test_cost_break_even(tmp_path, monkeypatch):
+    base = [1.0] * 80 + [0.0] * 120
+    var = [1.0] * 160 + [0.0] * 40
+    v, df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
+    c = report.cost(df, v, price_per_1k=0.5, train_fit={"target": "8b", "gpu": "L4", "gpus": 1, "hours": 2.0,
+                                                         "usd": 3.0, "need_gb": 15})
+    # 400 − 100 = 300 prompt tokens saved a request, $0.15 at $0.5 per 1k; $3 of training pays back after 20
+    assert c["prompt_tokens_saved_per_request"] == 300 and c["usd_saved_per_request"] == pytest.approx(0.15)
+    assert c["break_even_requests"] == 20
+    lines = "\n".join(report.verdict_lines(v, c))
+    assert "**fine-tune**" in lines and "after about 20 requests" in lines
+
+
+def test_pareto_front():
+    pts = [(1, 0.5), (2, 0.7), (3, 0.6), (4, 0.9), (2, 0.4)]
+    assert report.pareto(pts) == [0, 1, 3]
+
+
+def test_html_is_one_self_contained_page(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    png = tmp_path / "a.png"
+    fig.savefig(png)
+    page = report.html("# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n- item\n", {"a": png})
+    assert "<h2>Verdict</h2>" in page and "<strong>fine-tune</strong>" in page and "<td>1</td>" in page
+    assert 'src="data:image/png;base64,' in page and "http" not in page.replace("http-equiv", "")
