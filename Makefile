@@ -6,7 +6,7 @@ export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup repro test test-fast clean-runs mlflow-ui
+.PHONY: setup repro test test-fast bench clean-runs mlflow-ui
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,16 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow"
+
+# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); < 30 min on 2 CPU cores
+bench: setup
+	test -d models/variants/lora || $(MAKE) repro
+	$(PY) benchmarks/iteration.py
+	$(PY) benchmarks/ladder.py
+	$(PY) benchmarks/padding.py
+	$(PY) benchmarks/eval_speed.py
+	$(PY) benchmarks/overhead.py
+	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu.py --out reports/bench/gpu.json"
 
 mlflow-ui: setup
 	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db) --port 5000

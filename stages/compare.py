@@ -62,9 +62,11 @@ def main() -> None:
     c = report.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fit)
     histories = {n: (runs.read_json(runs.train_record(n)) or {}).get("history") or [] for n in params.variants}
     images = report.plots(df, histories, fresh_dir(out / "plots"), metric)
+    prov = report.provenance(Path("data/prepared/stats.json"))
     paths = report.write(df, metric, out, head=report.verdict_lines(v, c),
-                         tail=size_lines + report.forgetting(list(df["name"])))
+                         tail=size_lines + report.forgetting(list(df["name"])) + report.provenance_lines(prov))
     metrics = json.loads(paths["json"].read_text())
+    metrics["provenance"] = prov
     metrics["verdict"] = {k: v[k] for k in ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline")
                           if k in v}
     paths["json"].write_text(json.dumps(metrics, indent=2))

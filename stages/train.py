@@ -4,9 +4,18 @@
 
 A variant that fails ends with status `oom`, `skipped` or `failed` in runs/<variant>/train.json and in its
 MLflow run; the stage still exits 0 so `dvc repro` goes on with the other variants.
+
+With `checkpoint_steps: N` the trainer keeps its newest checkpoint in .bakeoff_tmp/<variant>/; a run that was
+killed continues from it on the next `dvc repro` (same params and data), in the same MLflow run. With
+`processes: N > 1` the stage starts itself N times under `torchrun` (CPU, gloo) or `accelerate launch` (GPUs,
+with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and the one MLflow run.
 """
 
+import hashlib
 import json
+import os
+import shutil
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -15,48 +24,96 @@ from bakeoff.config import load_params
 from bakeoff.errors import cli
 
 
+def launch(name: str, t) -> int:
+    """Run this stage as ``t.processes`` processes; return their exit status."""
+    import torch
+
+    script = str(Path(__file__).resolve())
+    if torch.cuda.is_available():
+        cmd = ["accelerate", "launch", "--num_processes", str(t.processes)]
+        if t.accelerate_config:
+            cmd += ["--config_file", t.accelerate_config]
+        cmd += [script, name]
+    else:  # accelerate cannot start several CPU processes here (see README, Scaling out): torchrun can
+        cmd = ["torchrun", "--standalone", "--nproc_per_node", str(t.processes), script, name]
+    print("launch:", " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
+
+
 @cli
 def main() -> None:
     name = sys.argv[1]
     params = load_params()
     v = params.variant(name)
+    if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:
+        sys.exit(launch(name, v.train))
     if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL
         from bakeoff.techniques import unsloth
 
         unsloth.preload()
     from bakeoff import runs, tracking
     from bakeoff.models import resolve_precision
+
+    if "LOCAL_RANK" not in os.environ or os.environ.get("RANK", "0") == "0":
+        tracking.check_reachable(tracking.tracking_uri(params))  # before anything of the last run is touched
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.base import train
+    from bakeoff.techniques.base import last_checkpoint, rank, train
 
     base, data = Path("models/base"), Path("data/prepared")
-    out = runs.fresh_dir(runs.variant_dir(name))
+    work = Path(".bakeoff_tmp") / name
     data_hash = json.loads((data / "stats.json").read_text())["data_hash"]
     logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
-    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
-    with tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash, system_metrics=True) as run:
-        record["run_id"] = run.info.run_id
+    parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
+    # what a checkpoint must match to be resumed: these params, this data, the parent's adapter
+    fingerprint = hashlib.sha256(json.dumps([logged, data_hash, (parent_rec or {}).get("run_id")],
+                                            sort_keys=True, default=str).encode()).hexdigest()[:16]
+    state = runs.read_json(work / "resume.json") or {}
+    resume = last_checkpoint(work) if state.get("fingerprint") == fingerprint and v.train.checkpoint_steps else None
 
-        def work():
-            if v.parent and (runs.read_json(runs.train_record(v.parent)) or {}).get("status") != "ok":
-                raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
-            technique = get_technique(v.technique)
-            m = train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
-                      work_dir=Path(".bakeoff_tmp") / name,
-                      parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+    def work_fn():
+        if v.parent and (parent_rec or {}).get("status") != "ok":
+            raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
+        technique = get_technique(v.technique)
+        return train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
+                     work_dir=work, parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=resume)
+
+    if rank() != 0:  # another process of a multi-process run: train, and leave records and MLflow to rank 0
+        out = runs.variant_dir(name)
+        work_fn()
+        return
+
+    out = runs.fresh_dir(runs.variant_dir(name))
+    if resume is None:
+        shutil.rmtree(work, ignore_errors=True)
+    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
+    opened = (tracking.resume(params, state["run_id"], name, "variant", v.technique, logged) if resume
+              else tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash, system_metrics=True))
+    with opened as run:
+        record["run_id"] = run.info.run_id
+        runs.write_json(work / "resume.json", {"fingerprint": fingerprint, "run_id": run.info.run_id})
+        if resume:
+            import mlflow
+
+            mlflow.set_tag("bakeoff.resumed_from", resume.name)
+            print(f"[{name}] resuming from {resume}", flush=True)
+
+        def work_and_log():
+            m = work_fn()
             record["history"] = m.pop("history")  # the loss curve, for the report's plot
             for h in record["history"]:
                 tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
             return m
 
-        runs.guarded(record, work)
+        runs.guarded(record, work_and_log)
         if record["status"] != "ok":
             runs.fresh_dir(out)  # nothing half-written for evaluate to take as a model
             (out / "NOT_TRAINED").write_text(f"{record['status']}: {record['error']}\n")
-        tracking.log_metrics(record["metrics"])
+        else:
+            shutil.rmtree(work, ignore_errors=True)  # finished: its checkpoints are no longer needed
+        tracking.log_metrics({k: v for k, v in record["metrics"].items() if not k.endswith("_per_process")})
         tracking.mark(record)
     runs.write_json(runs.train_record(name), record)
-    print(f"[{name}] {record['status']}: {record['metrics'] or record.get('error')}")
+    print(f"[{name}] {record['status']}: {runs.summary(record)}")
 
 
 if __name__ == "__main__":

@@ -70,3 +70,27 @@ def tickets(tmp_path) -> Path:
 def write_jsonl(path: Path, rows: list) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path
+
+
+def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -> dict:
+    """A fresh project in ``repo``: the real dvc.yaml and stages, the first ``rows`` tickets (and ``pairs``
+    preference pairs), params.yaml pointing at the tiny model. Returns the params to edit and write."""
+    import shutil
+
+    import yaml
+
+    for item in ("dvc.yaml", "stages", ".gitignore"):
+        src = ROOT / item
+        shutil.copytree(src, repo / item) if src.is_dir() else shutil.copy(src, repo / item)
+    (repo / "data" / "raw").mkdir(parents=True)
+    for name, n in (("tickets.jsonl", rows), ("prefs.jsonl", pairs)):
+        if n:
+            lines = (ROOT / "data" / "raw" / name).read_text().splitlines(keepends=True)[:n]
+            (repo / "data" / "raw" / name).write_text("".join(lines))
+    # src/ is a dependency in dvc.yaml: link the library so the stages' deps exist
+    (repo / "src").symlink_to(ROOT / "src")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["model"]["base"] = str(tiny_model_dir)
+    params["task"].update(prefs="data/raw/prefs.jsonl" if pairs else None, val_size=8, test_size=8,
+                          max_new_tokens=8)
+    return params

@@ -1,8 +1,9 @@
 """The whole pipeline through `dvc repro`, on a tiny model with the real tokenizer, in a fresh repo.
 
-Checks what a user relies on: every stage runs, MLflow's own client reads back one latest run per baseline
-and variant with the same metric names, a second `dvc repro` reruns nothing, and editing one variant's value
-reruns only that variant and the comparison.
+Checks what a user relies on: every stage runs, logging to a real `mlflow server` on 127.0.0.1 whose runs MLflow's
+own client reads back (one latest run per baseline and variant, the same metric names); no secret from the
+environment reaches a log, a record or MLflow; a second `dvc repro` reruns nothing, editing one variant's value
+reruns only that variant and the comparison; outputs pushed to a DVC remote come back identical.
 """
 
 import json
@@ -14,35 +15,58 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import make_dvc_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def sh(cmd: str, cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+SECRET = "hf_SENTINEL_do_not_log_4242"
+SERVER: dict = {}  # the MLflow server the pipeline logs to: {"uri": ..., "proc": ...}
+
+
+def sh(cmd: str, cwd: Path, ok: bool = True, **extra) -> str:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "HF_TOKEN": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if SERVER:
+        env["MLFLOW_TRACKING_URI"] = SERVER["uri"]
+    env.update(extra)
     r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    if ok:
+        assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r.stdout + r.stderr
+
+
+def start_mlflow_server(root: Path) -> None:
+    """`mlflow server` on a free port of 127.0.0.1 with an sqlite backend; waits for its health check."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                             "--port", str(port), "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
+                             "--artifacts-destination", str(root / "artifacts"), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"))
+    uri = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(uri + "/health", timeout=1)
+            SERVER.update(uri=uri, proc=proc)
+            return
+        except OSError:
+            assert proc.poll() is None, (root / "server.log").read_text()[-2000:]
+            time.sleep(0.5)
+    raise AssertionError("mlflow server did not start:\n" + (root / "server.log").read_text()[-2000:])
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory, tiny_model_dir):
     repo = tmp_path_factory.mktemp("repo")
-    for item in ("dvc.yaml", "stages", ".gitignore"):
-        src = ROOT / item
-        shutil.copytree(src, repo / item) if src.is_dir() else shutil.copy(src, repo / item)
-    (repo / "data" / "raw").mkdir(parents=True)
-    rows = (ROOT / "data" / "raw" / "tickets.jsonl").read_text().splitlines(keepends=True)[:64]
-    (repo / "data" / "raw" / "tickets.jsonl").write_text("".join(rows))
-    pairs = (ROOT / "data" / "raw" / "prefs.jsonl").read_text().splitlines(keepends=True)[:24]
-    (repo / "data" / "raw" / "prefs.jsonl").write_text("".join(pairs))
-    # src/ is a dependency in dvc.yaml: link the library so the stages' deps exist
-    (repo / "src").symlink_to(ROOT / "src")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["model"]["base"] = str(tiny_model_dir)
-    params["task"].update(prefs="data/raw/prefs.jsonl", val_size=8, test_size=8, max_new_tokens=8)
+    params = make_dvc_repo(repo, tiny_model_dir, rows=64, pairs=24)
     params["train_defaults"].update(max_steps=2, effective_batch=4, micro_batch=2, precision="fp32",
                                     warmup_steps_excluded=1, logging_steps=1)
     params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2},
@@ -57,8 +81,11 @@ def repo(tmp_path_factory, tiny_model_dir):
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("git init -q && git config user.email t@t && git config user.name t && dvc init -q", repo)
     sh("git add -A && git commit -qm init", repo)
+    start_mlflow_server(tmp_path_factory.mktemp("mlflow"))
     out = sh("dvc repro", repo)
-    return repo, out
+    yield repo, out
+    SERVER.pop("proc").terminate()
+    SERVER.clear()
 
 
 def test_every_stage_ran_and_report_lists_every_run(repo):
@@ -91,11 +118,12 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     assert train["metrics"]["tokens_seen"] > 0 and train["metrics"]["train_steps"] == 2
 
 
-def test_mlflow_reads_back_one_latest_run_each(repo):
+def test_mlflow_server_reads_back_one_latest_run_each(repo):
     import mlflow
 
     repo, _ = repo
-    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
+    assert not (repo / "mlflow.db").exists()            # everything went to the server
+    mlflow.set_tracking_uri(SERVER["uri"])
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
     assert set(by_name) == {"zero_shot", "few_shot", "nearest", "lora", "lora_oom", "unsloth", "dpo", "comparison"}
@@ -114,6 +142,28 @@ def test_mlflow_reads_back_one_latest_run_each(repo):
     assert lora["run_id"] == json.loads((repo / "runs" / "lora" / "eval.json").read_text())["run_id"]
     # few-shot pays for its shots on every request
     assert by_name["few_shot"]["metrics.prompt_tokens_per_request"] > by_name["zero_shot"]["metrics.prompt_tokens_per_request"]
+
+
+def test_no_secret_reaches_logs_records_or_mlflow(repo):
+    import mlflow
+
+    repo, out = repo
+    assert SECRET not in out
+    for path in [*(repo / "runs").rglob("*"), *(repo / "reports").rglob("*"), repo / "dvc.lock"]:
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    mlflow.set_tracking_uri(SERVER["uri"])
+    for _, r in mlflow.search_runs(experiment_names=["tickets"]).iterrows():
+        assert SECRET not in " ".join(str(v) for v in r.values)
+
+
+def test_unreachable_server_stops_the_stage_before_it_touches_anything(repo):
+    repo, _ = repo
+    adapter = repo / "models" / "variants" / "lora" / "adapter_model.safetensors"
+    before = adapter.read_bytes()
+    out = sh("python stages/train.py lora", repo, ok=False, MLFLOW_TRACKING_URI="http://127.0.0.1:9")
+    assert "error: MLflow tracking server http://127.0.0.1:9 (from MLFLOW_TRACKING_URI) is unreachable" in out
+    assert adapter.read_bytes() == before and "Traceback" not in out
 
 
 def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo):
@@ -176,7 +226,7 @@ def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo)
     import mlflow
 
     repo, _ = repo
-    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
+    mlflow.set_tracking_uri(SERVER["uri"])
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
     assert by_name["lora"]["metrics.system/cpu_utilization_percentage"] >= 0
@@ -185,3 +235,20 @@ def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo)
     client = mlflow.MlflowClient()
     names = {a.path for a in client.list_artifacts(summary["run_id"])}
     assert {"comparison.md", "comparison.html", "sizing.json", "metrics.json", "plots", "flips"} <= names
+
+
+def test_dvc_remote_push_and_pull_bring_back_identical_outputs(repo, tmp_path):
+    import hashlib
+
+    repo, _ = repo
+    outs = [repo / "models" / "base" / "model.safetensors", repo / "models" / "variants" / "lora" / "adapter_model.safetensors",
+            repo / "data" / "prepared" / "train.jsonl", repo / "runs" / "lora" / "predictions.jsonl"]
+    digest = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in outs}
+    sh(f"dvc remote add -d store {tmp_path / 'remote'} && dvc push", repo)
+    shutil.rmtree(repo / ".dvc" / "cache")
+    for d in ("models", "data/prepared"):
+        shutil.rmtree(repo / d)
+    (repo / "runs" / "lora" / "predictions.jsonl").unlink()
+    sh("dvc pull", repo)
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in outs} == digest
+    assert "Running stage" not in sh("dvc repro", repo)      # nothing to redo: the pulled outputs are current

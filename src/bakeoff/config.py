@@ -11,6 +11,7 @@ Every error names the file, the line and the dotted key at fault, for example
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,9 @@ class TaskConfig:
     labels: list | None = None  # closed label set for accuracy / macro-F1 (None: the distinct train answers)
     max_new_tokens: int = 48
     seed: int = 0
+    overlong: str = "truncate"  # rows longer than train_defaults.max_seq_len: truncate (counted) | drop
+    duplicates: str = "drop"  # the same prompt and answer twice: drop (reported) | keep | error
+    leakage: str = "drop"  # a test or val prompt also in train: drop it from train (reported) | keep | error
 
 
 @dataclass(frozen=True)
@@ -156,10 +160,14 @@ class TrainConfig:
     seed: int = 0
     logging_steps: int = 5
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
+    checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
+    processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
+    accelerate_config: str | None = None  # accelerate config file for several GPUs (FSDP, DeepSpeed), e.g.
+    #                                      configs/accelerate/fsdp.yaml
 
     @property
     def grad_accum(self) -> int:
-        return self.effective_batch // self.micro_batch
+        return self.effective_batch // (self.micro_batch * self.processes)
 
 
 @dataclass(frozen=True)
@@ -214,7 +222,7 @@ class SizingConfig:
     targets: list = field(default_factory=list)  # [{name, layers, hidden, intermediate, heads, kv_heads, vocab, tied}]
     gpus: list = field(default_factory=list)  # [{name, memory_gb, usd_per_hour, bf16_tflops}]
     margin: float = 0.1  # share of a card's memory kept free
-    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu_variants.py)
+    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu.py)
     seq_len: int | None = None  # tokens per row on the target (None: the variant's max_seq_len)
     micro_batch: int | None = None  # rows per forward pass on the target (None: the variant's)
     cuda_overhead_gb: float = 1.0  # CUDA context and library workspaces, per process
@@ -257,23 +265,37 @@ def _check_train(t: TrainConfig, key: str, src: _Source) -> None:
     _check(t.max_steps > 0, src, f"{key}.max_steps", f"must be > 0, got {t.max_steps}")
     _check(t.lr > 0, src, f"{key}.lr", f"must be > 0, got {t.lr}")
     _check(t.micro_batch > 0, src, f"{key}.micro_batch", f"must be > 0, got {t.micro_batch}")
-    _check(t.effective_batch % t.micro_batch == 0 and t.effective_batch > 0, src, f"{key}.effective_batch",
-           f"must be a positive multiple of micro_batch ({t.micro_batch}), got {t.effective_batch}")
+    _check(t.processes > 0, src, f"{key}.processes", f"must be > 0, got {t.processes}")
+    _check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
+           f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
+           f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
+    _check(t.checkpoint_steps >= 0, src, f"{key}.checkpoint_steps", f"must be ≥ 0, got {t.checkpoint_steps}")
     _check(t.max_seq_len > 0, src, f"{key}.max_seq_len", f"must be > 0, got {t.max_seq_len}")
     _check(t.precision in ("auto", "fp32", "bf16", "fp16"), src, f"{key}.precision",
            f"must be one of auto, fp32, bf16, fp16; got {t.precision!r}")
     _check(t.optimizer in OPTIMIZERS, src, f"{key}.optimizer",
            f"must be one of {', '.join(OPTIMIZERS)}; got {t.optimizer!r}")
-    _check(t.batching in ("padded", "group_by_length", "padding_free"), src, f"{key}.batching",
-           f"must be padded, group_by_length or padding_free; got {t.batching!r}")
+    _check(t.batching in ("padded", "group_by_length", "padding_free", "sequential"), src, f"{key}.batching",
+           f"must be padded, group_by_length, padding_free or sequential; got {t.batching!r}")
     _check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",
            f"must be > 0 (or null), got {t.memory_budget_gb}")
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _check_name(name, key: str, src: _Source) -> None:
+    """A run name becomes a folder (runs/<name>, models/variants/<name>): nothing that leaves the repository."""
+    _check(isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name, src, key,
+           f"{name!r} is not a usable run name: letters, digits, '_', '-', '.', starting with a letter or digit "
+           "(it becomes a folder under runs/ and models/variants/)")
 
 
 def _variant(section: str, name: str, v, train: TrainConfig, src: _Source) -> VariantConfig:
     from bakeoff.techniques import get_technique, technique_names
 
     key = f"{section}.{name}"
+    _check_name(name, key, src)
     if not isinstance(v, dict):
         raise src.error(key, "expected a mapping with at least 'technique'")
     if "technique" not in v:
@@ -324,6 +346,9 @@ def parse_params(raw: dict, src: _Source) -> Params:
     from bakeoff.evaluate import METRICS
     _check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + _suggest(task.metric, list(METRICS)))
     _check(task.max_new_tokens > 0, src, "task.max_new_tokens", "must be > 0")
+    for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
+                       ("leakage", ("drop", "keep", "error"))):
+        _check(getattr(task, k) in allowed, src, f"task.{k}", f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
     _check(task.labels is None or (isinstance(task.labels, list) and task.labels
                                    and all(isinstance(x, str) for x in task.labels)),
            src, "task.labels", f"must be a non-empty list of strings (or null), got {task.labels!r}")
@@ -338,6 +363,7 @@ def parse_params(raw: dict, src: _Source) -> Params:
 
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():
+        _check_name(name, f"baselines.{name}", src)
         obj = _build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
         _check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
         _check(obj.selection in ("fixed", "nearest"), src, f"baselines.{name}.selection",
@@ -358,6 +384,7 @@ def parse_params(raw: dict, src: _Source) -> Params:
                                 + _suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
 
     tracking = _build(TrackingConfig, raw.get("tracking"), "tracking", src)
+    _check_tracking_uri(tracking.uri, src)
     verdict = _build(VerdictConfig, raw.get("verdict"), "verdict", src)
     cost = _build(CostConfig, raw.get("cost"), "cost", src)
     _check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
@@ -365,6 +392,20 @@ def parse_params(raw: dict, src: _Source) -> Params:
     _check_sizing(sizing, src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,
                   variants=variants, tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, path=src.path)
+
+
+def _check_tracking_uri(uri: str | None, src: _Source) -> None:
+    """A file store named in params must sit inside the repository (a server URI may be anywhere)."""
+    if not uri or "://" not in uri or uri.split("://")[0] not in ("sqlite", "file"):
+        return
+    from bakeoff.tracking import repo_root
+
+    path = uri.split("://", 1)[1]
+    path = path[1:] if uri.startswith("sqlite:///") else path
+    target = (repo_root() / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
+    _check(target.is_relative_to(repo_root().resolve()), src, "tracking.uri",
+           f"{uri!r} writes outside the repository ({repo_root()}); use a path inside it, a server URI, or set "
+           "MLFLOW_TRACKING_URI yourself")
 
 
 def _check_sizing(s: SizingConfig, src: _Source) -> None:

@@ -334,12 +334,97 @@ def token_stats(tok, examples: list[Example]) -> dict:
             "p95": lengths[min(n - 1, int(0.95 * n))], "max": lengths[-1]}
 
 
+# ---------------------------------------------------------------- checks
+
+def _prompt_key(ex: Example) -> str:
+    return json.dumps([" ".join(m["content"].split()) for m in ex.messages if m["role"] != "system"])
+
+
+def _row_key(ex: Example) -> str:
+    return _prompt_key(ex) + "\u0000" + " ".join(ex.completion.split())
+
+
+def _warn(msg: str) -> None:
+    import sys
+
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def drop_duplicates(rows: list[Example], policy: str) -> tuple[list[Example], dict]:
+    """Rows with the same prompt and answer (whitespace aside) as an earlier row: dropped, kept or an error."""
+    first: dict[str, Example] = {}
+    keep, dups = [], []
+    for ex in rows:
+        k = _row_key(ex)
+        if k in first:
+            dups.append(f"{ex.source} repeats {first[k].source}")
+            if policy == "error":
+                raise DataError(f"{ex.source}: the same prompt and answer as {first[k].source} "
+                                "(task.duplicates: error; set drop or keep)")
+            if policy == "drop":
+                continue
+        else:
+            first[k] = ex
+        keep.append(ex)
+    if dups:
+        _warn(f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
+              + "; ".join(dups[:3]) + (" ..." if len(dups) > 3 else ""))
+    return keep, {"count": len(dups), "policy": policy, "examples": dups[:10]}
+
+
+def drop_leakage(train: list[Example], held_out: dict[str, list[Example]], policy: str) -> tuple[list[Example], dict]:
+    """Training rows whose prompt is also in val or test (the model would be scored on what it trained on)."""
+    seen = {_prompt_key(e): (name, e) for name, rows in held_out.items() for e in rows}
+    keep, leaks = [], []
+    for ex in train:
+        hit = seen.get(_prompt_key(ex))
+        if hit:
+            leaks.append(f"{ex.source} is also in {hit[0]} ({hit[1].source})")
+            if policy == "error":
+                raise DataError(f"{ex.source}: the same prompt is in the {hit[0]} split ({hit[1].source}): "
+                                "test results would be inflated (task.leakage: error; set drop or keep)")
+            if policy == "drop":
+                continue
+        keep.append(ex)
+    if leaks:
+        _warn(f"{len(leaks)} training row(s) leak into val/test, {'dropped from train' if policy == 'drop' else 'kept'} "
+              "(task.leakage): " + "; ".join(leaks[:3]) + (" ..." if len(leaks) > 3 else ""))
+    return keep, {"count": len(leaks), "policy": policy, "examples": leaks[:10]}
+
+
+def row_tokens(tok, ex: Example) -> int:
+    """Tokens of prompt + answer in the chat template, as the trainer sees the row."""
+    ids = tok.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.completion}], tokenize=True)
+    if hasattr(ids, "input_ids") or isinstance(ids, dict):
+        ids = ids["input_ids"]
+    return len(ids)
+
+
+def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tuple[list[Example], dict]:
+    """Rows longer than ``max_len`` tokens: counted, then kept for the trainer to truncate, or dropped."""
+    long = [(ex, n) for ex in rows if (n := row_tokens(tok, ex)) > max_len]
+    if long:
+        _warn(f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
+              f"{'dropped' if policy == 'drop' else 'truncated when training'} (task.overlong): "
+              + "; ".join(f"{ex.source} ({n} tokens)" for ex, n in long[:3]) + (" ..." if len(long) > 3 else ""))
+    ids = {id(ex) for ex, _ in long}
+    keep = [ex for ex in rows if id(ex) not in ids] if policy == "drop" else rows
+    return keep, {"count": len(long), "policy": policy, "max_seq_len": max_len,
+                  "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
+
+
 def prepare(params, out_dir: str | Path, tokenizer) -> dict:
-    """Read, validate and split the task's raw files into ``out_dir``; return the stats record."""
+    """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record.
+
+    Checks, each reported in stats.json and on stderr, with what params say to do: duplicate rows
+    (``task.duplicates``), training prompts that are also in val or test (``task.leakage``), and rows longer than
+    ``train_defaults.max_seq_len`` (``task.overlong``).
+    """
     t = params.task
     out_dir = Path(out_dir)
     kw = dict(fmt=t.format, columns=t.columns, template=t.prompt_template, system=t.system_prompt)
-    train = read_examples(t.train, **kw)
+    checks = {}
+    train, checks["duplicates"] = drop_duplicates(read_examples(t.train, **kw), t.duplicates)
     splits = {"train": train}
     if t.test:
         splits["test"] = read_examples(t.test, **kw)
@@ -348,6 +433,12 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
     if not t.test or not t.val:
         carved = split(train, 0 if t.val else t.val_size, 0 if t.test else t.test_size, t.seed)
         splits = {**carved, **{k: v for k, v in splits.items() if k != "train"}}
+    splits["train"], checks["leakage"] = drop_leakage(splits["train"], {k: splits[k] for k in ("val", "test")},
+                                                      t.leakage)
+    splits["train"], checks["overlong"] = handle_overlong(tokenizer, splits["train"],
+                                                          params.train_defaults.max_seq_len, t.overlong)
+    if not splits["train"]:
+        raise DataError(f"{t.train}: no training rows left after the checks ({json.dumps(checks)[:300]})")
     for name in ("train", "val", "test"):
         for i, ex in enumerate(splits[name]):
             ex.id = i
@@ -355,7 +446,8 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
     stats = {"splits": {k: len(v) for k, v in splits.items()},
              "data_hash": file_hash(t.train, t.val, t.test, t.prefs),
              "tokens": {k: token_stats(tokenizer, v) for k, v in splits.items()},
-             "labels": closed_labels(splits["train"], t.labels, t.metric)}
+             "labels": closed_labels(splits["train"], t.labels, t.metric),
+             "checks": checks}
     if t.prefs:
         pairs = read_pairs(t.prefs, **kw)
         p = split(pairs, 0, t.test_size if t.test_size >= 1 else t.test_size, t.seed)

@@ -458,3 +458,33 @@ def html(markdown_text: str, images: dict[str, Path]) -> str:
              "padding:0 3px}img{max-width:100%}figure{display:inline-block;margin:0.5em}")
     return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>bakeoff comparison</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# ---------------------------------------------------------------- provenance
+
+STACK = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes", "unsloth", "lm_eval",
+         "mlflow", "dvc", "pandas", "numpy")
+
+
+def provenance(stats_path: Path | None = None) -> dict:
+    """What a result traces back to: library versions, the data's hash, the git commit, the machine."""
+    import importlib.metadata as md
+    import platform
+
+    from bakeoff.tracking import git_commit
+
+    versions = {}
+    for name in STACK:
+        try:
+            versions[name] = md.version(name.replace("_", "-"))
+        except md.PackageNotFoundError:
+            versions[name] = None
+    stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
+    return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
+            "machine": platform.machine(), "versions": versions}
+
+
+def provenance_lines(p: dict) -> list[str]:
+    libs = ", ".join(f"{k} {v}" for k, v in p["versions"].items() if v)
+    return ["## Provenance", "", f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
+            f"Python {p['python']} on {p['machine']}", f"- Libraries: {libs}", ""]

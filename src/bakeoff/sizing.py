@@ -206,7 +206,7 @@ def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | Non
 
 def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False) -> float:
     """Estimated hours to train ``tokens`` at ``mfu`` of the card's peak bf16 FLOP/s (an assumption, not a
-    measurement: set sizing.mfu from benchmarks/gpu_variants.py on your card)."""
+    measurement: set sizing.mfu from benchmarks/gpu.py on your card)."""
     return tokens * flops_per_token(shape, technique, checkpointing) / (gpu.bf16_tflops * 1e12 * mfu) / 3600
 
 

@@ -17,6 +17,8 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+from bakeoff.errors import UserError
+
 LATEST = "bakeoff.latest"
 
 
@@ -68,10 +70,32 @@ def params_hash(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+class TrackingUnreachable(UserError):
+    """The MLflow server the runs should go to does not answer."""
+
+
+def check_reachable(uri: str, timeout: float = 10.0) -> None:
+    """For a server URI, fail now (before any training) when the server does not answer its health check."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+        r.raise_for_status()
+    except requests.RequestException as e:
+        source = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "tracking.uri"
+        raise TrackingUnreachable(
+            f"MLflow tracking server {uri} (from {source}) is unreachable: {type(e).__name__}. Start it "
+            f"(mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
+
+
 def _setup(params):
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(params))
+    uri = tracking_uri(params)
+    check_reachable(uri)
+    mlflow.set_tracking_uri(uri)
     return mlflow.set_experiment(experiment_name(params))
 
 

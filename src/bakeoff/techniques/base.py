@@ -99,12 +99,17 @@ def common_args(train, precision: str, output_dir: Path) -> dict:
         optim=train.optimizer,
         gradient_checkpointing=train.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False},
-        train_sampling_strategy="group_by_length" if train.batching == "group_by_length" else "random",
+        train_sampling_strategy={"group_by_length": "group_by_length", "sequential": "sequential"}.get(train.batching,
+                                                                                                    "random"),
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         use_cpu=not torch.cuda.is_available(),
         logging_steps=train.logging_steps,
-        save_strategy="no",
+        save_strategy="steps" if train.checkpoint_steps else "no",
+        save_steps=train.checkpoint_steps or 500,
+        save_total_limit=1 if train.checkpoint_steps else None,  # the newest checkpoint is all a resume needs
+        ddp_backend="gloo" if not torch.cuda.is_available() and train.processes > 1 else None,
+        ddp_find_unused_parameters=False if train.processes > 1 else None,
         report_to=[],
         seed=train.seed,
         data_seed=train.seed,
@@ -151,9 +156,55 @@ def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | Non
     return Measured, Steps()
 
 
+def last_checkpoint(work_dir: Path) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder the trainer left in ``work_dir``."""
+    ckpts = [p for p in Path(work_dir).glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def rank() -> int:
+    """This process's rank under torchrun / accelerate launch (0 alone)."""
+    import os
+
+    return int(os.environ.get("RANK", "0"))
+
+
+def _gather(obj) -> list:
+    """Every process's ``obj`` (just ``[obj]`` in a single process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def combine(per_process: list[dict]) -> dict:
+    """One record from every process's figures: tokens and tokens/s add up (the processes run side by side),
+    step time is the slowest process's, peak memory is kept per process and as the largest."""
+    if len(per_process) == 1:
+        return per_process[0]
+    out = dict(per_process[0])
+    for k in ("tokens_seen", "train_tokens_per_s"):
+        if all(k in m for m in per_process):
+            out[k] = round(sum(m[k] for m in per_process), 2)
+    if all("train_step_s_median" in m for m in per_process):
+        out["train_step_s_median"] = max(m["train_step_s_median"] for m in per_process)
+    for k in [k for k in out if k.startswith("train_peak_")]:
+        out[k] = max(m.get(k, 0) for m in per_process)
+        out[k + "_per_process"] = [m.get(k) for m in per_process]
+    out["processes"] = len(per_process)
+    return out
+
+
 def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
-          work_dir: Path, parent_dir: Path | None = None) -> dict:
-    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record."""
+          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None) -> dict:
+    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
+
+    ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
+    Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
+    """
     from transformers import set_seed
 
     from bakeoff.models import load_tokenizer
@@ -176,23 +227,25 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
                           callbacks=[steps_cb])
             t0 = time.perf_counter()
-            result = trainer.train()
+            result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
             wall = time.perf_counter() - t0
         except BaseException as e:  # keep the peak reached: an `oom` result reports it
             e.partial_metrics = {**log.metrics(), **_peak(mem)}
             raise
-    out_dir.mkdir(parents=True, exist_ok=True)
-    technique.save(trainer.model, tok, out_dir)
+    measured = combine(_gather({**log.metrics(), **mem.metrics("train")}))
+    if rank() == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        technique.save(trainer.model, tok, out_dir)
     history = [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]
     t = variant.train
     return {
         **sizes,
-        **log.metrics(),
-        **mem.metrics("train"),
+        **measured,
+        "resumed_from_step": int(resume.name.split("-")[-1]) if resume else 0,
         "train_wall_s": round(wall, 2),
         "train_loss_final": round(history[-1]["loss"], 4) if history else None,
         "train_loss_mean": round(result.training_loss, 4),
-        "adapter_mb": dir_mb(out_dir),
+        "adapter_mb": dir_mb(out_dir) if rank() == 0 else None,
         "effective_batch": t.effective_batch,
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
