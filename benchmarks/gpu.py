@@ -121,10 +121,14 @@ def predicted_gb(name: str, model_dir: Path, batch: int, seq: int, precision: st
 
 
 def mfu(row: dict, n_params: int, peak_tflops: float | None) -> float | None:
-    """Achieved FLOP/s ÷ peak: 6·N FLOPs per token for full fine-tuning, 4·N for adapters (no weight grads)."""
+    """Achieved FLOP/s ÷ peak, with ``bakeoff.sizing.flops_per_token``: 6·N FLOPs per token for full fine-tuning,
+    4·N for adapters (no weight grads); recomputation under checkpointing is not useful work and not counted."""
+    from bakeoff.sizing import flops_per_token
+
     if not peak_tflops or "train_tokens_per_s" not in row:
         return None
-    per_token = (6 if row["technique"] == "full" else 4) * n_params
+    technique = TECHNIQUES[row["technique"]][0] if row["technique"] in TECHNIQUES else row["technique"]
+    per_token = flops_per_token(n_params, technique)
     return round(per_token * row["train_tokens_per_s"] / (peak_tflops * 1e12), 4)
 
 

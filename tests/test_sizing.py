@@ -69,7 +69,7 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
     assert smallest_fit(22 * GB, gpus, margin=0.1).name == "mid"
     assert smallest_fit(100 * GB, gpus, margin=0.1) is None
     f = fit(LLAMA3_8B, Setup("lora", gradient_checkpointing=True), gpus, 0.1, 1 * GB, tokens=1e7, mfu=0.5)
-    hours = 1e7 * flops_per_token(LLAMA3_8B, "lora", True) / (120e12 * 0.5) / 3600
+    hours = 1e7 * flops_per_token(LLAMA3_8B.params, "lora", True) / (120e12 * 0.5) / 3600
     assert f.gpu == "small" and f.hours == pytest.approx(hours, rel=1e-3) and f.usd == pytest.approx(f.hours * 1.0, abs=0.01)
     sharded = fit(LLAMA3_8B, Setup("full"), gpus, 0.1, 1 * GB, tokens=1e7, mfu=0.5)
     assert sharded.gpu == "big" and sharded.gpus >= 2

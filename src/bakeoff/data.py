@@ -322,13 +322,7 @@ def closed_labels(train: list[Example], configured: list[str] | None, metric: st
 
 def token_stats(tok, examples: list[Example]) -> dict:
     """Token lengths of prompt + completion in the chat template, as the trainer sees them."""
-    lengths = []
-    for ex in examples:
-        ids = tok.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.completion}], tokenize=True)
-        if hasattr(ids, "input_ids") or isinstance(ids, dict):
-            ids = ids["input_ids"]
-        lengths.append(len(ids))
-    lengths.sort()
+    lengths = sorted(row_tokens(tok, ex) for ex in examples)
     n = len(lengths)
     return {"n": n, "min": lengths[0], "mean": round(sum(lengths) / n, 1), "p50": lengths[n // 2],
             "p95": lengths[min(n - 1, int(0.95 * n))], "max": lengths[-1]}

@@ -156,10 +156,10 @@ def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
     return Estimate(weights, grads, optim, acts, overhead_bytes, trainable)
 
 
-def flops_per_token(shape: Shape, technique: str, checkpointing: bool = False) -> float:
+def flops_per_token(n_params: int, technique: str, checkpointing: bool = False) -> float:
     """Training FLOPs per token: 6·N for full fine-tuning; 4·N with a frozen base (no weight gradients); gradient
     checkpointing adds a second forward pass (2·N). DPO scores two answers per row: counted per token as well."""
-    return ((6 if technique == "full" else 4) + (2 if checkpointing else 0)) * shape.params
+    return ((6 if technique == "full" else 4) + (2 if checkpointing else 0)) * n_params
 
 
 # ---------------------------------------------------------------- calibration
@@ -207,7 +207,7 @@ def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | Non
 def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False) -> float:
     """Estimated hours to train ``tokens`` at ``mfu`` of the card's peak bf16 FLOP/s (an assumption, not a
     measurement: set sizing.mfu from benchmarks/gpu.py on your card)."""
-    return tokens * flops_per_token(shape, technique, checkpointing) / (gpu.bf16_tflops * 1e12 * mfu) / 3600
+    return tokens * flops_per_token(shape.params, technique, checkpointing) / (gpu.bf16_tflops * 1e12 * mfu) / 3600
 
 
 # ---------------------------------------------------------------- from params and this run
