@@ -30,8 +30,9 @@ def main() -> None:
     import torch
 
     from bakeoff.config import load_params
-    from bakeoff.data import few_shot_messages, load_examples, shot_picker
-    from bakeoff.evaluate import _encode, generate, render_prompt
+    from bakeoff.data import load_examples
+    from bakeoff.evaluate import generate
+    from bakeoff.prompts import encode, few_shot_messages, render_prompt, shot_picker
     from bakeoff.models import load_for_eval, load_tokenizer
 
     params = load_params(args.params)
@@ -53,7 +54,7 @@ def main() -> None:
     costs = {}
     for name, b in params.baselines.items():
         pick = shot_picker(train, b.shots, b.selection, params.task.seed)
-        lengths = [len(_encode(tok, render_prompt(tok, few_shot_messages(e, pick(e), b.instruction)))) for e in test]
+        lengths = [len(encode(tok, render_prompt(tok, few_shot_messages(e, pick(e), b.instruction)))) for e in test]
         costs[name] = round(sum(lengths) / len(lengths), 1)
 
     result = {"examples": len(test), "batch_size": bs, "max_new_tokens": new, "threads": torch.get_num_threads(),

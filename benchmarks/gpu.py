@@ -57,7 +57,7 @@ def run_one(name: str, model_dir: Path, steps: int, batch: int, seq: int) -> dic
     """One technique, in this process: build it as the pipeline does, train ``steps`` steps on random tokens."""
     technique, backend, extra = TECHNIQUES[name]
     if backend == "unsloth":
-        from bakeoff.techniques import unsloth
+        from bakeoff.techniques.backends import unsloth
 
         unsloth.preload()
     import torch

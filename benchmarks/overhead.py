@@ -29,7 +29,7 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
     import torch
     from peft import get_peft_model
 
-    from bakeoff.evaluate import _prompt_and_full
+    from bakeoff.prompts import prompt_and_full
     from bakeoff.measure import StepLog
     from bakeoff.models import frozen_dtype, load_model, load_tokenizer
     from bakeoff.techniques import get_technique
@@ -45,7 +45,7 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / t.max_steps))
     encoded = []
     for e in rows:
-        ids, n_prompt = _prompt_and_full(tok, e.messages, e.completion)
+        ids, n_prompt = prompt_and_full(tok, e.messages, e.completion)
         ids = ids[:t.max_seq_len]
         encoded.append((ids, n_prompt))
     log = StepLog(warmup_steps_excluded=t.warmup_steps_excluded)
@@ -85,7 +85,7 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
 
 def bakeoff_run(base: Path, variant, rows, precision: str, work: Path) -> dict:
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.base import train
+    from bakeoff.techniques.trainer import train
 
     m = train(get_technique("lora"), variant, base, rows, work / "out", precision, work_dir=work / "tmp")
     return {k: m[k] for k in ("train_tokens_per_s", "tokens_seen", "train_steps", "padding_share")}

@@ -8,16 +8,16 @@ Strategies (params `baselines:`): zero-shot, k fixed shots, or the k nearest tra
 
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
-from bakeoff.data import Example, few_shot_messages, shot_picker, write_jsonl
+from bakeoff.data import Example, write_jsonl
 from bakeoff.errors import cli
 from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval
 from bakeoff.models import load_for_eval, load_tokenizer
+from bakeoff.prompts import few_shot_messages, shot_picker
 
-BASE, DATA = Path("models/base"), Path("data/prepared")
+BASE = runs.BASE
 
 
 def describe(b) -> str:
@@ -30,7 +30,7 @@ def main() -> None:
     name = sys.argv[1]
     params = load_params()
     b = params.baseline(name)
-    inputs = EvalInputs.load(DATA, params)
+    inputs = EvalInputs.load(runs.PREPARED, params)
     pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
 
     def to_prompt(e: Example) -> list[dict]:
@@ -48,7 +48,7 @@ def main() -> None:
             write_jsonl(runs.predictions(name), rows)
             if params.eval.lm_eval:
                 metrics.update(run_lm_eval(inputs, rows, {"pretrained": str(BASE)}, tok,
-                                           Path(".bakeoff_tmp") / name / "lm_eval", to_prompt))
+                                           runs.work_dir(name) / "lm_eval", to_prompt))
             if params.eval.lm_eval_tasks and not b.shots and not b.instruction:  # the base model as it is
                 from bakeoff.lmeval import run_standard
 

@@ -9,7 +9,6 @@ files (`peft=` for an adapter).
 
 import gc
 import sys
-from pathlib import Path
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
@@ -19,7 +18,7 @@ from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval
 from bakeoff.models import load_tokenizer, resolve_precision
 from bakeoff.techniques import get_technique
 
-BASE, DATA = Path("models/base"), Path("data/prepared")
+BASE = runs.BASE
 
 
 @cli
@@ -28,7 +27,7 @@ def main() -> None:
     params = load_params()
     v = params.variant(name)
     trained = runs.read_json(runs.train_record(name)) or {}
-    inputs = EvalInputs.load(DATA, params)
+    inputs = EvalInputs.load(runs.PREPARED, params)
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
     with tracking.resume(params, trained.get("run_id"), name, "variant", v.technique, {}) as run:
         record["run_id"] = run.info.run_id
@@ -61,7 +60,7 @@ def main() -> None:
                         gc.collect()
                 if params.eval.lm_eval:
                     metrics.update(run_lm_eval(inputs, rows, lm_model if lm_model is not None else model, tok,
-                                               Path(".bakeoff_tmp") / name / "lm_eval"))
+                                               runs.work_dir(name) / "lm_eval"))
                 if params.eval.lm_eval_tasks:
                     from bakeoff.lmeval import run_standard
 

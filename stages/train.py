@@ -11,11 +11,8 @@ killed continues from it on the next `dvc repro` (same params and data), in the 
 with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and the one MLflow run.
 """
 
-import hashlib
-import json
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -24,51 +21,34 @@ from bakeoff.config import load_params
 from bakeoff.errors import cli
 
 
-def launch(name: str, t) -> int:
-    """Run this stage as ``t.processes`` processes; return their exit status."""
-    import torch
-
-    script = str(Path(__file__).resolve())
-    if torch.cuda.is_available():
-        cmd = ["accelerate", "launch", "--num_processes", str(t.processes)]
-        if t.accelerate_config:
-            cmd += ["--config_file", t.accelerate_config]
-        cmd += [script, name]
-    else:  # accelerate cannot start several CPU processes here (see README, Scaling out): torchrun can
-        cmd = ["torchrun", "--standalone", "--nproc_per_node", str(t.processes), script, name]
-    print("launch:", " ".join(cmd), flush=True)
-    return subprocess.run(cmd).returncode
-
-
 @cli
 def main() -> None:
+    # long: the stage's whole flow in one reading order: launch, Unsloth first, resume, train, record, MLflow
     name = sys.argv[1]
     params = load_params()
     v = params.variant(name)
     if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:
-        sys.exit(launch(name, v.train))
+        from bakeoff.techniques.trainer import launch
+
+        sys.exit(launch(str(Path(__file__).resolve()), name, v.train))
     if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL
-        from bakeoff.techniques import unsloth
+        from bakeoff.techniques.backends import unsloth
 
         unsloth.preload()
     from bakeoff import runs, tracking
     from bakeoff.models import resolve_precision
-
-    if "LOCAL_RANK" not in os.environ or os.environ.get("RANK", "0") == "0":
-        tracking.check_reachable(tracking.tracking_uri(params))  # before anything of the last run is touched
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.base import last_checkpoint, rank, train
+    from bakeoff.techniques.trainer import fingerprint, rank, resumable, train
 
-    base, data = Path("models/base"), Path("data/prepared")
-    work = Path(".bakeoff_tmp") / name
-    data_hash = json.loads((data / "stats.json").read_text())["data_hash"]
+    if rank() == 0:
+        tracking.check_reachable(tracking.tracking_uri(params))  # before anything of the last run is touched
+
+    base, data, work = runs.BASE, runs.PREPARED, runs.work_dir(name)
+    data_hash = runs.read_json(data / "stats.json")["data_hash"]
     logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
     parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
-    # what a checkpoint must match to be resumed: these params, this data, the parent's adapter
-    fingerprint = hashlib.sha256(json.dumps([logged, data_hash, (parent_rec or {}).get("run_id")],
-                                            sort_keys=True, default=str).encode()).hexdigest()[:16]
-    state = runs.read_json(work / "resume.json") or {}
-    resume = last_checkpoint(work) if state.get("fingerprint") == fingerprint and v.train.checkpoint_steps else None
+    fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
+    resume, resume_run_id = resumable(work, fp, v.train.checkpoint_steps)
 
     def work_fn():
         if v.parent and (parent_rec or {}).get("status") != "ok":
@@ -86,15 +66,13 @@ def main() -> None:
     if resume is None:
         shutil.rmtree(work, ignore_errors=True)
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
-    opened = (tracking.resume(params, state["run_id"], name, "variant", v.technique, logged) if resume
+    opened = (tracking.resume(params, resume_run_id, name, "variant", v.technique, logged) if resume
               else tracking.run(params, name, "variant", v.technique, logged, data_hash=data_hash, system_metrics=True))
     with opened as run:
         record["run_id"] = run.info.run_id
-        runs.write_json(work / "resume.json", {"fingerprint": fingerprint, "run_id": run.info.run_id})
+        runs.write_json(work / "resume.json", {"fingerprint": fp, "run_id": run.info.run_id})
         if resume:
-            import mlflow
-
-            mlflow.set_tag("bakeoff.resumed_from", resume.name)
+            tracking.mark_resumed(resume.name)
             print(f"[{name}] resuming from {resume}", flush=True)
 
         def work_and_log():

@@ -5,7 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from bakeoff.data import (DataError, few_shot_messages, fixed_shots, read_examples, read_pairs, split)
+from bakeoff.data import DataError, read_examples, read_pairs, split
+from bakeoff.prompts import few_shot_messages, fixed_shots
 from conftest import write_jsonl
 
 GOOD = {"prompt": "Is the sky blue?", "completion": "yes"}

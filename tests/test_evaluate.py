@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
-from bakeoff.data import Example, NearestShots, Pair, few_shot_messages, read_examples, shot_picker
-from bakeoff.evaluate import EvalPlan, evaluate_examples, exact_match, generate, preference_margins
+from bakeoff.data import Example, Pair, read_examples
+from bakeoff.evaluate import EvalPlan, evaluate_examples, generate, preference_margins
+from bakeoff.metrics import exact_match
+from bakeoff.prompts import NearestShots, few_shot_messages, shot_picker
 from bakeoff.models import load_model, load_tokenizer
 
 
@@ -125,6 +127,6 @@ def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     ("refund", "card_arrival", False),            # wrong in substance
 ])
 def test_format_only_misses(pred, ref, want):
-    from bakeoff.evaluate import format_only_miss
+    from bakeoff.metrics import format_only_miss
 
     assert format_only_miss(pred, ref) is want

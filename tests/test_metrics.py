@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from bakeoff.evaluate import (OTHER, METRICS, all_metrics, chrf, confusion, exact_match, json_field_scores,
+from bakeoff.metrics import (OTHER, METRICS, all_metrics, chrf, confusion, exact_match, json_field_scores,
                               json_fields, json_valid, macro_f1, metric_items, normalize, preference_metrics,
                               rouge_l, score)
 from bakeoff.measure import LatencyLog, bootstrap_ci
-from bakeoff.report import flips
+from bakeoff.verdict import flips
 
 
 @pytest.mark.parametrize("pred, ref, want", [

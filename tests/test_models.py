@@ -51,7 +51,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     from bakeoff.evaluate import generate
     from bakeoff.models import load_for_eval, load_tokenizer
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.base import train
+    from bakeoff.techniques.trainer import train
 
     out = tmp_path / "base"
     record = resolve_base("smollm2-135m-instruct", out)

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from bakeoff import report
+from bakeoff import report, verdict
 
 
 def _write(tmp_path, name: str, scores: list[float], prompt_tokens: float, kind: str):
@@ -23,9 +23,9 @@ def _decide(tmp_path, monkeypatch, baseline: list[float], variant: list[float], 
     _write(tmp_path, "few_shot", baseline, 400, "baseline")
     _write(tmp_path, "zero_shot", [0.0] * len(baseline), 100, "baseline")
     _write(tmp_path, "lora", variant, 100, "variant")
-    df = report.collect(["zero_shot", "few_shot"], ["lora"])
-    report.add_confidence(df, "exact_match", resamples=2000, flips_dir=tmp_path / "flips")
-    return report.verdict(df, min_gain), df
+    df = verdict.collect(["zero_shot", "few_shot"], ["lora"])
+    verdict.add_confidence(df, "exact_match", resamples=2000, flips_dir=tmp_path / "flips")
+    return verdict.verdict(df, min_gain), df
 
 
 def test_verdict_fine_tune(tmp_path, monkeypatch):
@@ -61,7 +61,7 @@ def test_verdict_inconclusive_says_how_many_examples_would_settle_it(tmp_path, m
 def test_verdict_without_a_finished_variant_is_inconclusive():
     df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.5,
                         "best_baseline": "zero_shot", "gain": float("nan")}])
-    assert report.verdict(df, 0.05) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished",
+    assert verdict.verdict(df, 0.05) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished",
                                         "min_gain": 0.05}
 
 
@@ -69,7 +69,7 @@ def test_cost_break_even(tmp_path, monkeypatch):
     base = [1.0] * 80 + [0.0] * 120
     var = [1.0] * 160 + [0.0] * 40
     v, df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
-    c = report.cost(df, v, price_per_1k=0.5, train_fit={"target": "8b", "gpu": "L4", "gpus": 1, "hours": 2.0,
+    c = verdict.cost(df, v, price_per_1k=0.5, train_fit={"target": "8b", "gpu": "L4", "gpus": 1, "hours": 2.0,
                                                          "usd": 3.0, "need_gb": 15})
     # 400 − 100 = 300 prompt tokens saved a request, $0.15 at $0.5 per 1k; $3 of training pays back after 20
     assert c["prompt_tokens_saved_per_request"] == 300 and c["usd_saved_per_request"] == pytest.approx(0.15)

@@ -147,7 +147,7 @@ def test_same_params_and_seed_give_the_same_run_twice(tiny_model_dir, tickets, t
     from bakeoff.evaluate import EvalPlan, evaluate_examples
     from bakeoff.models import load_tokenizer
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.base import train
+    from bakeoff.techniques.trainer import train
 
     (tmp_path / "params.yaml").write_text(
         "train_defaults: {max_steps: 4, effective_batch: 4, micro_batch: 2, precision: fp32, logging_steps: 1,"

@@ -1,4 +1,4 @@
-"""The memory model against published figures, its calibration, fitting and the `bakeoff.size` command."""
+"""The memory model against published figures, its calibration, fitting and the `bakeoff.sizing` command."""
 
 import json
 import subprocess
@@ -76,12 +76,12 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
 
 
 def test_size_command_prints_the_table_before_any_training(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "bakeoff.size", "--params", str(ROOT / "params.yaml"), "--seq", "512"],
+    r = subprocess.run([sys.executable, "-m", "bakeoff.sizing", "--params", str(ROOT / "params.yaml"), "--seq", "512"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| llama-3.1-8b | qlora | qlora |" in r.stdout and "smallest GPU" in r.stdout
     bad = tmp_path / "p.yaml"
     bad.write_text((ROOT / "params.yaml").read_text().replace("target: llama-3.1-8b", "target: llama-8b"))
-    r = subprocess.run([sys.executable, "-m", "bakeoff.size", "--params", str(bad)], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "bakeoff.sizing", "--params", str(bad)], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr

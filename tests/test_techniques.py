@@ -8,7 +8,7 @@ import torch
 from bakeoff.config import TrainConfig, VariantConfig
 from bakeoff.data import read_examples
 from bakeoff.techniques import get_technique
-from bakeoff.techniques.base import train
+from bakeoff.techniques.trainer import train
 
 
 def _variant(technique, **options):
@@ -126,7 +126,7 @@ def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_pat
 
 def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_path):
     from bakeoff.runs import guarded
-    from bakeoff.techniques.base import MemoryBudgetExceeded
+    from bakeoff.techniques.trainer import MemoryBudgetExceeded
 
     v = _variant("lora", r=4, alpha=8)
     v = VariantConfig(name="tight", technique="lora", options=v.options,

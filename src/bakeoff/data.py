@@ -1,4 +1,4 @@
-"""Readers, validation, splitting, chat formatting and few-shot selection.
+"""Readers, validation, splitting, data checks and token statistics (prompts and shots: ``bakeoff.prompts``).
 
 Supervised rows, any of:
     {"prompt": "...", "completion": "..."}                                  JSONL
@@ -241,70 +241,6 @@ def file_hash(*paths: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-# ---------------------------------------------------------------- prompting
-
-def few_shot_messages(ex: Example, shots: list[Example], instruction: str | None = None) -> list[dict]:
-    """The example's prompt preceded by solved examples as earlier chat turns (system prompt kept first;
-    a baseline's ``instruction`` is appended to it, or becomes it)."""
-    system = [dict(m) for m in ex.messages if m["role"] == "system"]
-    if instruction:
-        if system:
-            system[0]["content"] = f"{system[0]['content']}\n\n{instruction}"
-        else:
-            system = [{"role": "system", "content": instruction}]
-    turns = []
-    for s in shots:
-        turns += [m for m in s.messages if m["role"] != "system"]
-        turns.append({"role": "assistant", "content": s.completion})
-    return system + turns + [m for m in ex.messages if m["role"] != "system"]
-
-
-def fixed_shots(train: list[Example], k: int, seed: int) -> list[Example]:
-    """k training examples chosen once by seed: the same shots for every test item."""
-    if k == 0:
-        return []
-    if k > len(train):
-        raise DataError(f"few-shot asks for {k} examples but the train split has {len(train)}")
-    rng = random.Random(seed)
-    return rng.sample(train, k)
-
-
-def _prompt_text(ex: Example) -> str:
-    return "\n".join(m["content"] for m in ex.messages if m["role"] != "system")
-
-
-class NearestShots:
-    """The k training examples most similar to a test prompt: TF-IDF over word uni- and bigrams, cosine
-    similarity, ties broken by train order. Deterministic; the most similar shot comes last, nearest the
-    question."""
-
-    def __init__(self, train: list[Example], k: int):
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        if k > len(train):
-            raise DataError(f"few-shot asks for {k} examples but the train split has {len(train)}")
-        self.train, self.k = train, k
-        self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-        self.matrix = self.vectorizer.fit_transform([_prompt_text(e) for e in train]) if k else None
-
-    def __call__(self, ex: Example) -> list[Example]:
-        if not self.k:
-            return []
-        import numpy as np
-
-        sims = (self.matrix @ self.vectorizer.transform([_prompt_text(ex)]).T).toarray().ravel()
-        order = np.lexsort((np.arange(len(sims)), -sims))[:self.k]  # highest first; ties: lower index
-        return [self.train[i] for i in order[::-1]]
-
-
-def shot_picker(train: list[Example], k: int, selection: str, seed: int):
-    """Example → its shots: the same seeded k for every item (``fixed``) or the k nearest (``nearest``)."""
-    if selection == "nearest":
-        return NearestShots(train, k)
-    shots = fixed_shots(train, k, seed)
-    return lambda ex: shots
-
-
 def closed_labels(train: list[Example], configured: list[str] | None, metric: str,
                   most: int = 50) -> list[str] | None:
     """The label set for accuracy / macro-F1: ``task.labels``, else (for those metrics) the distinct train
@@ -444,7 +380,7 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
              "checks": checks}
     if t.prefs:
         pairs = read_pairs(t.prefs, **kw)
-        p = split(pairs, 0, t.test_size if t.test_size >= 1 else t.test_size, t.seed)
+        p = split(pairs, 0, t.test_size, t.seed)
         for name in ("train", "test"):
             write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
         stats["splits"].update({"prefs_train": len(p["train"]), "prefs_test": len(p["test"])})

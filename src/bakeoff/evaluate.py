@@ -1,7 +1,8 @@
-"""Generation, metrics and validation loss: the one evaluation every baseline and variant goes through.
+"""The one evaluation every baseline and variant goes through: generation, log-probabilities (validation loss,
+preference pairs, label choice), latency at batch 1.
 
 Greedy decoding, batched with left padding (prompts sorted by length so a batch pads little), in the base
-model's chat template. The primary metric is named by ``task.metric``; every run also gets the validation
+model's chat template. The primary metric (``bakeoff.metrics``) is named by ``task.metric``; every run also gets the validation
 loss of the completion given that run's own prompt (a few-shot baseline is scored with its shots).
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import string
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -19,188 +19,8 @@ from tqdm.auto import tqdm
 
 from bakeoff.data import Example, Pair
 from bakeoff.measure import GenerationLog, LatencyLog
-
-# ---------------------------------------------------------------- metrics
-#
-# A metric turns one (prediction, reference) into an item and a list of items into one figure. For most metrics
-# the item is the example's score in [0, 1] and the figure is their mean; macro-F1 keeps the (predicted, true)
-# label pair, because it is not a mean over examples. The paired bootstrap (bakeoff.measure) resamples items,
-# so it works for both kinds.
-
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize(text: str) -> str:
-    """Lower case, punctuation removed, whitespace collapsed."""
-    return " ".join(text.lower().translate(_PUNCT).split())
-
-
-def exact_match(prediction: str, reference: str) -> float:
-    """1.0 when prediction and reference are equal after ``normalize``."""
-    return float(normalize(prediction) == normalize(reference))
-
-
-def parse_json_object(text: str) -> dict | None:
-    """The JSON object in ``text`` (a Markdown code fence around it is allowed), or None."""
-    t = text.strip()
-    if t.startswith("```"):
-        t = t.strip("`")
-        t = t[t.find("\n") + 1:] if "\n" in t else t
-    try:
-        value = json.loads(t)
-    except (json.JSONDecodeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def json_valid(prediction: str, reference: str) -> float:
-    """1.0 when the prediction is a JSON object."""
-    return float(parse_json_object(prediction) is not None)
-
-
-def json_field_scores(prediction: str, reference: str) -> dict[str, float]:
-    """Per reference field: 1.0 when the prediction has that key with an equal value (``normalize``d)."""
-    ref = parse_json_object(reference) or {}
-    pred = parse_json_object(prediction) or {}
-    return {k: float(k in pred and normalize(str(pred[k])) == normalize(str(v))) for k, v in ref.items()}
-
-
-def json_fields(prediction: str, reference: str) -> float:
-    """The share of the reference's fields the prediction gets right (0 when it is not JSON)."""
-    per = json_field_scores(prediction, reference)
-    return sum(per.values()) / len(per) if per else 0.0
-
-
-def chrf(prediction: str, reference: str) -> float:
-    """Sentence chrF (sacrebleu's defaults: character 6-grams, beta 2), scaled to [0, 1]."""
-    import sacrebleu
-
-    return sacrebleu.sentence_chrf(prediction, [reference]).score / 100
-
-
-def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F-measure (longest common subsequence of words; rouge-score's tokenizer)."""
-    from rouge_score import rouge_scorer
-
-    return rouge_scorer.RougeScorer(["rougeL"]).score(reference, prediction)["rougeL"].fmeasure
-
-
-OTHER = "(other)"  # a prediction outside the label set
-
-
-def to_label(prediction: str, labels: list[str]) -> str:
-    """The label the prediction names (``normalize``d equality), else ``OTHER``."""
-    norm = normalize(prediction)
-    for label in labels:
-        if normalize(label) == norm:
-            return label
-    return OTHER
-
-
-def macro_f1(pairs: list[tuple[str, str]]) -> float:
-    """Unweighted mean of per-label F1 over the labels that occur as truth or prediction (``OTHER`` excluded)."""
-    labels = sorted({t for _, t in pairs} | {p for p, _ in pairs} - {OTHER})
-    f1s = []
-    for label in labels:
-        tp = sum(p == label and t == label for p, t in pairs)
-        fp = sum(p == label and t != label for p, t in pairs)
-        fn = sum(p != label and t == label for p, t in pairs)
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    return sum(f1s) / len(f1s) if f1s else 0.0
-
-
-def confusion(pairs: list[tuple[str, str]], labels: list[str]) -> dict[str, dict[str, int]]:
-    """{true label: {predicted label: count}}, with ``OTHER`` for predictions outside the set."""
-    out = {t: {p: 0 for p in [*labels, OTHER]} for t in labels}
-    for p, t in pairs:
-        row = out.setdefault(t, {q: 0 for q in [*labels, OTHER]})
-        row[p] = row.get(p, 0) + 1
-    return out
-
-
-def format_only_miss(prediction: str, reference: str) -> bool:
-    """Wrong under exact match only for its format: equal once spaces are dropped too ("Card arrival" for
-    ``card_arrival``), or a JSON answer with every field right but not written as the reference is."""
-    if exact_match(prediction, reference):
-        return False
-    if normalize(prediction).replace(" ", "") == normalize(reference).replace(" ", ""):
-        return True
-    fields_ = json_field_scores(prediction, reference)
-    return bool(fields_) and all(fields_.values())
-
-
-def mean(items: list[float]) -> float:
-    return sum(items) / len(items) if items else 0.0
-
-
-@dataclass(frozen=True)
-class Metric:
-    item: Callable[[str, str], Any]  # (prediction, reference) → the example's item
-    figure: Callable[[list], float] = mean  # items → the run's figure
-    needs_labels: bool = False
-
-
-# the names task.metric may take; every run records all that apply to its task
-METRICS: dict[str, Metric] = {
-    "exact_match": Metric(exact_match),
-    "json_valid": Metric(json_valid),
-    "json_fields": Metric(json_fields),
-    "chrf": Metric(chrf),
-    "rouge_l": Metric(rouge_l),
-    "accuracy": Metric(exact_match, needs_labels=True),  # exact match against a closed label set
-    "macro_f1": Metric(lambda p, r: (p, r), macro_f1, needs_labels=True),  # items are (predicted, true) labels
-}
-
-
-def metric_items(metric: str, predictions: list[str], references: list[str],
-                 labels: list[str] | None = None) -> list:
-    """The per-example items of ``metric`` (label pairs for macro-F1)."""
-    m = METRICS[metric]
-    if metric == "macro_f1":
-        return [(to_label(p, labels or []), to_label(r, labels or [])) for p, r in zip(predictions, references)]
-    return [m.item(p, r) for p, r in zip(predictions, references)]
-
-
-def score(metric: str, predictions: list[str], references: list[str],
-          labels: list[str] | None = None) -> tuple[float, list]:
-    """The run's figure and the per-example items of one metric."""
-    items = metric_items(metric, predictions, references, labels)
-    return METRICS[metric].figure(items), items
-
-
-def all_metrics(predictions: list[str], references: list[str], labels: list[str] | None) -> dict:
-    """Every metric that applies: exact match, chrF and ROUGE-L always; JSON validity and per-field accuracy
-    when every reference is a JSON object; accuracy, macro-F1 and the confusion matrix over a label set."""
-    out: dict[str, Any] = {}
-    names = ["exact_match", "chrf", "rouge_l"]
-    is_json = bool(references) and all(parse_json_object(r) is not None for r in references)
-    if is_json:
-        names += ["json_valid", "json_fields"]
-    if labels:
-        names += ["accuracy", "macro_f1"]
-    for name in names:
-        out[name] = round(score(name, predictions, references, labels)[0], 4)
-    out["format_misses"] = sum(format_only_miss(p, r) for p, r in zip(predictions, references))
-    if is_json:
-        fields_: dict[str, list[float]] = {}
-        for p, r in zip(predictions, references):
-            for k, v in json_field_scores(p, r).items():
-                fields_.setdefault(k, []).append(v)
-        out.update({f"field_acc.{k}": round(mean(v), 4) for k, v in fields_.items()})
-    if labels:
-        out["confusion"] = confusion(metric_items("macro_f1", predictions, references, labels), labels)
-    return out
-
-
-# ---------------------------------------------------------------- prompts
-
-def render_prompt(tok, messages: list[dict]) -> str:
-    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-
-def _encode(tok, text: str) -> list[int]:
-    return tok(text, add_special_tokens=False)["input_ids"]
-
+from bakeoff.metrics import all_metrics, exact_match, preference_metrics, score
+from bakeoff.prompts import encode, prompt_and_full, render_prompt
 
 # ---------------------------------------------------------------- generation
 
@@ -209,7 +29,7 @@ def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_s
              desc: str = "generate", progress: bool = True) -> tuple[list[str], GenerationLog]:
     """Greedy completions for chat prompts, in the input order."""
     log = GenerationLog()
-    encoded = [_encode(tok, render_prompt(tok, m)) for m in prompts]
+    encoded = [encode(tok, render_prompt(tok, m)) for m in prompts]
     log.prompt_tokens = [len(e) for e in encoded]
     order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
     outputs: list[str | None] = [None] * len(encoded)
@@ -267,22 +87,12 @@ def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests
 
 # ---------------------------------------------------------------- log-probabilities
 
-def _prompt_and_full(tok, msgs: list[dict], completion: str) -> tuple[list[int], int]:
-    """Token ids of prompt + completion (end-of-turn included) in the chat template, and the prompt's length."""
-    prompt = render_prompt(tok, msgs)
-    full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": completion}], tokenize=False)
-    p_ids, f_ids = _encode(tok, prompt), _encode(tok, full)
-    if f_ids[:len(p_ids)] != p_ids:  # the template rendered the prompt differently: fall back to concat
-        f_ids = p_ids + _encode(tok, full[len(prompt):])
-    return f_ids, len(p_ids)
-
-
 @torch.inference_mode()
 def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list[str],
                         batch_size: int = 8) -> list[tuple[float, int]]:
     """Per row: (sum of the completion tokens' log-probabilities given the prompt, number of those tokens)."""
     dev = next(model.parameters()).device
-    rows = [_prompt_and_full(tok, m, c) for m, c in zip(prompts, completions)]
+    rows = [prompt_and_full(tok, m, c) for m, c in zip(prompts, completions)]
     out: list[tuple[float, int]] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
@@ -316,16 +126,6 @@ def preference_margins(model, tok, pairs: list[Pair], to_prompt: Callable = lamb
     chosen = completion_logprobs(model, tok, prompts, [p.chosen for p in pairs], batch_size)
     rejected = completion_logprobs(model, tok, prompts, [p.rejected for p in pairs], batch_size)
     return [c - r for (c, _), (r, _) in zip(chosen, rejected)]
-
-
-def preference_metrics(margins: list[float]) -> dict[str, float]:
-    """``pref_accuracy``: share of pairs whose chosen answer is more likely than the rejected one (ties count
-    as wrong); ``pref_margin``: mean log-probability margin in nats. A variant's margin minus the base model's
-    is DPO's implicit reward margin divided by beta."""
-    if not margins:
-        return {}
-    return {"pref_accuracy": round(sum(m > 0 for m in margins) / len(margins), 4),
-            "pref_margin": round(sum(margins) / len(margins), 4), "n_pref": len(margins)}
 
 
 def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from bakeoff.data import Example
+from bakeoff.prompts import render_prompt
 
 TASK = "bakeoff_test"
 
@@ -26,8 +27,6 @@ TASK = "bakeoff_test"
 def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: int, to_prompt=None,
                name: str = TASK) -> Path:
     """Write ``<out_dir>/<name>.yaml`` and ``<name>.jsonl``; return the folder (lm-eval's include path)."""
-    from bakeoff.evaluate import render_prompt
-
     to_prompt = to_prompt or (lambda e: e.messages)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -36,9 +36,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 MB = 1024 * 1024
+
+
+def _cuda() -> bool:
+    import torch  # on first use: importing this module (for its definitions and the bootstrap) needs no torch
+
+    return torch.cuda.is_available()
+
+
+def _cuda_sync() -> None:
+    if _cuda():
+        import torch
+
+        torch.cuda.synchronize()
 
 
 # ---------------------------------------------------------------- memory
@@ -77,7 +88,7 @@ class PeakMemory:
     """
 
     def __init__(self):
-        self.cuda = torch.cuda.is_available()
+        self.cuda = _cuda()
         self.peak_rss_bytes = 0
         self.peak_allocated_bytes = 0
         self.peak_reserved_bytes = 0
@@ -89,6 +100,8 @@ class PeakMemory:
         gc.collect()
         _malloc_trim()  # start from a trimmed heap: memory freed before the window is not counted in it
         if self.cuda:
+            import torch
+
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         try:
@@ -107,6 +120,8 @@ class PeakMemory:
 
     def __exit__(self, *exc):
         if self.cuda:
+            import torch
+
             torch.cuda.synchronize()
             self.peak_allocated_bytes = torch.cuda.max_memory_allocated()
             self.peak_reserved_bytes = torch.cuda.max_memory_reserved()
@@ -120,6 +135,8 @@ class PeakMemory:
     def peak_now_bytes(self) -> int:
         """The peak so far inside the window: reserved CUDA memory on a GPU, resident memory on CPU."""
         if self.cuda:
+            import torch
+
             return torch.cuda.max_memory_reserved()
         if self.rss_method == "vmhwm":
             return (_read_status_kb("VmHWM") or 0) * 1024
@@ -144,7 +161,7 @@ def non_padding_tokens(batch: dict) -> int:
 
 @dataclass
 class StepLog:
-    """Per-optimizer-step tokens and wall time, filled by the trainer hooks in techniques.base."""
+    """Per-optimizer-step tokens and wall time, filled by the trainer hooks in techniques.trainer."""
 
     warmup_steps_excluded: int = 2
     step_seconds: list[float] = field(default_factory=list)
@@ -159,16 +176,14 @@ class StepLog:
         self._padded += int(batch["input_ids"].numel())
 
     def begin_step(self) -> None:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        _cuda_sync()
         self._t0 = time.perf_counter()
         self._tokens = self._padded = 0
 
     def end_step(self) -> None:
         if self._t0 is None:
             return
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        _cuda_sync()
         self.step_seconds.append(time.perf_counter() - self._t0)
         self.step_tokens.append(self._tokens)
         self.step_padded_tokens.append(self._padded)
@@ -191,8 +206,10 @@ class StepLog:
 
 # ---------------------------------------------------------------- sizes
 
-def count_params(model: torch.nn.Module) -> dict[str, int]:
+def count_params(model) -> dict[str, int]:
     """Trainable and total parameters; packed 4-bit weights count as their logical number of elements."""
+    import torch
+
     total = trainable = 0
     for p in model.parameters():
         n = p.numel()

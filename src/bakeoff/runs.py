@@ -1,5 +1,8 @@
-"""Where each run's record lives, and how a failure becomes a status instead of a crash.
+"""Every path the stages share, where each run's record lives, and how a failure becomes a status.
 
+    models/base/                  the resolved base model (stage `model`)
+    data/prepared/                the checked, split task (stage `data`)
+    .bakeoff_tmp/<name>/          a run's scratch: checkpoints to resume from, lm-eval task files
     runs/<name>/train.json        training record of a variant (status, MLflow run id, measured figures)
     runs/<name>/eval.json         evaluation record of a baseline or variant
     runs/<name>/predictions.jsonl per-example outputs
@@ -14,12 +17,62 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import traceback
 from pathlib import Path
 
+BASE = Path("models/base")
+PREPARED = Path("data/prepared")
 RUNS = Path("runs")
 VARIANTS = Path("models/variants")
+TMP = Path(".bakeoff_tmp")
 STATUSES = ("ok", "oom", "skipped", "failed")  # the one vocabulary of run outcomes
+
+
+def repo_root() -> Path:
+    """The project's root; inside a DVC temporary experiment, the workspace it was started from."""
+    here = Path.cwd().resolve()
+    parts = here.parts
+    if ".dvc" in parts:  # .dvc/tmp/exps/<name>/... → the workspace that owns .dvc
+        return Path(*parts[:parts.index(".dvc")])
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
+        return Path(top.stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return here
+
+
+def git_commit() -> str:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        return r.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+STACK = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes", "unsloth", "lm_eval",
+         "mlflow", "dvc", "pandas", "numpy")
+
+
+def provenance(stats_path: Path | None = None) -> dict:
+    """What a result traces back to: library versions, the data's hash, the git commit, the machine."""
+    import importlib.metadata as md
+    import platform
+
+    versions = {}
+    for name in STACK:
+        try:
+            versions[name] = md.version(name.replace("_", "-"))
+        except md.PackageNotFoundError:
+            versions[name] = None
+    stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
+    return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
+            "machine": platform.machine(), "versions": versions}
+
+
+def work_dir(name: str) -> Path:
+    """A run's scratch folder (checkpoints, lm-eval task files); not a stage output."""
+    return TMP / name
 
 
 def train_record(name: str) -> Path:

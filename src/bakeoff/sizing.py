@@ -1,7 +1,7 @@
 """GPU sizing: an analytic memory model per technique, calibrated on this run, projected to real model shapes.
 
-    python -m bakeoff.size                      # the sizing table from params.yaml, before any training
-    python -m bakeoff.size --seq 2048 --micro-batch 1
+    python -m bakeoff.sizing                      # the sizing table from params.yaml, before any training
+    python -m bakeoff.sizing --seq 2048 --micro-batch 1
 
 Peak training memory of one process is modelled as the sum of
     weights      by dtype: fp32 master weights for full fine-tuning (mixed precision keeps them), the training
@@ -98,8 +98,7 @@ class Setup:
     @classmethod
     def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None) -> "Setup":
         o, t = v.options, v.train
-        technique = "qlora" if v.technique == "qlora" else v.technique
-        return cls(technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
+        return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
                    seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
                    int(o.get("bits", 4)), bool(o.get("double_quant", True)))
 
@@ -296,8 +295,8 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None)
     out = []
     for shape in targets(params):
         for name, v in params.variants.items():
-            setup = Setup.from_variant(v, _resolved(v.train.precision) if v.train.precision != "fp32" else "fp32",
-                                       seq_len=s.seq_len, micro_batch=s.micro_batch)
+            setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
+                                       micro_batch=s.target_micro_batch)
             out.append(fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name))
     return out
 
@@ -312,17 +311,32 @@ def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
     return lines
 
 
+def train_tokens(params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
+    """Tokens to price per variant: ``override``, else cost.train_tokens, else what the variant saw in this run."""
+    return {n: override or params.cost.train_tokens or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
+            or 0.0 for n in params.variants}
+
+
+def report_data(params, base_config: dict, records: dict[str, dict]) -> dict:
+    """What the report shows of sizing: the calibration on this run's peaks and every target × variant fit."""
+    calib = calibration(params, base_config, records)
+    fits = table(params, train_tokens(params, records))
+    return {"calibration": calib, "fits": [f.__dict__ for f in fits]}
+
+
 def main(argv: list[str] | None = None) -> None:
-    """python -m bakeoff.size: the sizing table from params.yaml (no training needed)."""
+    """python -m bakeoff.sizing: the sizing table from params.yaml (no training needed)."""
     import argparse
     import json
-    from pathlib import Path
+    from dataclasses import replace
 
+    from bakeoff import runs
     from bakeoff.config import load_params
 
-    ap = argparse.ArgumentParser(prog="python -m bakeoff.size", description="GPU sizing for every variant")
+    ap = argparse.ArgumentParser(prog="python -m bakeoff.sizing", description="GPU sizing for every variant")
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--seq", type=int, default=None, help="tokens per row (default: sizing.seq_len or max_seq_len)")
+    ap.add_argument("--seq", type=int, default=None, help="tokens per row (default: sizing.target_seq_len or "
+                    "max_seq_len)")
     ap.add_argument("--micro-batch", type=int, default=None)
     ap.add_argument("--tokens", type=float, default=None, help="training tokens to price (default: "
                     "cost.train_tokens, else what each variant saw in runs/)")
@@ -330,18 +344,19 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     if args.seq or args.micro_batch:
-        from dataclasses import replace
-
-        params = replace(params, sizing=replace(params.sizing, seq_len=args.seq or params.sizing.seq_len,
-                                                micro_batch=args.micro_batch or params.sizing.micro_batch))
-    tokens = {}
-    for name in params.variants:
-        rec = json.loads(Path(f"runs/{name}/train.json").read_text()) if Path(f"runs/{name}/train.json").exists() else {}
-        tokens[name] = args.tokens or params.cost.train_tokens or (rec.get("metrics") or {}).get("tokens_seen", 0.0)
-    fits = table(params, tokens)
+        params = replace(params, sizing=replace(params.sizing, target_seq_len=args.seq or params.sizing.target_seq_len,
+                                                target_micro_batch=args.micro_batch or params.sizing.target_micro_batch))
+    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
+    fits = table(params, train_tokens(params, records, args.tokens))
     if args.json:
         print(json.dumps([f.__dict__ for f in fits], indent=2))
         return
     print("\n".join(markdown(fits)))
     print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at an assumed "
           f"{params.sizing.mfu:.0%} MFU (sizing.mfu). Model: src/bakeoff/sizing.py")
+
+
+if __name__ == "__main__":  # python -m bakeoff.sizing
+    from bakeoff.errors import cli
+
+    cli(main)()

@@ -13,26 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
 from bakeoff.errors import UserError
+from bakeoff.runs import git_commit, repo_root
 
 LATEST = "bakeoff.latest"
-
-
-def repo_root() -> Path:
-    """The project's root; inside a DVC temporary experiment, the workspace it was started from."""
-    here = Path.cwd().resolve()
-    parts = here.parts
-    if ".dvc" in parts:  # .dvc/tmp/exps/<name>/... → the workspace that owns .dvc
-        return Path(*parts[:parts.index(".dvc")])
-    try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
-        return Path(top.stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        return here
 
 
 def tracking_uri(params=None) -> str:
@@ -45,14 +32,6 @@ def tracking_uri(params=None) -> str:
 
 def experiment_name(params) -> str:
     return params.tracking.experiment or params.task.name
-
-
-def git_commit() -> str:
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        return r.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -147,15 +126,6 @@ def log_metrics(metrics: dict, step: int | None = None) -> None:
     mlflow.log_metrics(numeric, step=step)
 
 
-def latest_runs(params):
-    """The latest run of every name in the task's experiment, as a pandas DataFrame (MLflow's own reader)."""
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri(params))
-    return mlflow.search_runs(experiment_names=[experiment_name(params)],
-                              filter_string=f"tags.`{LATEST}` = 'true'")
-
-
 def mark(record: dict) -> None:
     """Tag the active run with the record's status (and its error, when there is one)."""
     import mlflow
@@ -163,3 +133,23 @@ def mark(record: dict) -> None:
     mlflow.set_tag("status", record["status"])
     if record.get("error"):
         mlflow.set_tag("error", record["error"][:5000])
+
+
+def mark_resumed(checkpoint: str) -> None:
+    """Tag the active run as continued from ``checkpoint`` (a killed run resumed by the next ``dvc repro``)."""
+    import mlflow
+
+    mlflow.set_tag("bakeoff.resumed_from", checkpoint)
+
+
+def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict) -> None:
+    """The ``comparison`` run: the report's files and folders as artifacts, the verdict as tags and metrics."""
+    import mlflow
+
+    with run(params, "comparison", "summary", "-", {"runs": names}):
+        mlflow.set_tags(tags)
+        log_metrics(metrics)
+        for p in files:
+            mlflow.log_artifact(str(p))
+        for dest, folder in folders.items():
+            mlflow.log_artifacts(str(folder), dest)

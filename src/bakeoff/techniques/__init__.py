@@ -1,7 +1,7 @@
 """Technique registry: ``technique:`` in a variant names one of these.
 
 Each technique is a small object (see ``base.Technique``) that builds the trainable model from the base folder
-and saves what training produced; the training loop itself is TRL's, shared by all (``base.train``).
+and saves what training produced; the training loop itself is TRL's, shared by all (``trainer.train``).
 """
 
 from __future__ import annotations

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bakeoff.data import load_pairs
 from bakeoff.errors import UserError
-from bakeoff.models import frozen_dtype, load_model
 from bakeoff.techniques.base import Technique, common_args
 
 
@@ -28,6 +26,8 @@ class Dpo(Technique):
             yield "loss_type", f"must be sigmoid, hinge or ipo, got {o['loss_type']!r}"
 
     def load_rows(self, data_dir: Path) -> list:
+        from bakeoff.data import load_pairs
+
         path = Path(data_dir) / "prefs_train.jsonl"
         if not path.exists():
             raise UserError(f"task.prefs: DPO needs preference pairs (prompt, chosen, rejected); {path} is missing")
@@ -48,6 +48,8 @@ class Dpo(Technique):
 
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import PeftModel
+
+        from bakeoff.models import frozen_dtype, load_model
 
         if parent_dir is None or not (Path(parent_dir) / "adapter_config.json").exists():
             raise UserError(f"variants.{variant.name}.init_from: {variant.options['init_from']!r} has no LoRA "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bakeoff.models import load_model
 from bakeoff.techniques.base import Technique
 
 
@@ -13,6 +12,8 @@ class Full(Technique):
     defaults: dict = {}
 
     def build(self, base_dir, variant, precision, parent_dir=None):
+        from bakeoff.models import load_model
+
         return load_model(base_dir)
 
     def save(self, model, tok, out_dir: Path) -> None:

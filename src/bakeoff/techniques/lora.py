@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bakeoff.models import frozen_dtype, load_model
 from bakeoff.techniques.base import Technique
 
 
@@ -32,8 +31,10 @@ class Lora(Technique):
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import get_peft_model
 
+        from bakeoff.models import frozen_dtype, load_model
+
         if variant.backend == "unsloth":
-            from bakeoff.techniques import unsloth
+            from bakeoff.techniques.backends import unsloth
 
             return unsloth.build(base_dir, variant, precision, load_in_4bit=False)
         model = load_model(base_dir, dtype=frozen_dtype(precision))

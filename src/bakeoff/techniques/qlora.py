@@ -3,12 +3,8 @@
 
 from __future__ import annotations
 
-import torch
-
-from bakeoff.models import load_model
+from bakeoff.runs import Skipped
 from bakeoff.techniques.lora import Lora
-
-COMPUTE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 class QLora(Lora):
@@ -27,25 +23,34 @@ class QLora(Lora):
     def quantization_config(self, options: dict, precision: str):
         from transformers import BitsAndBytesConfig
 
+        from bakeoff.models import DTYPES
+
         if options["bits"] == 8:
             return BitsAndBytesConfig(load_in_8bit=True)
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=options["quant_type"],
                                   bnb_4bit_use_double_quant=options["double_quant"],
-                                  bnb_4bit_compute_dtype=COMPUTE[precision])
+                                  bnb_4bit_compute_dtype=DTYPES[precision])
+
+    def _load_quantized(self, base_dir, variant, precision: str):
+        """The base quantized by bitsandbytes, on the GPU when there is one."""
+        import torch
+
+        from bakeoff.models import load_model
+
+        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
+        return load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
+                          device_map=device_map)
 
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import get_peft_model, prepare_model_for_kbit_training
 
         if variant.backend == "unsloth":
-            from bakeoff.techniques import unsloth
-            from bakeoff.runs import Skipped
+            from bakeoff.techniques.backends import unsloth
 
             if variant.options["bits"] != 4:
                 raise Skipped("Unsloth's QLoRA path loads 4-bit only")
             return unsloth.build(base_dir, variant, precision, load_in_4bit=True)
-        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
-        model = load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
-                           device_map=device_map)
+        model = self._load_quantized(base_dir, variant, precision)
         model = prepare_model_for_kbit_training(
             model, use_gradient_checkpointing=variant.train.gradient_checkpointing,
             gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -55,10 +60,7 @@ class QLora(Lora):
         """The adapter on the base it was trained against: quantized the same way, not merged into full weights."""
         from peft import PeftModel
 
-        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
-        model = load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
-                           device_map=device_map)
-        return PeftModel.from_pretrained(model, out_dir).eval()
+        return PeftModel.from_pretrained(self._load_quantized(base_dir, variant, precision), out_dir).eval()
 
     def served_as(self, out_dir):
         return "unmerged"  # merging into 4-bit weights would round the adapter away

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from bakeoff.models import DTYPES
 from bakeoff.runs import Skipped
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def preload() -> None:

@@ -1,0 +1,106 @@
+"""The report's plots (PNG): quality against peak memory and against training time with the Pareto front, the loss
+curves, and quality per run with its interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats: lower cost (x) and higher quality (y)."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        if not any((x2 <= x and y2 >= y) and (x2 < x or y2 > y) for j, (x2, y2) in enumerate(points) if j != i):
+            front.append(i)
+    return sorted(front, key=lambda i: points[i][0])
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict) -> None:
+    """Quality against training peak memory and against training wall time, the Pareto front dashed, the
+    prompting baselines as horizontal lines."""
+    plt = _pyplot()
+    for key, col, label in (("quality_vs_memory", mem_col, "training peak memory (MiB)"),
+                            ("quality_vs_time", "train_wall_s", "training wall time (s)")):
+        sub = ok[ok.get(col, pd.Series(dtype=float)).notna()] if col in ok.columns else ok.iloc[0:0]
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        pts = [(float(r[col]), float(r["quality"])) for _, r in sub.iterrows()]
+        for (x, y), (_, r) in zip(pts, sub.iterrows()):
+            ax.scatter(x, y, color="tab:blue")
+            ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        front = pareto(pts)
+        if front:
+            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="tab:red",
+                    label="Pareto front")
+            ax.legend(loc="lower right")
+        for _, r in ok[ok["kind"] == "baseline"].iterrows():
+            ax.axhline(float(r["quality"]), color="grey", lw=0.8, ls=":")
+            ax.annotate(r["name"], (ax.get_xlim()[0], float(r["quality"])), fontsize=7, color="grey")
+        ax.set_xlabel(label)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{metric} against {label.split(' (')[0]}")
+        fig.tight_layout()
+        paths[key] = out_dir / f"{key}.png"
+        fig.savefig(paths[key], dpi=110)
+        plt.close(fig)
+
+
+def _loss_curves(histories: dict[str, list[dict]], out_dir: Path, paths: dict) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = [name for name, h in histories.items() if h]
+    for name in drawn:
+        h = histories[name]
+        ax.plot([x["step"] for x in h], [x["loss"] for x in h], marker=".", label=name)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    ax.set_title("loss curves" if drawn else "loss curves (no variant recorded one)")
+    if drawn:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths["loss_curves"] = out_dir / "loss_curves.png"
+    fig.savefig(paths["loss_curves"], dpi=110)
+    plt.close(fig)
+
+
+def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.4 * max(len(ok), 1)))
+    names = list(ok["name"])
+    q = ok["quality"].astype(float).to_numpy()
+    lo = ok.get("quality_ci_low", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
+    hi = ok.get("quality_ci_high", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
+    colors = ["tab:grey" if k == "baseline" else "tab:blue" for k in ok["kind"]]
+    err = [[max(a - b, 0) if b == b else 0 for a, b in zip(q, lo)], [max(b - a, 0) if b == b else 0 for a, b in zip(q, hi)]]
+    ax.barh(names, q, xerr=err, color=colors, capsize=3)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{metric} (95% interval)")
+    ax.set_title("quality per run (grey: prompting)")
+    fig.tight_layout()
+    paths["quality_bars"] = out_dir / "quality_bars.png"
+    fig.savefig(paths["quality_bars"], dpi=110)
+    plt.close(fig)
+
+
+def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str) -> dict[str, Path]:
+    """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves
+    and per-run quality bars with their intervals."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    ok = df[df["status"] == "ok"]
+    mem_col = "train_peak_reserved_mb" if "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any() \
+        else "train_peak_rss_mb"
+    _quality_against_cost(ok, mem_col, out_dir, metric, paths)
+    _loss_curves(histories, out_dir, paths)
+    _quality_bars(ok, out_dir, metric, paths)
+    return paths

@@ -1,0 +1,173 @@
+"""The comparison as text: the Markdown report, its CSV, and reports/metrics.json (DVC metrics), each written once.
+
+Every figure shown is defined in ``bakeoff.measure`` (speed, memory, intervals) or ``bakeoff.metrics`` (quality).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from bakeoff import runs
+
+# column → (header, format) for the Markdown table; every figure is defined in measure.py or metrics.py
+COLUMNS = {
+    "name": ("run", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
+    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
+    "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
+    "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
+    "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
+    "val_loss": ("val loss", "{:.3f}"),
+    "train_tokens_per_s": ("train tok/s", "{:.0f}"), "train_step_s_median": ("step s (median)", "{:.2f}"),
+    "train_wall_s": ("train wall s", "{:.0f}"), "train_peak_rss_mb": ("train peak RSS MB", "{:.0f}"),
+    "train_peak_allocated_mb": ("train peak alloc MB", "{:.0f}"),
+    "train_peak_reserved_mb": ("train peak reserved MB", "{:.0f}"),
+    "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
+    "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
+    "tokens_seen": ("tokens seen", "{:,.0f}"),
+    "precision": ("precision", "{}"),
+    "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
+    "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p95_s": ("p95 s", "{:.2f}"),
+    "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
+    "eval_peak_rss_mb": ("eval peak RSS MB", "{:.0f}"),
+}
+
+
+def _fmt(value, spec: str) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    try:
+        return spec.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+QUALITY = ["name", "kind", "technique", "status", "quality", "quality_ci", "quality_label_choice",
+           "gain_vs_prompting", "flips", "format_misses",
+           "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_loss"]
+
+
+def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
+    cols = [c for c in cols if c in df.columns and (c == "name" or df[c].notna().any())]
+    lines = ["| " + " | ".join(COLUMNS[c][0] for c in cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(r.get(c), COLUMNS[c][1]) for c in cols) + " |")
+    return lines
+
+
+def forgetting(names: list[str]) -> list[str]:
+    """The standard lm-eval tasks each run was scored on (a forgetting check), or why they were skipped."""
+    lines = []
+    for name in names:
+        rec = runs.read_json(runs.eval_record(name)) or {}
+        for task, res in (rec.get("lm_eval_tasks") or {}).items():
+            if res.get("status") == "ok":
+                figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
+                lines.append(f"- `{name}` · {task}: {figs}")
+            else:
+                lines.append(f"- `{name}` · {task}: skipped — {res.get('reason', '')}")
+    return ["## Forgetting check (standard lm-eval tasks)", "", *lines] if lines else []
+
+
+def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail: list[str] | None = None) -> str:
+    n_test = _fmt(df.get("n_test", pd.Series([None])).max(), "{:.0f}")
+    best = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
+    lines = ["# bakeoff comparison", "", *(head or []),
+             "## Quality", "",
+             f"Primary metric: `{metric}` on the test split ({n_test} examples), with its paired bootstrap 95% "
+             f"interval. Δ is each variant's gain over the best prompting baseline (`{best}`), in percentage "
+             "points with its interval; flips −/+ counts examples that went right → wrong / wrong → right against "
+             "it (each listed in `reports/flips/<variant>.jsonl`). lm-eval EM is lm-evaluation-harness's exact "
+             "match on the same split; pref acc is the share of held-out preference pairs whose chosen answer is "
+             "more likely, pref margin its mean log-probability margin (nats).", "",
+             *_table(df, QUALITY), "",
+             "## Cost: training and serving", "",
+             "Figures are defined in `src/bakeoff/measure.py`; CPU memory is peak resident memory. Latency is "
+             "one request at batch 1 (as served: adapters merged, QLoRA on its 4-bit base; unmerged beside it).",
+             "", *_table(df, ["name"] + [c for c in COLUMNS if c not in QUALITY])]
+    failed = df[df["status"] != "ok"]
+    if len(failed):
+        lines += ["", "## Runs that did not finish", ""]
+        lines += [f"- `{r['name']}`: {r['status']} — {r['error']}" for _, r in failed.iterrows()]
+    if tail:
+        lines += ["", *tail]
+    return "\n".join(lines) + "\n"
+
+
+def metrics_json(df: pd.DataFrame, metric: str) -> dict:
+    out = {}
+    for _, r in df.iterrows():
+        keep = {k: r.get(k) for k in ("quality", "quality_ci_low", "quality_ci_high", "gain", "gain_ci_low",
+                                      "gain_ci_high", "lm_eval_exact_match", "pref_accuracy", "pref_margin",
+                                      "val_loss", "train_tokens_per_s", "train_peak_rss_mb", "train_wall_s",
+                                      "gen_tokens_per_s", "latency_p50_s", "latency_p95_s")}
+        out[r["name"]] = {"status": r["status"], **{k: float(v) for k, v in keep.items()
+                                                     if isinstance(v, (int, float)) and v == v}}
+    return {"metric": metric, "runs": out}
+
+
+def write(df: pd.DataFrame, metric: str, out_dir: Path, head: list[str] | None = None,
+          tail: list[str] | None = None, extra: dict | None = None) -> dict[str, Path]:
+    """comparison.md, comparison.csv and metrics.json (with ``extra`` sections such as the verdict) in one pass."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"md": out_dir / "comparison.md", "csv": out_dir / "comparison.csv", "json": out_dir / "metrics.json"}
+    paths["md"].write_text(markdown(df, metric, head, tail))
+    df.to_csv(paths["csv"], index=False)
+    paths["json"].write_text(json.dumps({**metrics_json(df, metric), **(extra or {})}, indent=2))
+    return paths
+
+
+def verdict_lines(v: dict, c: dict) -> list[str]:
+    lines = ["## Verdict", "", f"**{v['decision']}** — {v['reason']}.", ""]
+    if c:
+        tok = c["prompt_tokens_saved_per_request"]
+        lines.append(f"- Prompt tokens saved per request: {tok:+.0f} (the fine-tuned model needs no shots), "
+                     f"worth ${c['usd_saved_per_request']:.6f} at your price per 1k prompt tokens.")
+        if c.get("train_gpu"):
+            gpus = f"{c['train_gpus']}× {c['train_gpu']}" if c["train_gpus"] > 1 else c["train_gpu"]
+            lines.append(f"- Training `{v['variant']}` on the sizing target `{c['train_target']}`: ~{c['train_need_gb']:.0f} GB, "
+                         f"fits {gpus}; an estimated {c['train_hours']:.2f} GPU-hours per card, ${c['train_usd']:,.2f} "
+                         "(estimate: sizing model and sizing.mfu; not measured).")
+        if c.get("break_even_requests") is not None:
+            lines.append(f"- Fine-tuning pays for itself after about {c['break_even_requests']:,} requests.")
+        elif c.get("train_usd") is not None:
+            lines.append("- It never pays for itself on prompt tokens alone: the fine-tuned prompts are not shorter "
+                         "or prompt tokens are free at your price.")
+        if c.get("train_wall_s_here"):
+            lines.append(f"- Here (measured): `{v['variant']}` trained in {c['train_wall_s_here']:.0f} s on this machine.")
+    return lines + [""]
+
+
+def sizing_lines(params, sized: dict) -> list[str]:
+    """The memory model against this run's measured peaks, and its projection to the target shapes."""
+    from bakeoff.sizing import Fit, markdown as fits_table
+
+    calib = sized["calibration"]
+    lines = ["## GPU sizing", "",
+             "Memory model (`src/bakeoff/sizing.py`): weights by dtype, gradients, optimizer state, activations and "
+             "a fixed overhead, calibrated on this run's measured peaks:", "",
+             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in calib["rows"]:
+        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
+                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
+    if calib["rows"]:
+        lines += ["", f"Fitted overhead {calib['overhead_gb']:.2f} GB (the runtime besides tensors); mean absolute "
+                      f"error {calib['mean_abs_error']:.1%}."]
+    s = params.sizing
+    tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
+        else "the tokens each variant saw here"
+    seq = s.target_seq_len or "each variant's max_seq_len"
+    mb = s.target_micro_batch or "each variant's micro_batch"
+    return lines + ["", f"Projected to the target shapes at {seq} tokens per row, micro-batch {mb}, "
+                        f"{s.margin:.0%} of each card kept free; hours and dollars for {tok} at an assumed "
+                        f"{s.mfu:.0%} MFU (estimates, not measurements):", "",
+                    *fits_table([Fit(**f) for f in sized["fits"]]), ""]
+
+
+def provenance_lines(p: dict) -> list[str]:
+    libs = ", ".join(f"{k} {v}" for k, v in p["versions"].items() if v)
+    return ["## Provenance", "", f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
+            f"Python {p['python']} on {p['machine']}", f"- Libraries: {libs}", ""]

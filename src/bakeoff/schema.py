@@ -1,0 +1,111 @@
+"""Typed YAML: a mapping built into a frozen dataclass, key by key, with errors that name the file, line and key.
+
+    src = Source.from_text("params.yaml", text)
+    obj = build(TrainConfig, raw["train_defaults"], "train_defaults", src)
+    # params.yaml:42: train_defaults.rank: unknown key (did you mean 'r'?)
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import fields
+from typing import Any
+
+import yaml
+
+from bakeoff.errors import UserError
+
+
+class ParamsError(UserError):
+    """A params.yaml value that cannot be used; the message names file, line and key."""
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Map every dotted key of a YAML document to its 1-based line."""
+    lines: dict[str, int] = {}
+
+    def walk(node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = f"{prefix}.{k.value}" if prefix else str(k.value)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, "")
+    return lines
+
+
+class Source:
+    """Where params came from, to point errors at a line."""
+
+    def __init__(self, path: str, lines: dict[str, int]):
+        self.path, self.lines = path, lines
+
+    def line(self, key: str) -> str:
+        """``file:line`` of ``key`` (or of its nearest parent that has one)."""
+        probe = key
+        while probe and probe not in self.lines:
+            probe = probe.rpartition(".")[0]
+        return f"{self.path}:{self.lines[probe]}" if probe else self.path
+
+    def error(self, key: str, msg: str) -> ParamsError:
+        return ParamsError(f"{self.line(key)}: {key}: {msg}")
+
+
+# names users bring from PEFT, TRL and other tools → ours
+_SYNONYMS = {"rank": "r", "lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
+             "target_modules": "targets", "learning_rate": "lr", "batch_size": "micro_batch",
+             "per_device_train_batch_size": "micro_batch", "max_length": "max_seq_len", "optim": "optimizer"}
+
+
+def suggest(name: str, known: list[str]) -> str:
+    close = [_SYNONYMS[name]] if _SYNONYMS.get(name) in known else difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(known))})"
+
+
+def build(cls, raw: Any, key: str, src: Source):
+    """Build dataclass ``cls`` from a mapping, checking every key and type."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise src.error(key, f"expected a mapping, got {type(raw).__name__}")
+    known = {f.name: f for f in fields(cls) if not f.name.startswith("_")}
+    values = {}
+    for k, v in raw.items():
+        if k not in known:
+            raise src.error(f"{key}.{k}", "unknown key" + suggest(str(k), list(known)))
+        values[k] = coerce(v, known[k].type, f"{key}.{k}", src)
+    return cls(**values)
+
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
+    t = str(typ).replace(" ", "")
+    optional = "None" in t
+    base = t.split("|")[0]
+    if v is None:
+        if optional:
+            return None
+        raise src.error(key, "must not be empty")
+    want = _TYPES.get(base)
+    if want is None:  # dict, list: checked by the consumer
+        return v
+    if want is float and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if want is float and isinstance(v, str):  # YAML reads 1e-3 (without a dot) as a string
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+        raise src.error(key, f"expected {base}, got {v!r}")
+    return v
+
+
+def check(cond: bool, src: Source, key: str, msg: str) -> None:
+    if not cond:
+        raise src.error(key, msg)

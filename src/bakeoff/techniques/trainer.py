@@ -1,0 +1,204 @@
+"""The one training routine every technique shares: TRL's trainer, measured, within a memory budget, resumable from
+checkpoints and spread over several processes.
+
+    from bakeoff.techniques.trainer import train
+    record = train(get_technique("lora"), variant, base_dir, rows, out_dir, "bf16", work_dir)
+
+Measurement (``bakeoff.measure``): every micro-batch's non-padding tokens and every optimizer step's wall time go
+into a ``StepLog``; the training window's peak memory into a ``PeakMemory``. Several processes (``processes: N``)
+run under torchrun (CPU, gloo) or accelerate launch (GPUs); their figures are gathered into one record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from bakeoff.measure import MB, PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.runs import Skipped
+
+
+class MemoryBudgetExceeded(MemoryError):
+    """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
+
+
+def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None):
+    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget."""
+    from transformers import Trainer, TrainerCallback
+    from trl import SFTTrainer
+
+    def check_budget():
+        if budget_gb is not None and mem.peak_now_bytes() > budget_gb * 1024 * MB:
+            raise MemoryBudgetExceeded(f"peak memory {mem.peak_now_bytes() / MB:.0f} MB passed "
+                                       f"memory_budget_gb {budget_gb} (out of memory on a card of that size)")
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            log.begin_step()
+
+        def on_substep_end(self, args, state, control, **kw):
+            check_budget()
+
+        def on_step_end(self, args, state, control, **kw):
+            log.end_step()
+            check_budget()
+
+    class Measured(trainer_cls):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            log.add_micro_batch(inputs)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            # On CPU, SFT uses the model's own loss: it sums over completion tokens and divides by the tokens of
+            # the whole accumulated batch (num_items_in_batch), as TRL's does, without TRL's per-step entropy
+            # and token accuracy over the full logits, which cost a CPU dearly (huggingface/trl#7066).
+            return Trainer.compute_loss(self, model, {**inputs, "use_cache": False}, return_outputs,
+                                        num_items_in_batch)
+
+    return Measured, Steps()
+
+
+def last_checkpoint(work_dir: Path) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder the trainer left in ``work_dir``."""
+    ckpts = [p for p in Path(work_dir).glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def rank() -> int:
+    """This process's rank under torchrun / accelerate launch (0 alone)."""
+    import os
+
+    return int(os.environ.get("RANK", "0"))
+
+
+def _gather(obj) -> list:
+    """Every process's ``obj`` (just ``[obj]`` in a single process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def combine(per_process: list[dict]) -> dict:
+    """One record from every process's figures: tokens and tokens/s add up (the processes run side by side),
+    step time is the slowest process's, peak memory is kept per process and as the largest."""
+    if len(per_process) == 1:
+        return per_process[0]
+    out = dict(per_process[0])
+    for k in ("tokens_seen", "train_tokens_per_s"):
+        if all(k in m for m in per_process):
+            out[k] = round(sum(m[k] for m in per_process), 2)
+    if all("train_step_s_median" in m for m in per_process):
+        out["train_step_s_median"] = max(m["train_step_s_median"] for m in per_process)
+    for k in [k for k in out if k.startswith("train_peak_")]:
+        out[k] = max(m.get(k, 0) for m in per_process)
+        out[k + "_per_process"] = [m.get(k) for m in per_process]
+    out["processes"] = len(per_process)
+    return out
+
+
+def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
+          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None) -> dict:
+    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
+
+    ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
+    Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
+    """
+    from transformers import set_seed
+
+    from bakeoff.models import load_tokenizer
+    from bakeoff.techniques.backends import trl_cpu
+
+    trl_cpu.install()
+    set_seed(variant.train.seed)
+    tok = load_tokenizer(base_dir)
+    log = StepLog(warmup_steps_excluded=variant.train.warmup_steps_excluded)
+    model = technique.build(base_dir, variant, precision, parent_dir)
+    attn = str(getattr(model.config, "_attn_implementation", ""))
+    if variant.train.batching == "padding_free" and "flash" not in attn:
+        raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
+                      f"which would let packed rows attend to each other (use group_by_length instead)")
+    sizes = count_params(model)
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir)
+    with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
+        try:
+            cls, steps_cb = _measured(trainer_cls, log, mem, variant.train.memory_budget_gb)
+            trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
+                          callbacks=[steps_cb])
+            t0 = time.perf_counter()
+            result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+            wall = time.perf_counter() - t0
+        except BaseException as e:  # keep the peak reached: an `oom` result reports it
+            e.partial_metrics = {**log.metrics(), **_peak(mem)}
+            raise
+    measured = combine(_gather({**log.metrics(), **mem.metrics("train")}))
+    if rank() == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        technique.save(trainer.model, tok, out_dir)
+    history = [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]
+    t = variant.train
+    return {
+        **sizes,
+        **measured,
+        "resumed_from_step": int(resume.name.split("-")[-1]) if resume else 0,
+        "train_wall_s": round(wall, 2),
+        "train_loss_final": round(history[-1]["loss"], 4) if history else None,
+        "train_loss_mean": round(result.training_loss, 4),
+        "adapter_mb": dir_mb(out_dir) if rank() == 0 else None,
+        "effective_batch": t.effective_batch,
+        "micro_batch": t.micro_batch,
+        "grad_accum": t.grad_accum,
+        "precision": precision,
+        "history": history,
+    }
+
+
+def _peak(mem: PeakMemory) -> dict:
+    mem.__exit__(None, None, None)  # read the peak now; the with-block's exit reads it again harmlessly
+    return mem.metrics("train")
+
+
+# ---------------------------------------------------------------- processes and resume
+
+def launch_command(script: str, name: str, t) -> list[str]:
+    """The command that runs ``script name`` as ``t.processes`` processes: accelerate launch on GPUs (with
+    ``accelerate_config`` for FSDP or DeepSpeed), torchrun on CPU (accelerate cannot start CPU processes here)."""
+    if torch.cuda.is_available():
+        cmd = ["accelerate", "launch", "--num_processes", str(t.processes)]
+        if t.accelerate_config:
+            cmd += ["--config_file", t.accelerate_config]
+        return cmd + [script, name]
+    return ["torchrun", "--standalone", "--nproc_per_node", str(t.processes), script, name]
+
+
+def launch(script: str, name: str, t) -> int:
+    """Run this stage as ``t.processes`` processes; return their exit status."""
+    cmd = launch_command(script, name, t)
+    print("launch:", " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def fingerprint(logged: dict, data_hash: str, parent_run_id: str | None) -> str:
+    """What a checkpoint must match to be resumed: these params, this data, the parent's run."""
+    blob = json.dumps([logged, data_hash, parent_run_id], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resumable(work: Path, fp: str, checkpoint_steps: int) -> tuple[Path | None, str | None]:
+    """(checkpoint, MLflow run id) to continue from: the newest checkpoint in ``work`` when its ``resume.json``
+    matches ``fp``; (None, None) when there is nothing to resume."""
+    state_path = Path(work) / "resume.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    ckpt = last_checkpoint(work) if checkpoint_steps and state.get("fingerprint") == fp else None
+    return ckpt, (state.get("run_id") if ckpt else None)

@@ -1,0 +1,197 @@
+"""The answer: which prompting baseline and which variant are best, how sure we are of the gain, and what it costs.
+
+    df = collect(baselines, variants)              # one row per run, from runs/<name>/*.json
+    add_confidence(df, "exact_match", 2000, flips) # intervals, gains over the best baseline, flip files
+    v = verdict(df, min_gain=0.05)                  # fine-tune | prompting is enough | inconclusive
+    c = cost(df, v, usd_per_1k_prompt_tokens, fit) # tokens saved per request, training $ on the target, break-even
+
+Pure decisions over run records and per-example items (``bakeoff.measure.bootstrap_ci``); no torch, no plotting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from bakeoff import runs
+from bakeoff.measure import bootstrap_ci
+from bakeoff.metrics import METRICS
+
+
+def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
+    """One row per run from its records; a run with no record yet shows as `missing`."""
+    rows = []
+    for name in baselines + variants:
+        ev = runs.read_json(runs.eval_record(name)) or {}
+        tr = (runs.read_json(runs.train_record(name)) or {}) if name in variants else {}
+        technique = ev.get("technique") or tr.get("technique", "")
+        backend = ev.get("backend") or tr.get("backend") or "hf"
+        row = {"name": name, "kind": "baseline" if name in baselines else "variant",
+               "technique": technique if backend == "hf" else f"{technique} ({backend})",
+               "status": ev.get("status") or tr.get("status") or "missing",
+               "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
+               "run_id": ev.get("run_id") or tr.get("run_id", ""),
+               **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
+            row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _items(name: str, key: str = "score") -> dict[int, object] | None:
+    """The primary metric's per-example items of one run, by example id (None: no predictions)."""
+    path = runs.predictions(name)
+    if not path.exists():
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not rows or key not in rows[0]:
+        return None
+    return {r["id"]: tuple(r[key]) if isinstance(r[key], list) else r[key] for r in rows}
+
+
+def prompting_quality(r) -> float:
+    """A baseline's quality: the better of free generation and choice among the labels by likelihood."""
+    free, choice = r.get("quality"), r.get("quality_label_choice")
+    free = free if isinstance(free, (int, float)) and free == free else float("-inf")
+    choice = choice if isinstance(choice, (int, float)) and choice == choice else float("-inf")
+    return max(free, choice)
+
+
+def best_baseline(df: pd.DataFrame) -> str | None:
+    ok = df[(df["kind"] == "baseline") & (df["status"] == "ok")]
+    if ok.empty:
+        return None
+    scores = [prompting_quality(r) for _, r in ok.iterrows()]
+    return str(ok.iloc[max(range(len(scores)), key=lambda i: (scores[i], -i))]["name"])
+
+
+def _right(item) -> float:
+    """An example's correctness from its item: the label pair agrees, or the score itself."""
+    return float(item[0] == item[1]) if isinstance(item, tuple) else float(item)
+
+
+def flips(items: dict, base: dict) -> list[dict]:
+    """Examples whose score moved against the baseline: wrong → right / right → wrong (or better / worse for a
+    graded metric)."""
+    out = []
+    for i in items:
+        a, b = _right(items[i]), _right(base[i])
+        if a == b:
+            continue
+        binary = a in (0.0, 1.0) and b in (0.0, 1.0)
+        direction = ("wrong_to_right" if a > b else "right_to_wrong") if binary else ("better" if a > b else "worse")
+        out.append({"id": i, "direction": direction, "score": a, "baseline_score": b})
+    return out
+
+
+def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_dir: Path | None = None) -> dict:
+    """Add each run's 95% interval and each variant's gain over the best baseline (paired bootstrap); write a
+    flip file per variant into ``flips_dir``. Returns {variant: [flip rows]}."""
+    figure = METRICS[metric].figure
+    best = best_baseline(df)
+    items = {}
+    for _, r in df.iterrows():
+        if r["status"] != "ok":
+            continue
+        use_choice = r["kind"] == "baseline" and prompting_quality(r) > (r.get("quality") or 0)
+        items[r["name"]] = _items(r["name"], "choice_score" if use_choice else "score")
+    base_items = items.get(best) if best else None
+    out: dict[str, list[dict]] = {}
+    df["best_baseline"] = best
+    for col in ("quality_ci_low", "quality_ci_high", "gain", "gain_ci_low", "gain_ci_high"):
+        df[col] = float("nan")
+    for col in ("quality_ci", "gain_vs_prompting", "flips"):
+        df[col] = None
+    for i, r in df.iterrows():
+        it = items.get(r["name"])
+        if not it:
+            continue
+        ids = sorted(it)
+        _, lo, hi = bootstrap_ci([it[k] for k in ids], figure, resamples=resamples)
+        df.loc[i, ["quality_ci_low", "quality_ci_high"]] = [lo, hi]
+        df.loc[i, "quality_ci"] = f"{lo:.1%}–{hi:.1%}"
+        if r["kind"] != "variant" or not base_items:
+            continue
+        if set(ids) != set(base_items):
+            raise ValueError(f"runs/{r['name']}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
+                             f"different test examples: rerun both (dvc repro)")
+        gain, glo, ghi = bootstrap_ci([it[k] for k in ids], figure, [base_items[k] for k in ids], resamples)
+        df.loc[i, ["gain", "gain_ci_low", "gain_ci_high"]] = [gain, glo, ghi]
+        df.loc[i, "gain_vs_prompting"] = f"{gain * 100:+.1f} pp [{glo * 100:+.1f}, {ghi * 100:+.1f}]"
+        f = flips(it, base_items)
+        out[r["name"]] = f
+        lost = sum(x["direction"] in ("right_to_wrong", "worse") for x in f)
+        df.loc[i, "flips"] = f"{lost}/{len(f) - lost}"
+        if flips_dir is not None:
+            _write_flips(flips_dir, r["name"], best, f)
+    return out
+
+
+def _write_flips(flips_dir: Path, name: str, best: str, f: list[dict]) -> None:
+    """reports/flips/<variant>.jsonl: each flipped example with both predictions and the reference."""
+    preds = {n: {r["id"]: r for r in map(json.loads, runs.predictions(n).read_text().splitlines()) if r}
+             for n in (name, best)}
+    flips_dir.mkdir(parents=True, exist_ok=True)
+    with open(flips_dir / f"{name}.jsonl", "w") as fh:
+        for x in f:
+            mine, theirs = preds[name][x["id"]], preds[best][x["id"]]
+            fh.write(json.dumps({**x, "baseline": best, "prompt": mine.get("prompt", ""),
+                                 "reference": mine["reference"], "prediction": mine["prediction"],
+                                 "baseline_prediction": theirs["prediction"],
+                                 **({"baseline_label_choice": theirs["choice"]} if "choice" in theirs else {})}, ensure_ascii=False) + "\n")
+
+
+def verdict(df: pd.DataFrame, min_gain: float) -> dict:
+    """Fine-tune, prompting is enough, or inconclusive: the best variant's gain over the best prompting baseline
+    on the primary metric, judged by its paired bootstrap interval against ``min_gain``."""
+    best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
+    ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
+    if best_b is None or ok.empty:
+        why = "no prompting baseline finished" if best_b is None else "no fine-tuned variant finished"
+        return {"decision": "inconclusive", "reason": why, "min_gain": min_gain}
+    top = ok.sort_values("quality", ascending=False, kind="stable").iloc[0]
+    gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
+    out = {"variant": top["name"], "baseline": best_b, "gain": gain, "ci_low": lo, "ci_high": hi,
+           "min_gain": min_gain, "n_test": n}
+    if lo > min_gain:
+        out.update(decision="fine-tune",
+                   reason=f"`{top['name']}` beats `{best_b}` by {gain * 100:+.1f} points, 95% interval "
+                          f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
+    elif hi < min_gain:
+        out.update(decision="prompting is enough",
+                   reason=f"the best variant `{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`, "
+                          f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
+    else:
+        half = (hi - lo) / 2
+        gap = abs(gain - min_gain)
+        # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
+        need = math.ceil(n * (half / gap) ** 2) if gap > 1e-9 else None
+        settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
+        out.update(decision="inconclusive", examples_needed=need,
+                   reason=f"`{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`; {n} test examples "
+                          f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
+                          f"contains min_gain {min_gain * 100:.1f}; {settle}")
+    return out
+
+
+def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None) -> dict:
+    """The money side of the verdict: what training costs (on the sizing target), what each request saves in
+    prompt tokens, and the request volume at which training has paid for itself."""
+    out: dict = {}
+    if "variant" not in v:
+        return out
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    var, base = rows[v["variant"]], rows[v["baseline"]]
+    saved = float(base.get("prompt_tokens_per_request") or 0) - float(var.get("prompt_tokens_per_request") or 0)
+    out["prompt_tokens_saved_per_request"] = round(saved, 1)
+    out["usd_saved_per_request"] = saved / 1000 * price_per_1k
+    out["train_wall_s_here"] = var.get("train_wall_s")
+    if train_fit:
+        out.update({f"train_{k}": train_fit[k] for k in ("target", "gpu", "gpus", "hours", "usd", "need_gb")})
+        usd = train_fit.get("usd")
+        if usd is not None and out["usd_saved_per_request"] > 0:
+            out["break_even_requests"] = int(round(usd / out["usd_saved_per_request"]))
+    return out
