@@ -243,14 +243,8 @@ def _variant(section: str, name: str, v, train: TrainConfig, src: Source) -> Var
                          parent=parent)
 
 
-def parse_params(raw: dict, src: Source) -> Params:
-    if not isinstance(raw, dict):
-        raise src.error("(top)", "params must be a mapping")
-    for k in raw:
-        if k not in SECTIONS:
-            raise src.error(str(k), "unknown section" + suggest(str(k), list(SECTIONS)))
-    model = build(ModelConfig, raw.get("model"), "model", src)
-    task = build(TaskConfig, raw.get("task"), "task", src)
+def _task(raw, src: Source) -> TaskConfig:
+    task = build(TaskConfig, raw, "task", src)
     check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
            f"must be auto, jsonl, csv or parquet; got {task.format!r}")
     check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + suggest(task.metric, list(METRICS)))
@@ -263,9 +257,11 @@ def parse_params(raw: dict, src: Source) -> Params:
           or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
           src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "
                               f"got {task.labels!r}")
-    train = build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
-    _check_train(train, "train_defaults", src)
-    ev = build(EvalConfig, raw.get("eval"), "eval", src)
+    return task
+
+
+def _eval(raw, src: Source) -> EvalConfig:
+    ev = build(EvalConfig, raw, "eval", src)
     check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
     check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype",
           f"must be one of auto, fp32, bf16, fp16; got {ev.dtype!r}")
@@ -273,6 +269,20 @@ def parse_params(raw: dict, src: Source) -> Params:
     check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
     check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
            "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
+    return ev
+
+
+def parse_params(raw: dict, src: Source) -> Params:
+    if not isinstance(raw, dict):
+        raise src.error("(top)", "params must be a mapping")
+    for k in raw:
+        if k not in SECTIONS:
+            raise src.error(str(k), "unknown section" + suggest(str(k), list(SECTIONS)))
+    model = build(ModelConfig, raw.get("model"), "model", src)
+    task = _task(raw.get("task"), src)
+    train = build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
+    _check_train(train, "train_defaults", src)
+    ev = _eval(raw.get("eval"), src)
 
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():
