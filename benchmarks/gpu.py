@@ -48,9 +48,11 @@ def make_model(shape: str, out: Path) -> int:
 
     config = LlamaConfig(**SHAPES[shape], max_position_embeddings=4096, tie_word_embeddings=False)
     torch.manual_seed(0)
+    from bakeoff.measure import flop_params
+
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
-    return sum(p.numel() for p in model.parameters())
+    return flop_params(model)  # N without the input embedding: the FLOPs convention of bakeoff.measure
 
 
 def run_one(name: str, model_dir: Path, steps: int, batch: int, seq: int) -> dict:
@@ -120,16 +122,20 @@ def predicted_gb(name: str, model_dir: Path, batch: int, seq: int, precision: st
     return round(estimate(shape, setup, 1 * GB).total / GB, 3)
 
 
-def mfu(row: dict, n_params: int, peak_tflops: float | None) -> float | None:
-    """Achieved FLOP/s ÷ peak, with ``bakeoff.sizing.flops_per_token``: 6·N FLOPs per token for full fine-tuning,
-    4·N for adapters (no weight grads); recomputation under checkpointing is not useful work and not counted."""
-    from bakeoff.sizing import flops_per_token
+def mfu(row: dict, n_params: int, peak_tflops: float | None, hardware: bool = False) -> float | None:
+    """MFU (``hardware``: HFU) of a row, by ``bakeoff.measure``'s convention: ``n_params`` is N without the input
+    embedding; 6·N per token for full fine-tuning, 4·N for adapters; HFU adds checkpointing's recompute."""
+    from bakeoff import measure
 
     if not peak_tflops or "train_tokens_per_s" not in row:
         return None
-    technique = TECHNIQUES[row["technique"]][0] if row["technique"] in TECHNIQUES else row["technique"]
-    per_token = flops_per_token(n_params, technique)
-    return round(per_token * row["train_tokens_per_s"] / (peak_tflops * 1e12), 4)
+    technique, _, extra = TECHNIQUES.get(row["technique"], (row["technique"], "hf", {}))
+    if hardware:
+        value = measure.hfu(row["train_tokens_per_s"], n_params, technique, peak_tflops * 1e12,
+                            extra.get("gradient_checkpointing", False))
+    else:
+        value = measure.mfu(row["train_tokens_per_s"], n_params, technique, peak_tflops * 1e12)
+    return round(value, 4)
 
 
 def _error(r: dict) -> str:
@@ -143,7 +149,7 @@ def _error(r: dict) -> str:
 
 def table(rows: list[dict], n_params: int, peak_tflops: float | None) -> str:
     head = ["technique", "status", "tok/s", "peak alloc MB", "peak reserved MB", "peak RSS MB", "model GB",
-            "model error", "trainable", "MFU"]
+            "model error", "trainable", "MFU", "HFU"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["technique"], r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('error', '')}",
@@ -151,7 +157,7 @@ def table(rows: list[dict], n_params: int, peak_tflops: float | None) -> str:
                  r.get("train_peak_reserved_mb", "–"), r.get("train_peak_rss_mb", "–"), r.get("predicted_gb", "–"),
                  _error(r),
                  f"{r['trainable_params']:,}" if "trainable_params" in r else "–",
-                 mfu(r, n_params, peak_tflops) or "–"]
+                 mfu(r, n_params, peak_tflops) or "–", mfu(r, n_params, peak_tflops, hardware=True) or "–"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -177,7 +183,7 @@ def main() -> None:
         rows = []
         with tempfile.TemporaryDirectory() as tmp:
             n_params = make_model(shape, Path(tmp))
-            print(f"\nmodel: Llama {shape} shape, {n_params / 1e9:.2f}B parameters, random weights; "
+            print(f"\nmodel: Llama {shape} shape, N = {n_params / 1e9:.2f}B (input embedding excluded), random weights; "
                   f"batch {a.batch} × {a.seq} tokens, {a.steps} steps", flush=True)
             for name in a.techniques.split(","):
                 cmd = [sys.executable, __file__, "--one", name, "--model-dir", tmp, "--steps", str(a.steps),
@@ -187,6 +193,7 @@ def main() -> None:
                 row = json.loads(found[-1]) if found else {"technique": name, "status": "failed",
                                                             "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
                 row["mfu"] = mfu(row, n_params, a.peak_tflops)
+                row["hfu"] = mfu(row, n_params, a.peak_tflops, hardware=True)
                 rows.append(row)
                 print(f"  {name}: {row['status']} {row.get('train_tokens_per_s', '')}", flush=True)
         results[shape] = {"params": n_params, "rows": rows}

@@ -22,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+
 
 def dvc(*args: str) -> tuple[str, float]:
     here = Path(sys.executable).parent / "dvc"  # the environment's dvc, whether or not it is on PATH
@@ -52,17 +54,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--edit", default="variants.qlora.double_quant=false", help="dotted.key=value to change")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "iteration.json"))
+    add_target_argument(ap)
     args = ap.parse_args()
+    targets = Targets.from_args(args.target)
     from ruamel.yaml import YAML
 
     from bakeoff.config import load_params
 
     out, noop_s = dvc("repro")
     noop_ran = ran(out)
-    if noop_ran:
-        print(f"note: `dvc repro` was not a no-op (ran {noop_ran}); timing it again now that it is current")
-        out, noop_s = dvc("repro")
-        noop_ran = ran(out)
+    if noop_ran:  # a stale workspace is a finding, not something to time away
+        print(f"`dvc repro` was not a no-op: it ran {', '.join(noop_ran)} (run `make repro` first)", flush=True)
 
     key, value = args.edit.split("=", 1)
     path = key.split(".")
@@ -95,6 +97,10 @@ def main() -> None:
     print(f"| measure | value | target |\n|---|---|---|\n| no-op `dvc repro` | {noop_s:.1f} s | ≤ 15 s |")
     print(f"| stages rerun after `{args.edit}` | {', '.join(would)} | exactly {', '.join(expect)} |")
     print(f"\nwrote {o}")
+    targets.equal("noop_stages_run", len(noop_ran), 0)
+    targets.at_most("noop_repro_s", round(noop_s, 2), 15.0)
+    targets.equal("stages_rerun_exact", would == expect, True)
+    targets.exit()
     assert not noop_ran, f"a no-op repro ran {noop_ran}"
     assert would == expect, f"after {args.edit}: {would} would run, expected exactly {expect}"
 

@@ -14,7 +14,7 @@ from bakeoff.config import load_params
 from bakeoff.data import Example, write_jsonl
 from bakeoff.errors import cli
 from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval
-from bakeoff.models import load_for_eval, load_tokenizer
+from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
 from bakeoff.prompts import few_shot_messages, shot_picker
 
 BASE = runs.BASE
@@ -42,13 +42,15 @@ def main() -> None:
         record["run_id"] = run.info.run_id
 
         def work():
-            model, tok = load_for_eval(BASE), load_tokenizer(BASE)
+            serving = resolve_precision(params.eval.dtype)
+            model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)
             metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan, to_prompt,
                                               pairs=inputs.pairs, desc=name, label_choice=True)
+            metrics["serving_dtype"] = serving
             write_jsonl(runs.predictions(name), rows)
             if params.eval.lm_eval:
                 metrics.update(run_lm_eval(inputs, rows, {"pretrained": str(BASE)}, tok,
-                                           runs.work_dir(name) / "lm_eval", to_prompt))
+                                           runs.work_dir(name) / "lm_eval", to_prompt, torch_name(serving)))
             if params.eval.lm_eval_tasks and not b.shots and not b.instruction:  # the base model as it is
                 from bakeoff.lmeval import run_standard
 

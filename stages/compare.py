@@ -26,12 +26,15 @@ def main() -> None:
     sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
     v = verdict.verdict(df, params.verdict.min_gain)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
-    fit = next((f for f in sized["fits"] if f["target"] == target and f["variant"] == v.get("variant")), None)
-    c = verdict.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fit)
+    fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
+    parent = params.variants[v["variant"]].parent if v.get("variant") else None
+    c = verdict.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fits.get(v.get("variant")), fits.get(parent))
     # the files, then the summary run that holds them
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric)
-    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(runs.PREPARED / "stats.json"), images)
+    stats = runs.read_json(runs.PREPARED / "stats.json") or {}
+    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(runs.PREPARED / "stats.json", runs.BASE),
+                             images, stats)
     tracking.summary_run(params, list(df["name"]),
                          tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
                                "best_baseline": v.get("baseline", "")},

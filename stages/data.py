@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bakeoff.config import load_params
-from bakeoff.data import prepare
+from bakeoff.prepare import prepare
 from bakeoff.errors import cli
 from bakeoff.models import load_tokenizer
 

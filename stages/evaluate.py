@@ -2,9 +2,9 @@
 
     python stages/evaluate.py lora
 
-The model is scored as it would be served (a LoRA adapter merged into the base; a QLoRA adapter on its 4-bit
-base); latency is measured unmerged too where that differs. lm-eval scores the same test split from the saved
-files (`peft=` for an adapter).
+The model is scored as it would be served, in the serving dtype `eval.dtype` (a LoRA adapter merged into the
+base; a QLoRA adapter on its 4-bit base, computing in that dtype); latency is measured unmerged too where that
+differs. lm-eval scores the same test split from the saved files (`peft=` for an adapter).
 """
 
 import gc
@@ -15,7 +15,7 @@ from bakeoff.config import load_params
 from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
 from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval
-from bakeoff.models import load_tokenizer, resolve_precision
+from bakeoff.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.techniques import get_technique
 
 BASE = runs.BASE
@@ -38,20 +38,20 @@ def main() -> None:
         else:
             def work():
                 technique = get_technique(v.technique)
-                out, precision = runs.variant_dir(name), resolve_precision(v.train.precision)
+                out, serving = runs.variant_dir(name), resolve_precision(params.eval.dtype)
                 tok = load_tokenizer(BASE)
-                model = technique.load_for_eval(BASE, out, v, precision)
+                model = technique.load_for_eval(BASE, out, v, serving)
                 metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
                                                   pairs=inputs.pairs, desc=name)
                 write_jsonl(runs.predictions(name), rows)
-                metrics["served"] = technique.served_as(out)
+                metrics.update(served=technique.served_as(out), serving_dtype=technique.serving_dtype(v, serving))
                 lm_model = technique.lm_eval_model(BASE, out)
                 if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
                     del model
                     gc.collect()
                     model = None
                 if inputs.plan.latency_requests:
-                    unmerged = technique.load_unmerged(BASE, out, v, precision)
+                    unmerged = technique.load_unmerged(BASE, out, v, serving)
                     if unmerged is not None:
                         prompts = [e.messages for e in inputs.test]
                         metrics.update(latency(unmerged, tok, prompts, inputs.plan.max_new_tokens,
@@ -60,13 +60,13 @@ def main() -> None:
                         gc.collect()
                 if params.eval.lm_eval:
                     metrics.update(run_lm_eval(inputs, rows, lm_model if lm_model is not None else model, tok,
-                                               runs.work_dir(name) / "lm_eval"))
+                                               runs.work_dir(name) / "lm_eval", dtype=torch_name(serving)))
                 if params.eval.lm_eval_tasks:
                     from bakeoff.lmeval import run_standard
 
                     record["lm_eval_tasks"] = run_standard(
                         params.eval.lm_eval_tasks, lm_model if lm_model is not None else model, tok,
-                        params.eval.batch_size, params.eval.lm_eval_limit)
+                        params.eval.batch_size, params.eval.lm_eval_limit, torch_name(serving))
                 return metrics
 
             runs.guarded(record, work)

@@ -18,8 +18,10 @@ def test_mfu_convention():
     assert gpu.mfu({"technique": "full", "train_tokens_per_s": 1000}, 10**9, 100) == 0.06
     assert gpu.mfu({"technique": "lora", "train_tokens_per_s": 1000}, 10**9, 100) == 0.04
     assert gpu.mfu({"technique": "lora", "status": "oom"}, 10**9, 100) is None
-    # recomputation under checkpointing is not useful work: still 4·N, so MFU falls as the step slows
+    # recomputation under checkpointing is not useful work: still 4·N, so MFU falls as the step slows; HFU counts it
     assert gpu.mfu({"technique": "lora_ckpt", "train_tokens_per_s": 1000}, 10**9, 100) == 0.04
+    assert gpu.mfu({"technique": "lora_ckpt", "train_tokens_per_s": 1000}, 10**9, 100, hardware=True) == 0.06
+    assert gpu.mfu({"technique": "lora", "train_tokens_per_s": 1000}, 10**9, 100, hardware=True) == 0.04
 
 
 def test_1b_shape_is_about_a_billion():

@@ -13,7 +13,7 @@ def test_default_params_load():
     p = load_params(ROOT / "params.yaml")
     lora = p.variant("lora")
     assert lora.technique == "lora" and lora.options["r"] == 16
-    assert lora.train.effective_batch == lora.train.micro_batch * lora.train.grad_accum
+    assert (lora.train.effective_batch, lora.train.micro_batch, lora.train.grad_accum) == (16, 8, 2)  # params.yaml
     assert set(p.baselines) >= {"zero_shot", "few_shot"}
 
 

@@ -105,12 +105,15 @@ def test_bootstrap_known_answers():
     # a mean of 400 coin flips: the 95% interval is 0.5 ± 1.96·sqrt(0.25/400) = ±0.049
     value, lo, hi = bootstrap_ci([1.0, 0.0] * 200, resamples=4000)
     assert value == 0.5 and hi - value == pytest.approx(0.049, abs=0.006) and value - lo == pytest.approx(0.049, abs=0.006)
-    # paired difference: b is a with 40 of 400 examples lost → +0.1; pairing makes the interval narrow
-    a = [1.0] * 400
-    b = [1.0] * 360 + [0.0] * 40
+    # paired difference of two correlated runs: b gets 200 of 400 right, a the same 200 and 20 more → +0.05.
+    # Paired, only the 20 discordant items vary: se = sqrt(0.05 · 0.95 / 400) = 0.0109, half-width 0.021.
+    # Unpaired (independent resamples) it would be sqrt((0.55 · 0.45 + 0.25) / 400) = 0.0353, half-width 0.069.
+    b = [1.0] * 200 + [0.0] * 200
+    a = [1.0] * 220 + [0.0] * 180
     d, dlo, dhi = bootstrap_ci(a, baseline=b, resamples=4000)
-    se = math.sqrt(0.1 * 0.9 / 400)
-    assert d == pytest.approx(0.1) and dlo == pytest.approx(0.1 - 1.96 * se, abs=0.008) and dhi == pytest.approx(0.1 + 1.96 * se, abs=0.008)
+    se = math.sqrt(0.05 * 0.95 / 400)
+    assert d == pytest.approx(0.05) and (dhi - dlo) / 2 == pytest.approx(1.96 * se, abs=0.005)
+    assert (dhi - dlo) / 2 < 0.04  # an unpaired bootstrap gives ≈ 0.069
     assert bootstrap_ci([0.0, 1.0, 1.0], seed=3) == bootstrap_ci([0.0, 1.0, 1.0], seed=3)   # seeded
     with pytest.raises(ValueError, match="same examples"):
         bootstrap_ci([1.0], baseline=[1.0, 0.0])

@@ -33,7 +33,10 @@ def test_folder_without_safetensors_refused(tmp_path, tiny_model_dir):
 
 
 def test_precision_auto_is_a_concrete_choice():
-    assert resolve_precision("auto") in ("fp32", "bf16", "fp16")
+    from bakeoff.models import cpu_bf16_fast
+
+    if not torch.cuda.is_available():  # what this CPU's flags say: bf16 only where it has bf16 matrix instructions
+        assert resolve_precision("auto") == ("bf16" if cpu_bf16_fast() else "fp32")
     assert resolve_precision("fp32") == "fp32"
     if not torch.cuda.is_available():
         from bakeoff.runs import Skipped
@@ -60,7 +63,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     (answer,), log = generate(model, tok, [[{"role": "user", "content":
                                              "What is the capital of France? Answer in one word."}]], 12)
     assert "paris" in answer.lower()
-    assert log.generated_tokens > 0
+    assert 0 < log.generated_tokens < 12   # stopped on its end-of-turn token, before the budget
 
     lora = get_technique("lora")
     v = VariantConfig(name="lora", technique="lora", options={**lora.defaults, "r": 4, "alpha": 8},

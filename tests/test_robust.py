@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from bakeoff.config import ParamsError, load_params
-from bakeoff.data import (DataError, Example, drop_duplicates, drop_leakage, handle_overlong, read_examples,
-                          read_pairs, row_tokens)
+from bakeoff.data import DataError, read_examples, read_pairs
+from bakeoff.prepare import drop_duplicates, drop_leakage, handle_overlong, row_tokens
 from conftest import write_jsonl
 
 
@@ -54,7 +54,7 @@ def test_overlong_rows_counted_then_truncated_or_dropped(tmp_path, tokenizer_dir
 
 
 def test_prepare_records_every_check(tmp_path, tokenizer_dir, monkeypatch):
-    from bakeoff.data import prepare
+    from bakeoff.prepare import prepare
     from bakeoff.models import load_tokenizer
 
     monkeypatch.chdir(tmp_path)

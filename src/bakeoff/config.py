@@ -44,8 +44,9 @@ class TaskConfig:
     val_size: float = 40  # < 1: a fraction of train; ≥ 1: a count
     test_size: float = 60
     metric: str = "exact_match"
-    labels: list | None = None  # closed label set for accuracy / macro-F1 (None: the distinct train answers)
-    max_new_tokens: int = 48
+    labels: list | str | None = None  # closed label set: a list, "auto" (the distinct train answers, any count) or a
+    #                                   file with one label a line; None: the train answers when there are at most 50
+    max_new_tokens: int | str = 48  # generation budget per answer, or "auto": the longest reference answer + 8
     seed: int = 0
     overlong: str = "truncate"  # rows longer than train_defaults.max_seq_len: truncate (counted) | drop
     duplicates: str = "drop"  # the same prompt and answer twice: drop (reported) | keep | error
@@ -82,6 +83,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
+    dtype: str = "auto"  # serving dtype of every run: auto (what precision: auto picks here) | fp32 | bf16 | fp16
     batch_size: int = 16
     max_examples: int | None = None  # cap the test split (None: all of it)
     latency_requests: int = 16  # requests timed one at a time for latency p50/p95 (0: none)
@@ -241,6 +243,35 @@ def _variant(section: str, name: str, v, train: TrainConfig, src: Source) -> Var
                          parent=parent)
 
 
+def _task(raw, src: Source) -> TaskConfig:
+    task = build(TaskConfig, raw, "task", src)
+    check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
+           f"must be auto, jsonl, csv or parquet; got {task.format!r}")
+    check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + suggest(task.metric, list(METRICS)))
+    check(task.max_new_tokens == "auto" or (isinstance(task.max_new_tokens, int) and task.max_new_tokens > 0), src,
+          "task.max_new_tokens", f"must be a positive number of tokens or auto, got {task.max_new_tokens!r}")
+    for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
+                       ("leakage", ("drop", "keep", "error"))):
+        check(getattr(task, k) in allowed, src, f"task.{k}", f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
+    check(task.labels is None or (isinstance(task.labels, str) and task.labels.strip() != "")
+          or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
+          src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "
+                              f"got {task.labels!r}")
+    return task
+
+
+def _eval(raw, src: Source) -> EvalConfig:
+    ev = build(EvalConfig, raw, "eval", src)
+    check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
+    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype",
+          f"must be one of auto, fp32, bf16, fp16; got {ev.dtype!r}")
+    check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
+    check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
+    check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
+           "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
+    return ev
+
+
 def parse_params(raw: dict, src: Source) -> Params:
     if not isinstance(raw, dict):
         raise src.error("(top)", "params must be a mapping")
@@ -248,25 +279,10 @@ def parse_params(raw: dict, src: Source) -> Params:
         if k not in SECTIONS:
             raise src.error(str(k), "unknown section" + suggest(str(k), list(SECTIONS)))
     model = build(ModelConfig, raw.get("model"), "model", src)
-    task = build(TaskConfig, raw.get("task"), "task", src)
-    check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
-           f"must be auto, jsonl, csv or parquet; got {task.format!r}")
-    check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + suggest(task.metric, list(METRICS)))
-    check(task.max_new_tokens > 0, src, "task.max_new_tokens", "must be > 0")
-    for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
-                       ("leakage", ("drop", "keep", "error"))):
-        check(getattr(task, k) in allowed, src, f"task.{k}", f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
-    check(task.labels is None or (isinstance(task.labels, list) and task.labels
-                                   and all(isinstance(x, str) for x in task.labels)),
-           src, "task.labels", f"must be a non-empty list of strings (or null), got {task.labels!r}")
+    task = _task(raw.get("task"), src)
     train = build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
     _check_train(train, "train_defaults", src)
-    ev = build(EvalConfig, raw.get("eval"), "eval", src)
-    check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
-    check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
-    check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
-    check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
-           "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
+    ev = _eval(raw.get("eval"), src)
 
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():

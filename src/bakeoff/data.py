@@ -1,4 +1,4 @@
-"""Readers, validation, splitting, data checks and token statistics (prompts and shots: ``bakeoff.prompts``).
+"""Readers, validation and splitting (the data stage's checks: ``bakeoff.prepare``; prompts and shots: ``bakeoff.prompts``).
 
 Supervised rows, any of:
     {"prompt": "...", "completion": "..."}                                  JSONL
@@ -76,8 +76,8 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
     if fmt == "jsonl":
         with open(path, "rb") as f:
             for i, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
+                try:  # utf-8-sig: a byte-order mark (Excel, Notepad) is read as nothing, not as text
+                    line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
                 except UnicodeDecodeError as e:
                     raise DataError(f"{path}:{i}: not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 4]!r})") from None
                 if not line.strip():
@@ -91,7 +91,7 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
                 yield f"{path}:{i}", row
     elif fmt == "csv":
         try:
-            with open(path, newline="", encoding="utf-8") as f:
+            with open(path, newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" starts with a BOM
                 dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
                 reader = csv.DictReader(f, dialect=dialect)
                 for i, row in enumerate(reader, start=2):  # line 1 is the header
@@ -239,150 +239,3 @@ def file_hash(*paths: str | Path) -> str:
         if p:
             h.update(Path(p).read_bytes())
     return h.hexdigest()[:16]
-
-
-def closed_labels(train: list[Example], configured: list[str] | None, metric: str,
-                  most: int = 50) -> list[str] | None:
-    """The label set for accuracy / macro-F1: ``task.labels``, else (for those metrics) the distinct train
-    answers when there are at most ``most`` of them."""
-    if configured:
-        return list(configured)
-    if metric not in ("accuracy", "macro_f1"):
-        return None
-    answers = sorted({e.completion.strip() for e in train})
-    if len(answers) > most:
-        raise DataError(f"task.metric {metric!r} needs a closed label set, but the train split has "
-                        f"{len(answers)} distinct answers: list them in task.labels or use exact_match")
-    return answers
-
-
-def token_stats(tok, examples: list[Example]) -> dict:
-    """Token lengths of prompt + completion in the chat template, as the trainer sees them."""
-    lengths = sorted(row_tokens(tok, ex) for ex in examples)
-    n = len(lengths)
-    return {"n": n, "min": lengths[0], "mean": round(sum(lengths) / n, 1), "p50": lengths[n // 2],
-            "p95": lengths[min(n - 1, int(0.95 * n))], "max": lengths[-1]}
-
-
-# ---------------------------------------------------------------- checks
-
-def _prompt_key(ex: Example) -> str:
-    return json.dumps([" ".join(m["content"].split()) for m in ex.messages if m["role"] != "system"])
-
-
-def _row_key(ex: Example) -> str:
-    return _prompt_key(ex) + "\u0000" + " ".join(ex.completion.split())
-
-
-def _warn(msg: str) -> None:
-    import sys
-
-    print(f"warning: {msg}", file=sys.stderr)
-
-
-def drop_duplicates(rows: list[Example], policy: str) -> tuple[list[Example], dict]:
-    """Rows with the same prompt and answer (whitespace aside) as an earlier row: dropped, kept or an error."""
-    first: dict[str, Example] = {}
-    keep, dups = [], []
-    for ex in rows:
-        k = _row_key(ex)
-        if k in first:
-            dups.append(f"{ex.source} repeats {first[k].source}")
-            if policy == "error":
-                raise DataError(f"{ex.source}: the same prompt and answer as {first[k].source} "
-                                "(task.duplicates: error; set drop or keep)")
-            if policy == "drop":
-                continue
-        else:
-            first[k] = ex
-        keep.append(ex)
-    if dups:
-        _warn(f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
-              + "; ".join(dups[:3]) + (" ..." if len(dups) > 3 else ""))
-    return keep, {"count": len(dups), "policy": policy, "examples": dups[:10]}
-
-
-def drop_leakage(train: list[Example], held_out: dict[str, list[Example]], policy: str) -> tuple[list[Example], dict]:
-    """Training rows whose prompt is also in val or test (the model would be scored on what it trained on)."""
-    seen = {_prompt_key(e): (name, e) for name, rows in held_out.items() for e in rows}
-    keep, leaks = [], []
-    for ex in train:
-        hit = seen.get(_prompt_key(ex))
-        if hit:
-            leaks.append(f"{ex.source} is also in {hit[0]} ({hit[1].source})")
-            if policy == "error":
-                raise DataError(f"{ex.source}: the same prompt is in the {hit[0]} split ({hit[1].source}): "
-                                "test results would be inflated (task.leakage: error; set drop or keep)")
-            if policy == "drop":
-                continue
-        keep.append(ex)
-    if leaks:
-        _warn(f"{len(leaks)} training row(s) leak into val/test, {'dropped from train' if policy == 'drop' else 'kept'} "
-              "(task.leakage): " + "; ".join(leaks[:3]) + (" ..." if len(leaks) > 3 else ""))
-    return keep, {"count": len(leaks), "policy": policy, "examples": leaks[:10]}
-
-
-def row_tokens(tok, ex: Example) -> int:
-    """Tokens of prompt + answer in the chat template, as the trainer sees the row."""
-    ids = tok.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.completion}], tokenize=True)
-    if hasattr(ids, "input_ids") or isinstance(ids, dict):
-        ids = ids["input_ids"]
-    return len(ids)
-
-
-def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tuple[list[Example], dict]:
-    """Rows longer than ``max_len`` tokens: counted, then kept for the trainer to truncate, or dropped."""
-    long = [(ex, n) for ex in rows if (n := row_tokens(tok, ex)) > max_len]
-    if long:
-        _warn(f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
-              f"{'dropped' if policy == 'drop' else 'truncated when training'} (task.overlong): "
-              + "; ".join(f"{ex.source} ({n} tokens)" for ex, n in long[:3]) + (" ..." if len(long) > 3 else ""))
-    ids = {id(ex) for ex, _ in long}
-    keep = [ex for ex in rows if id(ex) not in ids] if policy == "drop" else rows
-    return keep, {"count": len(long), "policy": policy, "max_seq_len": max_len,
-                  "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
-
-
-def prepare(params, out_dir: str | Path, tokenizer) -> dict:
-    """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record.
-
-    Checks, each reported in stats.json and on stderr, with what params say to do: duplicate rows
-    (``task.duplicates``), training prompts that are also in val or test (``task.leakage``), and rows longer than
-    ``train_defaults.max_seq_len`` (``task.overlong``).
-    """
-    t = params.task
-    out_dir = Path(out_dir)
-    kw = dict(fmt=t.format, columns=t.columns, template=t.prompt_template, system=t.system_prompt)
-    checks = {}
-    train, checks["duplicates"] = drop_duplicates(read_examples(t.train, **kw), t.duplicates)
-    splits = {"train": train}
-    if t.test:
-        splits["test"] = read_examples(t.test, **kw)
-    if t.val:
-        splits["val"] = read_examples(t.val, **kw)
-    if not t.test or not t.val:
-        carved = split(train, 0 if t.val else t.val_size, 0 if t.test else t.test_size, t.seed)
-        splits = {**carved, **{k: v for k, v in splits.items() if k != "train"}}
-    splits["train"], checks["leakage"] = drop_leakage(splits["train"], {k: splits[k] for k in ("val", "test")},
-                                                      t.leakage)
-    splits["train"], checks["overlong"] = handle_overlong(tokenizer, splits["train"],
-                                                          params.train_defaults.max_seq_len, t.overlong)
-    if not splits["train"]:
-        raise DataError(f"{t.train}: no training rows left after the checks ({json.dumps(checks)[:300]})")
-    for name in ("train", "val", "test"):
-        for i, ex in enumerate(splits[name]):
-            ex.id = i
-        write_jsonl(out_dir / f"{name}.jsonl", splits[name])
-    stats = {"splits": {k: len(v) for k, v in splits.items()},
-             "data_hash": file_hash(t.train, t.val, t.test, t.prefs),
-             "tokens": {k: token_stats(tokenizer, v) for k, v in splits.items()},
-             "labels": closed_labels(splits["train"], t.labels, t.metric),
-             "checks": checks}
-    if t.prefs:
-        pairs = read_pairs(t.prefs, **kw)
-        p = split(pairs, 0, t.test_size, t.seed)
-        for name in ("train", "test"):
-            write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
-        stats["splits"].update({"prefs_train": len(p["train"]), "prefs_test": len(p["test"])})
-    (out_dir / "stats.json").write_text(json.dumps(stats, indent=2))
-    return stats

@@ -12,14 +12,14 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from bakeoff.data import Example, Pair
 from bakeoff.measure import GenerationLog, LatencyLog
-from bakeoff.metrics import all_metrics, exact_match, preference_metrics, score
+from bakeoff.metrics import all_metrics, exact_match, loose_match, preference_metrics, score
 from bakeoff.prompts import encode, prompt_and_full, render_prompt
 
 # ---------------------------------------------------------------- generation
@@ -187,7 +187,7 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
                                desc=f"{desc} latency").metrics())
     rows = [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
              "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
-             "exact_match": exact_match(p, e.completion)}
+             "exact_match": exact_match(p, e.completion), "loose_match": loose_match(p, e.completion)}
             for e, p, i in zip(test, preds, items)]
     if label_choice and plan.labels:
         chosen = choose_labels(model, tok, prompts, plan.labels)
@@ -221,14 +221,18 @@ class EvalInputs:
         if params.eval.max_examples:
             test = test[:params.eval.max_examples]
         pairs = load_pairs(d / "prefs_test.jsonl") if (d / "prefs_test.jsonl").exists() else []
-        labels = json.loads((d / "stats.json").read_text()).get("labels")
-        return cls(train, val, test, pairs, EvalPlan.from_params(params, labels))
+        stats = json.loads((d / "stats.json").read_text())
+        plan = EvalPlan.from_params(params, stats.get("labels"))
+        plan.max_new_tokens = (stats.get("generation") or {}).get("max_new_tokens", plan.max_new_tokens)  # auto
+        return cls(train, val, test, pairs, plan)
 
 
-def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None) -> dict:
+def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None,
+                dtype: str = "float32") -> dict:
     """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``."""
     from bakeoff import lmeval
 
     task = lmeval.write_task(inputs.test, tok, work_dir, inputs.plan.max_new_tokens, to_prompt)
-    out = lmeval.run_task(task, model, tok, inputs.plan.batch_size)
-    return lmeval.agreement([r["exact_match"] for r in rows], out["per_example"])
+    out = lmeval.run_task(task, model, tok, inputs.plan.batch_size, dtype=dtype)
+    # lm-eval's exact_match ignores case, punctuation and spacing: the like-for-like figure is bakeoff's loose_match
+    return lmeval.agreement([r["loose_match"] for r in rows], out["per_example"])

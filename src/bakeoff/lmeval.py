@@ -6,7 +6,7 @@
 The task is a YAML file and a JSONL file beside it. Each prompt is rendered by bakeoff in the base model's
 chat template (so lm-eval sees exactly the tokens bakeoff's own evaluation sees), generation is greedy up to
 the end-of-turn token, and lm-eval's own ``exact_match`` scores it with case, punctuation and whitespace
-ignored. Standard lm-eval tasks (a forgetting check) run where their data is reachable and are recorded as
+ignored: the same rule as bakeoff's ``loose_match``, which it is checked against. Standard lm-eval tasks (a forgetting check) run where their data is reachable and are recorded as
 ``skipped`` with the reason where it is not.
 """
 
@@ -54,25 +54,26 @@ def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: in
     return out
 
 
-def _model(model, tok, batch_size: int):
-    """An lm-eval model: ``model`` is lm-eval's ``hf`` model_args (a dict) or an already loaded model."""
+def _model(model, tok, batch_size: int, dtype: str = "float32"):
+    """An lm-eval model: ``model`` is lm-eval's ``hf`` model_args (a dict, loaded in ``dtype``) or an already loaded
+    model (used as it is)."""
     import torch
     from lm_eval.models.huggingface import HFLM
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if isinstance(model, dict):
-        return HFLM(**model, tokenizer=tok, batch_size=batch_size, device=device, dtype="float32")
+        return HFLM(**model, tokenizer=tok, batch_size=batch_size, device=device, dtype=dtype)
     return HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size)
 
 
-def run_task(task_dir: str | Path, model, tok, batch_size: int = 16, name: str = TASK) -> dict:
+def run_task(task_dir: str | Path, model, tok, batch_size: int = 16, name: str = TASK, dtype: str = "float32") -> dict:
     """Score the local task; returns lm-eval's exact match and its per-example scores in doc order."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     manager = TaskManager(include_path=str(task_dir), include_defaults=False)
-    res = simple_evaluate(model=_model(model, tok, batch_size), tasks=[name], task_manager=manager,
+    res = simple_evaluate(model=_model(model, tok, batch_size, dtype), tasks=[name], task_manager=manager,
                           bootstrap_iters=0, log_samples=True, verbosity="WARNING")
     samples = sorted(res["samples"][name], key=lambda s: s["doc_id"])
     return {"exact_match": float(res["results"][name]["exact_match,none"]),
@@ -100,7 +101,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int | None = 100) -> dict:
+def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int | None = 100,
+                 dtype: str = "float32") -> dict:
     """Standard lm-eval tasks, each ``{"status": "ok", <metric>: value}`` or ``{"status": "skipped",
     "reason": ...}`` (its data is not reachable, as offline). With no hub in reach, only datasets already in the
     local cache can load: the datasets library is put in offline mode so a missing one fails at once."""
@@ -115,7 +117,7 @@ def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int 
         os.environ["HF_DATASETS_OFFLINE"] = os.environ["HF_HUB_OFFLINE"] = "1"
         datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True  # read at import time
     out = {}
-    lm = _model(model, tok, batch_size) if tasks else None
+    lm = _model(model, tok, batch_size, dtype) if tasks else None
     for task in tasks:
         try:
             res = simple_evaluate(model=lm, tasks=[task], limit=limit, bootstrap_iters=0, verbosity="WARNING")

@@ -20,6 +20,13 @@ Serving
     ``latency_p50_s``, ``latency_p95_s``: wall time of one request at batch 1 (prompt in, greedy answer out),
     median and 95th percentile (linear interpolation) over the first ``eval.latency_requests`` test prompts.
     A ``_merged`` / ``_unmerged`` suffix says how an adapter was served.
+Utilisation (one convention, used by benchmarks/gpu.py and by sizing's time estimates)
+    N is the parameter count without the input embedding (a table lookup, no multiply); a tied embedding counts
+    once, as the output head. Model FLOPs per token: 6·N for full fine-tuning, 4·N when the base is frozen
+    (adapters: no weight gradients), plus 2·N for DPO's reference forward. ``mfu`` = tokens/s × model FLOPs per
+    token ÷ peak FLOP/s. Hardware FLOPs add 2·N for the forward pass gradient checkpointing recomputes; ``hfu``
+    uses them. A run without checkpointing has mfu = hfu, and that is the figure ``sizing.mfu`` takes: the time
+    estimate divides hardware FLOPs by it, so checkpointing costs its recompute once, not twice.
 Confidence
     ``*_ci_low``, ``*_ci_high``: paired percentile bootstrap, 95%, over test examples (seeded): the
     examples are resampled with replacement, the figure recomputed, the 2.5th and 97.5th percentiles kept.
@@ -167,18 +174,21 @@ class StepLog:
     step_seconds: list[float] = field(default_factory=list)
     step_tokens: list[int] = field(default_factory=list)
     step_padded_tokens: list[int] = field(default_factory=list)
+    step_rows: list[int] = field(default_factory=list)
     _t0: float | None = None
     _tokens: int = 0
     _padded: int = 0
+    _rows: int = 0
 
     def add_micro_batch(self, batch: dict) -> None:
         self._tokens += non_padding_tokens(batch)
         self._padded += int(batch["input_ids"].numel())
+        self._rows += int(batch["input_ids"].shape[0])
 
     def begin_step(self) -> None:
         _cuda_sync()
         self._t0 = time.perf_counter()
-        self._tokens = self._padded = 0
+        self._tokens = self._padded = self._rows = 0
 
     def end_step(self) -> None:
         if self._t0 is None:
@@ -187,6 +197,7 @@ class StepLog:
         self.step_seconds.append(time.perf_counter() - self._t0)
         self.step_tokens.append(self._tokens)
         self.step_padded_tokens.append(self._padded)
+        self.step_rows.append(self._rows)
         self._t0 = None
 
     def metrics(self) -> dict[str, float]:
@@ -196,6 +207,7 @@ class StepLog:
         out = {
             "train_steps": n,
             "tokens_seen": sum(self.step_tokens),
+            "rows_seen": sum(self.step_rows),  # sequences fed to the model (a DPO pair is two)
             "padding_share": round(1 - sum(self.step_tokens) / max(sum(self.step_padded_tokens), 1), 4),
         }
         if secs:
@@ -262,6 +274,37 @@ class LatencyLog:
         return {f"latency_p50_s{suffix}": round(float(np.percentile(s, 50)), 4),
                 f"latency_p95_s{suffix}": round(float(np.percentile(s, 95)), 4),
                 f"latency_tokens_per_s{suffix}": round(self.generated_tokens / float(s.sum()), 2)}
+
+
+# ---------------------------------------------------------------- utilisation
+
+def model_flops_per_token(n_params: int, technique: str) -> float:
+    """6·N (full), 4·N (frozen base), + 2·N for DPO's reference forward; N without the input embedding."""
+    return ((6 if technique == "full" else 4) + (2 if technique == "dpo" else 0)) * n_params
+
+
+def hardware_flops_per_token(n_params: int, technique: str, checkpointing: bool = False) -> float:
+    """Model FLOPs plus the forward pass gradient checkpointing recomputes (2·N)."""
+    return model_flops_per_token(n_params, technique) + (2 * n_params if checkpointing else 0)
+
+
+def mfu(tokens_per_s: float, n_params: int, technique: str, peak_flops: float) -> float:
+    """Model FLOP utilisation: useful FLOPs per second ÷ the hardware's peak (recompute not counted)."""
+    return tokens_per_s * model_flops_per_token(n_params, technique) / peak_flops
+
+
+def hfu(tokens_per_s: float, n_params: int, technique: str, peak_flops: float, checkpointing: bool) -> float:
+    """Hardware FLOP utilisation: FLOPs executed per second (recompute counted) ÷ peak."""
+    return tokens_per_s * hardware_flops_per_token(n_params, technique, checkpointing) / peak_flops
+
+
+def flop_params(model) -> int:
+    """N of a transformers model for the FLOPs convention: its parameters less an untied input embedding."""
+    total = count_params(model)["total_params"]
+    emb = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    tied = out is not None and out.weight.data_ptr() == emb.data_ptr()
+    return total if tied else total - emb.numel()
 
 
 # ---------------------------------------------------------------- confidence

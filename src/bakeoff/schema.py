@@ -86,7 +86,8 @@ _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
     t = str(typ).replace(" ", "")
     optional = "None" in t
-    base = t.split("|")[0]
+    bases = [b for b in t.split("|") if b != "None"]
+    base = bases[0]
     if v is None:
         if optional:
             return None
@@ -102,7 +103,9 @@ def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
         except ValueError:
             pass
     if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-        raise src.error(key, f"expected {base}, got {v!r}")
+        if any(isinstance(v, _TYPES[b]) and not isinstance(v, bool) for b in bases[1:] if b in _TYPES):
+            return v  # another type of the union (int | str: a count or "auto")
+        raise src.error(key, f"expected {' or '.join(bases)}, got {v!r}")
     return v
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bakeoff.measure import hardware_flops_per_token
+
 GB = 1e9
 GIB = 1024 ** 3
 
@@ -68,6 +70,11 @@ class Shape:
     def params(self) -> int:
         return self.linear_params + self.other_params
 
+    @property
+    def flop_params(self) -> int:
+        """N for FLOPs (``bakeoff.measure``): without the input embedding, a lookup (tied: it is the head, once)."""
+        return self.params - (0 if self.tied else self.vocab * self.hidden)
+
     def lora_params(self, r: int, targets=LINEAR) -> int:
         targets = LINEAR if targets in ("all-linear", None) else targets
         return self.layers * sum(r * (a + b) for n, (a, b) in self.linear_shapes().items() if n in targets)
@@ -96,8 +103,10 @@ class Setup:
     double_quant: bool = True
 
     @classmethod
-    def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None) -> "Setup":
-        o, t = v.options, v.train
+    def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None,
+                     parent=None) -> "Setup":
+        """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets)."""
+        o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
         return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
                    seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
                    int(o.get("bits", 4)), bool(o.get("double_quant", True)))
@@ -155,12 +164,6 @@ def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
     return Estimate(weights, grads, optim, acts, overhead_bytes, trainable)
 
 
-def flops_per_token(n_params: int, technique: str, checkpointing: bool = False) -> float:
-    """Training FLOPs per token: 6·N for full fine-tuning; 4·N with a frozen base (no weight gradients); gradient
-    checkpointing adds a second forward pass (2·N). DPO scores two answers per row: counted per token as well."""
-    return ((6 if technique == "full" else 4) + (2 if checkpointing else 0)) * n_params
-
-
 # ---------------------------------------------------------------- calibration
 
 def calibrate(rows: list[tuple[float, float]]) -> tuple[float, list[float]]:
@@ -195,6 +198,8 @@ class Fit:
     hours: float | None = None
     usd: float | None = None
     parts: dict = field(default_factory=dict)
+    parent: str | None = None  # a derived variant's parent, whose training comes first
+    cumulative_usd: float | None = None  # usd plus the parent's usd (a derived variant's whole cost)
 
 
 def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | None:
@@ -204,9 +209,11 @@ def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | Non
 
 
 def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False) -> float:
-    """Estimated hours to train ``tokens`` at ``mfu`` of the card's peak bf16 FLOP/s (an assumption, not a
-    measurement: set sizing.mfu from benchmarks/gpu.py on your card)."""
-    return tokens * flops_per_token(shape.params, technique, checkpointing) / (gpu.bf16_tflops * 1e12 * mfu) / 3600
+    """Estimated hours to train ``tokens``: hardware FLOPs (recompute included) at ``mfu`` of the card's peak bf16
+    FLOP/s, ``mfu`` being the utilisation of a run without checkpointing (an assumption, not a measurement: set
+    sizing.mfu from benchmarks/gpu.py on your card; conventions in ``bakeoff.measure``)."""
+    flops = hardware_flops_per_token(shape.flop_params, technique, checkpointing)
+    return tokens * flops / (gpu.bf16_tflops * 1e12 * mfu) / 3600
 
 
 # ---------------------------------------------------------------- from params and this run
@@ -247,12 +254,13 @@ def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_byt
     return f
 
 
-def run_width(train_metrics: dict, effective_batch: int) -> float:
-    """Padded tokens per row in this run's micro-batches: mean non-padding tokens per row / (1 − padding share)."""
+def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int = 1) -> float:
+    """Padded tokens per sequence in this run's micro-batches: mean non-padding tokens per sequence / (1 − padding
+    share). A DPO row is two sequences (prompt + chosen, prompt + rejected), each counted in ``tokens_seen``."""
     steps = train_metrics.get("train_steps") or 0
     if not steps or not train_metrics.get("tokens_seen"):
         return 0.0
-    per_row = train_metrics["tokens_seen"] / (steps * effective_batch)
+    per_row = train_metrics["tokens_seen"] / (steps * effective_batch * sequences_per_row)
     return per_row / max(1e-6, 1 - train_metrics.get("padding_share", 0.0))
 
 
@@ -271,11 +279,12 @@ def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
             continue
         measured_mb = m.get("train_peak_reserved_mb") or m.get("train_peak_rss_mb")
         v = params.variants[name]
-        width = run_width(m, v.train.effective_batch)
+        # estimate() counts a DPO row as two sequences: the width it takes is per sequence
+        width = run_width(m, v.train.effective_batch, 2 if v.technique == "dpo" else 1)
         if not measured_mb or not width:
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
-        setup = Setup.from_variant(v, precision, seq_len=round(width))
+        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent))
         predicted = estimate(shape, setup).total
         pairs.append((predicted, measured_mb * 1024 ** 2))
         rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB, 3),
@@ -294,20 +303,29 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None)
     overhead = s.cuda_overhead_gb * GB if overhead_bytes is None else overhead_bytes
     out = []
     for shape in targets(params):
+        here = {}
         for name, v in params.variants.items():
             setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
-                                       micro_batch=s.target_micro_batch)
-            out.append(fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name))
+                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent))
+            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name)
+        for name, f in here.items():
+            parent = params.variants[name].parent
+            f.parent = parent
+            own, first = f.usd, here[parent].usd if parent else 0.0
+            f.cumulative_usd = None if own is None or first is None else round(own + first, 2)
+        out += here.values()
     return out
 
 
 def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
-    lines = ["| target | variant | technique | need GB | smallest GPU | est. hours | est. $ |", "|---|---|---|---|---|---|---|"]
+    lines = ["| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent |",
+             "|---|---|---|---|---|---|---|---|"]
     for f in fits:
         gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
         hours = "–" if f.hours is None else f"{f.hours:.2f}"
         usd = "–" if f.usd is None else f"{f.usd:,.2f}"
-        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} |")
+        cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
+        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} | {cum} |")
     return lines
 
 

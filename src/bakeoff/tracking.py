@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 from contextlib import contextmanager
-from pathlib import Path
 
 from bakeoff.errors import UserError
 from bakeoff.runs import git_commit, repo_root
@@ -69,13 +68,20 @@ def check_reachable(uri: str, timeout: float = 10.0) -> None:
             f"(mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
 
 
+# MLflow 3 opens an experiment without this tag in its GenAI view (traces); bakeoff's runs are model development
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
 def _setup(params):
     import mlflow
 
     uri = tracking_uri(params)
     check_reachable(uri)
     mlflow.set_tracking_uri(uri)
-    return mlflow.set_experiment(experiment_name(params))
+    exp = mlflow.set_experiment(experiment_name(params))
+    if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+        mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+    return exp
 
 
 @contextmanager

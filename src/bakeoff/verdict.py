@@ -168,7 +168,8 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
         half = (hi - lo) / 2
         gap = abs(gain - min_gain)
         # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
-        need = math.ceil(n * (half / gap) ** 2) if gap > 1e-9 else None
+        # rounded before the ceiling: float noise in the gain (0.09999999999999998) must not add an example
+        need = math.ceil(round(n * (half / gap) ** 2, 6)) if gap > 1e-9 else None
         settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
         out.update(decision="inconclusive", examples_needed=need,
                    reason=f"`{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`; {n} test examples "
@@ -177,9 +178,13 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     return out
 
 
-def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None) -> dict:
-    """The money side of the verdict: what training costs (on the sizing target), what each request saves in
-    prompt tokens, and the request volume at which training has paid for itself."""
+def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None,
+         parent_fit: dict | None = None) -> dict:
+    """The money side of the verdict: what training costs (on the sizing target; a derived variant adds its parent's
+    training, ``parent_fit``), what each request saves in prompt tokens, and the request volume at which training
+    pays for itself. The break-even follows the verdict: it is given for "fine-tune", given as what it would be if
+    the gain held for "inconclusive", and not given for "prompting is enough" (the saved tokens would buy a worse
+    answer)."""
     out: dict = {}
     if "variant" not in v:
         return out
@@ -189,9 +194,19 @@ def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None)
     out["prompt_tokens_saved_per_request"] = round(saved, 1)
     out["usd_saved_per_request"] = saved / 1000 * price_per_1k
     out["train_wall_s_here"] = var.get("train_wall_s")
-    if train_fit:
-        out.update({f"train_{k}": train_fit[k] for k in ("target", "gpu", "gpus", "hours", "usd", "need_gb")})
-        usd = train_fit.get("usd")
-        if usd is not None and out["usd_saved_per_request"] > 0:
-            out["break_even_requests"] = int(round(usd / out["usd_saved_per_request"]))
+    if not train_fit:
+        return out
+    out.update({f"train_{k}": train_fit[k] for k in ("target", "gpu", "gpus", "hours", "usd", "need_gb")})
+    usd = train_fit.get("usd")
+    if parent_fit:
+        out.update(parent=parent_fit["variant"], parent_usd=parent_fit.get("usd"), parent_hours=parent_fit.get("hours"))
+        usd = None if usd is None or parent_fit.get("usd") is None else round(usd + parent_fit["usd"], 2)
+    out["cumulative_usd"] = usd
+    if usd is None or out["usd_saved_per_request"] <= 0:
+        return out
+    requests = int(round(usd / out["usd_saved_per_request"]))
+    if v["decision"] == "fine-tune":
+        out["break_even_requests"] = requests
+    elif v["decision"] == "inconclusive":
+        out["break_even_if_gain_held"] = requests
     return out

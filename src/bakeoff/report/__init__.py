@@ -25,12 +25,19 @@ __all__ = ["forgetting", "html", "markdown", "metrics_json", "pareto", "plots", 
 VERDICT_KEYS = ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline")
 
 
+def warning_lines(stats: dict) -> list[str]:
+    """What the data stage found that makes figures mislead: a generation budget that cuts reference answers."""
+    warning = (stats.get("generation") or {}).get("warning")
+    return [f"> **Warning:** {warning}.", ""] if warning else []
+
+
 def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: dict, prov: dict,
-              images: dict[str, Path]) -> dict[str, Path]:
+              images: dict[str, Path], stats: dict | None = None) -> dict[str, Path]:
     """Every report file, each written once; returns their paths (for the summary MLflow run)."""
     tail = sizing_lines(params, sized) + forgetting(list(df["name"])) + provenance_lines(prov)
     extra = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}}
-    paths = write(df, params.task.metric, out_dir, head=verdict_lines(v, c), tail=tail, extra=extra)
+    head = warning_lines(stats or {}) + verdict_lines(v, c)
+    paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=extra)
     paths["sizing"] = out_dir / "sizing.json"
     paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c}, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"

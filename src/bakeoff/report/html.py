@@ -42,7 +42,9 @@ def html(markdown_text: str, images: dict[str, Path]) -> str:
             body.append("</ul>")
             in_list = False
         m = re.match(r"(#+) (.*)", line)
-        if m:
+        if line.startswith("> "):
+            body.append(f"<blockquote>{inline(line[2:])}</blockquote>")
+        elif m:
             level = len(m.group(1))
             body.append(f"<h{level}>{inline(m.group(2))}</h{level}>")
         elif line.strip():

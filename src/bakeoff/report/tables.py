@@ -27,7 +27,7 @@ COLUMNS = {
     "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
     "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
     "tokens_seen": ("tokens seen", "{:,.0f}"),
-    "precision": ("precision", "{}"),
+    "precision": ("train precision", "{}"), "serving_dtype": ("serving dtype", "{}"),
     "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
     "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p95_s": ("p95 s", "{:.2f}"),
     "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
@@ -85,7 +85,8 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
              *_table(df, QUALITY), "",
              "## Cost: training and serving", "",
              "Figures are defined in `src/bakeoff/measure.py`; CPU memory is peak resident memory. Latency is "
-             "one request at batch 1 (as served: adapters merged, QLoRA on its 4-bit base; unmerged beside it).",
+             "one request at batch 1 (as served: adapters merged, QLoRA on its 4-bit base; unmerged beside it), every "
+             "run in the serving dtype its column names (`eval.dtype`).",
              "", *_table(df, ["name"] + [c for c in COLUMNS if c not in QUALITY])]
     failed = df[df["status"] != "ok"]
     if len(failed):
@@ -121,22 +122,32 @@ def write(df: pd.DataFrame, metric: str, out_dir: Path, head: list[str] | None =
 
 def verdict_lines(v: dict, c: dict) -> list[str]:
     lines = ["## Verdict", "", f"**{v['decision']}** — {v['reason']}.", ""]
-    if c:
-        tok = c["prompt_tokens_saved_per_request"]
-        lines.append(f"- Prompt tokens saved per request: {tok:+.0f} (the fine-tuned model needs no shots), "
-                     f"worth ${c['usd_saved_per_request']:.6f} at your price per 1k prompt tokens.")
-        if c.get("train_gpu"):
-            gpus = f"{c['train_gpus']}× {c['train_gpu']}" if c["train_gpus"] > 1 else c["train_gpu"]
-            lines.append(f"- Training `{v['variant']}` on the sizing target `{c['train_target']}`: ~{c['train_need_gb']:.0f} GB, "
-                         f"fits {gpus}; an estimated {c['train_hours']:.2f} GPU-hours per card, ${c['train_usd']:,.2f} "
-                         "(estimate: sizing model and sizing.mfu; not measured).")
-        if c.get("break_even_requests") is not None:
-            lines.append(f"- Fine-tuning pays for itself after about {c['break_even_requests']:,} requests.")
-        elif c.get("train_usd") is not None:
-            lines.append("- It never pays for itself on prompt tokens alone: the fine-tuned prompts are not shorter "
-                         "or prompt tokens are free at your price.")
-        if c.get("train_wall_s_here"):
-            lines.append(f"- Here (measured): `{v['variant']}` trained in {c['train_wall_s_here']:.0f} s on this machine.")
+    if not c:
+        return lines
+    tok = c["prompt_tokens_saved_per_request"]
+    lines.append(f"- Prompt tokens saved per request: {tok:+.0f} (the fine-tuned model needs no shots), "
+                 f"worth ${c['usd_saved_per_request']:.6f} at your price per 1k prompt tokens.")
+    if c.get("train_gpu"):
+        gpus = f"{c['train_gpus']}× {c['train_gpu']}" if c["train_gpus"] > 1 else c["train_gpu"]
+        lines.append(f"- Training `{v['variant']}` on the sizing target `{c['train_target']}`: ~{c['train_need_gb']:.0f} GB, "
+                     f"fits {gpus}; an estimated {c['train_hours']:.2f} GPU-hours per card, ${c['train_usd']:,.2f} "
+                     "(estimate: sizing model and sizing.mfu; not measured).")
+    if c.get("parent") and c.get("cumulative_usd") is not None:
+        lines.append(f"- `{v['variant']}` continues `{c['parent']}`, which costs ${c['parent_usd']:,.2f} to train first: "
+                     f"${c['cumulative_usd']:,.2f} in all.")
+    if c.get("break_even_requests") is not None:
+        lines.append(f"- Fine-tuning pays for itself after about {c['break_even_requests']:,} requests.")
+    elif c.get("break_even_if_gain_held") is not None:
+        lines.append(f"- If the gain held, fine-tuning would pay for itself after about {c['break_even_if_gain_held']:,} "
+                     "requests; the gain is not established (inconclusive), so this is not a break-even yet.")
+    elif v["decision"] == "prompting is enough" and c.get("cumulative_usd") is not None:
+        lines.append("- No break-even: fine-tuning does not beat prompting here, so the prompt tokens it saves would "
+                     "buy a worse answer.")
+    elif c.get("cumulative_usd") is not None:
+        lines.append("- It never pays for itself on prompt tokens alone: the fine-tuned prompts are not shorter "
+                     "or prompt tokens are free at your price.")
+    if c.get("train_wall_s_here"):
+        lines.append(f"- Here (measured): `{v['variant']}` trained in {c['train_wall_s_here']:.0f} s on this machine.")
     return lines + [""]
 
 
@@ -169,5 +180,9 @@ def sizing_lines(params, sized: dict) -> list[str]:
 
 def provenance_lines(p: dict) -> list[str]:
     libs = ", ".join(f"{k} {v}" for k, v in p["versions"].items() if v)
-    return ["## Provenance", "", f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
+    src = p.get("base_model") or {}
+    base = src.get("alias") or src.get("source") or "?"
+    model = [f"- Base model: `{base}` ({src.get('kind', '?')}{', ' + src['wheel'] if src.get('wheel') else ''})"
+             + (f": {src['note']}." if src.get("note") else ".")] if src else []
+    return ["## Provenance", "", *model, f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
             f"Python {p['python']} on {p['machine']}", f"- Libraries: {libs}", ""]

@@ -28,10 +28,15 @@ class Technique:
         raise NotImplementedError
 
     def load_for_eval(self, base_dir: Path, out_dir: Path, variant, precision: str):
-        """The trained model as it will be served: by default the adapter merged into the base."""
+        """The trained model as it will be served, in the serving ``precision``: by default the adapter merged into
+        the base."""
         from bakeoff.models import load_for_eval
 
-        return load_for_eval(base_dir, out_dir)
+        return load_for_eval(base_dir, out_dir, precision)
+
+    def serving_dtype(self, variant, precision: str) -> str:
+        """The weights' dtype as served (``eval.dtype`` resolved), for the report."""
+        return precision
 
     @staticmethod
     def _is_adapter(out_dir: Path) -> bool:
@@ -47,9 +52,10 @@ class Technique:
             return None
         from peft import PeftModel
 
-        from bakeoff.models import device, load_model
+        from bakeoff.models import DTYPES, device, load_model
 
-        return PeftModel.from_pretrained(load_model(base_dir), out_dir).to(device()).eval()
+        model = PeftModel.from_pretrained(load_model(base_dir), out_dir)
+        return model.to(device(), DTYPES[precision]).eval()
 
     def lm_eval_model(self, base_dir: Path, out_dir: Path):
         """lm-eval's ``hf`` model_args that load this variant from its saved files (None: pass the loaded model)."""

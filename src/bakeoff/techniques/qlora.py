@@ -62,6 +62,10 @@ class QLora(Lora):
 
         return PeftModel.from_pretrained(self._load_quantized(base_dir, variant, precision), out_dir).eval()
 
+    def serving_dtype(self, variant, precision: str) -> str:
+        o = variant.options
+        return f"{o['quant_type'] if o['bits'] == 4 else 'int8'} + {precision} compute"
+
     def served_as(self, out_dir):
         return "unmerged"  # merging into 4-bit weights would round the adapter away
 

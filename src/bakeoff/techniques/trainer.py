@@ -21,6 +21,7 @@ import torch
 
 from bakeoff.measure import MB, PeakMemory, StepLog, count_params, dir_mb
 from bakeoff.runs import Skipped
+from bakeoff.techniques.base import Technique
 
 
 class MemoryBudgetExceeded(MemoryError):
@@ -160,6 +161,7 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
         "precision": precision,
+        **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),
         "history": history,
     }
 

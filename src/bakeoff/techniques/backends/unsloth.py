@@ -32,6 +32,21 @@ def linear_targets(model) -> list[str]:
     return sorted(names)
 
 
+def evidence(model) -> dict:
+    """What shows that Unsloth's own code runs this model: its version and the forward functions it put in place,
+    on the module or on its class (on CPU: the causal-LM forward with its chunked cross-entropy, from
+    ``unsloth_zoo.cpu.ops``), rather than transformers' or PEFT's."""
+    import unsloth
+
+    patched = set()
+    for m in model.modules():
+        for owner, fn in (("instance", vars(m).get("forward")), ("class", getattr(type(m), "forward", None))):
+            where = getattr(getattr(fn, "__func__", fn), "__module__", "") or ""
+            if where.startswith("unsloth"):
+                patched.add(f"{type(m).__name__}.forward ({owner}) ← {where}")
+    return {"unsloth_version": getattr(unsloth, "__version__", "?"), "patched": sorted(patched)}
+
+
 def build(base_dir, variant, precision: str, load_in_4bit: bool):
     preload()
     if _IMPORT_ERROR:
@@ -44,9 +59,11 @@ def build(base_dir, variant, precision: str, load_in_4bit: bool):
             model_name=str(base_dir), max_seq_length=t.max_seq_len, dtype=DTYPES[precision],
             load_in_4bit=load_in_4bit, use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False)
         targets = linear_targets(model) if o["targets"] == "all-linear" else o["targets"]
-        return FastLanguageModel.get_peft_model(
+        model = FastLanguageModel.get_peft_model(
             model, r=o["r"], lora_alpha=o["alpha"], lora_dropout=o["dropout"], target_modules=targets,
             use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False, random_state=t.seed)
+        model.bakeoff_backend_evidence = evidence(model)  # into the run record (techniques.trainer.train)
+        return model
     except torch.OutOfMemoryError:
         raise
     except Exception as e:  # whatever Unsloth's loader refuses on this platform, in its own words

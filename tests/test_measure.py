@@ -1,0 +1,87 @@
+"""The measurement core against known values: steady-state tokens/s, peak memory windows, generated-token counts,
+latency percentiles and the FLOPs convention.
+
+    .venv/bin/pytest tests/test_measure.py
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from bakeoff import measure
+from bakeoff.measure import GenerationLog, LatencyLog, PeakMemory, StepLog
+
+
+def test_steplog_steady_state_excludes_warmup_and_counts_non_padding_tokens():
+    log = StepLog(warmup_steps_excluded=2)
+    log.step_seconds = [10.0, 5.0, 1.0, 1.0, 2.0]
+    log.step_tokens = [100, 100, 100, 200, 300]
+    log.step_padded_tokens = [200, 200, 200, 200, 400]
+    m = log.metrics()
+    # steady state: steps 3–5, 600 tokens in 4 s
+    assert m["train_tokens_per_s"] == 150.0 and m["train_step_s_median"] == 1.0
+    assert m["train_steps"] == 5 and m["tokens_seen"] == 800 and m["padding_share"] == pytest.approx(1 - 800 / 1200)
+
+
+def test_steplog_counts_rows_and_tokens_of_each_micro_batch():
+    log = StepLog(warmup_steps_excluded=0)
+    log.begin_step()
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    log.add_micro_batch({"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": mask})
+    log.add_micro_batch({"input_ids": torch.zeros(3, 4, dtype=torch.long), "attention_mask": torch.ones(3, 4)})
+    log.end_step()
+    assert log.step_tokens == [5 + 12] and log.step_padded_tokens == [8 + 12] and log.metrics()["rows_seen"] == 5
+
+
+def test_peak_memory_sees_a_known_block_and_resets_between_windows():
+    size = 256 * 1024 * 1024
+    with PeakMemory() as big:
+        block = np.ones(size // 8)  # 256 MiB, touched
+        del block
+    with PeakMemory() as small:
+        x = np.ones(1024)
+        del x
+    assert big.rss_method == "vmhwm" and big.peak_rss_bytes >= small.peak_rss_bytes + 0.9 * size
+    assert big.metrics("train")["train_peak_rss_mb"] >= 0.9 * 256
+
+
+def test_generation_log_counts_generated_tokens_only(tiny_model_dir):
+    from bakeoff.evaluate import generate
+    from bakeoff.models import load_model, load_tokenizer
+
+    tok, model = load_tokenizer(tiny_model_dir), load_model(tiny_model_dir).eval()
+    model.generation_config.suppress_tokens = sorted({tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")})
+    prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "a much longer prompt " * 8}]]
+    _, log = generate(model, tok, prompts, max_new_tokens=4, batch_size=2)
+    # two answers of exactly 4 tokens each: the prompts (of different lengths) and the left padding are not counted
+    assert log.generated_tokens == 8 and len(log.prompt_tokens) == 2 and log.prompt_tokens[1] > log.prompt_tokens[0] + 20
+    m = GenerationLog(prompt_tokens=[10, 30], generated_tokens=12, seconds=3.0).metrics()
+    assert m["gen_tokens_per_s"] == 4.0 and m["prompt_tokens_per_request"] == 20.0
+
+
+def test_latency_percentiles_on_known_timings():
+    m = LatencyLog(seconds=[0.5, 0.1, 0.3, 0.2, 0.4], generated_tokens=30).metrics()
+    # sorted 0.1…0.5: median 0.3; p95 = 0.4 + 0.8 × 0.1 = 0.48; 30 tokens in 1.5 s
+    assert m == {"latency_p50_s": 0.3, "latency_p95_s": 0.48, "latency_tokens_per_s": 20.0}
+
+
+def test_flops_convention_on_hand_numbers():
+    # 1,000 tok/s on N = 1e9 against 100 TFLOP/s: full 6·N → 0.06; LoRA 4·N → 0.04; DPO adds its reference forward
+    assert measure.mfu(1000, 10**9, "full", 100e12) == pytest.approx(0.06)
+    assert measure.mfu(1000, 10**9, "lora", 100e12) == pytest.approx(0.04)
+    assert measure.mfu(1000, 10**9, "dpo", 100e12) == pytest.approx(0.06)
+    # checkpointing: recompute is not model FLOPs (MFU stays 0.04) but is hardware FLOPs (HFU 0.06)
+    assert measure.hfu(1000, 10**9, "lora", 100e12, checkpointing=True) == pytest.approx(0.06)
+    assert measure.hfu(1000, 10**9, "lora", 100e12, checkpointing=False) == pytest.approx(0.04)
+
+
+def test_flop_params_leave_out_an_untied_input_embedding(tokenizer_dir):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = dict(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+               num_key_value_heads=2)
+    untied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=False))
+    tied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=True))
+    total = sum(p.numel() for p in untied.parameters())
+    assert measure.flop_params(untied) == total - 1000 * 32
+    assert measure.flop_params(tied) == sum(p.numel() for p in tied.parameters())  # the shared matrix, once
