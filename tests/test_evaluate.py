@@ -135,7 +135,8 @@ def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
 
 @pytest.mark.parametrize("pred, ref, want", [
     ("Card arrival", "card_arrival", True),
-    ('{"urgency": "high", "category": "bug"}', '{"category": "bug", "urgency": "high"}', True),
+    ('{"category": "Bug", "urgency": "High"}', '{"category": "bug", "urgency": "high"}', True),  # values' case
+    ('{"urgency": "high", "category": "bug"}', '{"category": "bug", "urgency": "high"}', False),  # same object: right
     ("card_arrival", "card_arrival", False),      # right: not a miss at all
     ("refund", "card_arrival", False),            # wrong in substance
 ])

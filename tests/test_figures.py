@@ -31,7 +31,7 @@ def test_every_run_is_served_in_the_stated_dtype(tiny_model_dir, tickets, tmp_pa
 
     lora = get_technique("lora")
     v = VariantConfig("lora", "lora", TrainConfig(max_steps=2, effective_batch=2, micro_batch=2, precision="fp32",
-                                                  lr=1e-2, max_seq_len=96), options={**lora.defaults, "r": 4})
+                                                  lr=1e-2, max_seq_len=256), options={**lora.defaults, "r": 4})
     train(lora, v, tiny_model_dir, read_examples(tickets)[:4], tmp_path / "out", "fp32", tmp_path / "work")
     for model in (load_for_eval(tiny_model_dir, precision="bf16"),                      # a baseline
                   lora.load_for_eval(tiny_model_dir, tmp_path / "out", v, "bf16"),      # merged adapter

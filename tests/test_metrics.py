@@ -11,16 +11,20 @@ from bakeoff.measure import LatencyLog, bootstrap_ci
 from bakeoff.verdict import flips
 
 
-@pytest.mark.parametrize("pred, ref, want", [
-    ('{"category": "bug"}', '{"category": "bug"}', 1.0),
-    ('  {"Category":  "BUG"} ', '{"category": "bug"}', 1.0),      # case and spacing ignored
-    ('{"category": "bug"}.', '{"category": "bug"}', 1.0),          # punctuation ignored
-    ('{"category": "bugs"}', '{"category": "bug"}', 0.0),
-    ("", "bug", 0.0),
-    ("card arrival", "card_arrival", 0.0),                          # underscore is punctuation: "cardarrival"
+@pytest.mark.parametrize("pred, ref, want, loose", [
+    ('{"category": "bug"}', '{"category": "bug"}', 1.0, 1.0),
+    ('  {"category":  "bug"} ', '{"category": "bug"}', 1.0, 1.0),  # JSON: spacing ignored, values exact
+    ('  {"Category":  "BUG"} ', '{"category": "bug"}', 0.0, 1.0),  # JSON keys and values are not case-folded
+    ('{"category": "bug"}.', '{"category": "bug"}', 0.0, 1.0),      # not a JSON object; loosely, punctuation aside
+    ('{"category": "bugs"}', '{"category": "bug"}', 0.0, 0.0),
+    ("", "bug", 0.0, 0.0),
+    ("Bug.", "bug", 1.0, 1.0),                                        # plain text: case and punctuation ignored
+    ("card arrival", "card_arrival", 0.0, 0.0),                       # underscore is punctuation: "cardarrival"
 ])
-def test_exact_match(pred, ref, want):
-    assert exact_match(pred, ref) == want
+def test_exact_match(pred, ref, want, loose):
+    from bakeoff.metrics import loose_match
+
+    assert exact_match(pred, ref) == want and loose_match(pred, ref) == loose
 
 
 def test_normalize():
