@@ -39,4 +39,5 @@ bench: setup
 	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu.py --out reports/bench/gpu.json"
 
 mlflow-ui: setup
+	@$(PY) -c "from bakeoff import config, tracking; print('open', tracking.ui_url(config.load_params()))"
 	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db) --port 5000

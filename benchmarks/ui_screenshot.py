@@ -60,13 +60,13 @@ def main() -> None:
                 time.sleep(0.5)
         else:
             sys.exit("error: the MLflow UI did not start within 60 s")
-        page = f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}"
+        page = tracking.ui_url(params, f"http://127.0.0.1:{port}")  # the runs table, model-training view
         if args.run:
             found = mlflow.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{args.run}' and "
                                        f"tags.`{tracking.LATEST}` = 'true'")
             if found.empty:
                 sys.exit(f"error: no latest run named {args.run!r}")
-            page += f"/runs/{found.iloc[0]['run_id']}"
+            page = f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{found.iloc[0]['run_id']}"
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

@@ -224,6 +224,10 @@ def test_the_experiment_is_tagged_as_model_development(tmp_path, monkeypatch):
         pass
     exp = mlflow.MlflowClient().get_experiment_by_name(tracking.experiment_name(params))
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    # the page that opens on the runs table: in MLflow 3.17 the tag alone still opens the GenAI overview
+    # (seen in headless Chromium, benchmarks/ui_screenshot.py); the workflow parameter does not
+    assert tracking.ui_url(params) == (f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs"
+                                       "?workflowType=machine_learning")
 
 
 # ---------------------------------------------------------------- 5. a benchmark that misses its target fails

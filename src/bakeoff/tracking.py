@@ -141,6 +141,17 @@ def mark(record: dict) -> None:
         mlflow.set_tag("error", record["error"][:5000])
 
 
+def ui_url(params, server: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI page of the task's runs table. MLflow 3 opens an experiment in its GenAI view (traces) unless
+    the page asks for the model-training workflow, which the experiment-kind tag alone does not do in 3.17."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    exp = mlflow.MlflowClient().get_experiment_by_name(experiment_name(params))
+    page = f"#/experiments/{exp.experiment_id}/runs?workflowType=machine_learning" if exp else "#/experiments"
+    return f"{server.rstrip('/')}/{page}"
+
+
 def mark_resumed(checkpoint: str) -> None:
     """Tag the active run as continued from ``checkpoint`` (a killed run resumed by the next ``dvc repro``)."""
     import mlflow
