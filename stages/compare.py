@@ -33,8 +33,7 @@ def main() -> None:
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric)
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
-    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(runs.PREPARED / "stats.json", runs.BASE),
-                             images, stats)
+    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(stats, runs.BASE), images, stats)
     tracking.summary_run(params, list(df["name"]),
                          tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
                                "best_baseline": v.get("baseline", "")},

@@ -152,7 +152,9 @@ def test_labels_auto_and_from_a_file(tmp_path, capsys):
     f = tmp_path / "labels.txt"
     f.write_text("\ufeffyes\nno\n\nmaybe\n")
     assert closed_labels(train, str(f), "exact_match") == ["yes", "no", "maybe"]
-    with pytest.raises(Exception, match="labels: auto"):
+    from bakeoff.data import DataError
+
+    with pytest.raises(DataError, match="labels: auto"):
         closed_labels(train, None, "accuracy")             # > 50 answers and no label set: says what to write
 
 

@@ -54,8 +54,9 @@ STACK = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bits
          "mlflow", "dvc", "pandas", "numpy")
 
 
-def provenance(stats_path: Path | None = None, base_dir: Path | None = None) -> dict:
-    """What a result traces back to: library versions, the data's hash, the git commit, the machine."""
+def provenance(stats: dict, base_dir: Path | None = None) -> dict:
+    """What a result traces back to: library versions, the data's hash (from the data stage's ``stats``), the git
+    commit, the machine and the base model's source."""
     import importlib.metadata as md
     import platform
 
@@ -65,7 +66,6 @@ def provenance(stats_path: Path | None = None, base_dir: Path | None = None) -> 
             versions[name] = md.version(name.replace("_", "-"))
         except md.PackageNotFoundError:
             versions[name] = None
-    stats = json.loads(stats_path.read_text()) if stats_path and stats_path.exists() else {}
     source = read_json(Path(base_dir) / "bakeoff_source.json") if base_dir else None
     return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
             "machine": platform.machine(), "versions": versions, "base_model": source}
