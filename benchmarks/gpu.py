@@ -52,7 +52,21 @@ def make_model(shape: str, out: Path) -> int:
 
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
+    save_tokenizer(out)
     return flop_params(model)  # N without the input embedding: the FLOPs convention of bakeoff.measure
+
+
+def save_tokenizer(out: Path, words: int = 1000) -> None:
+    """A word-level tokenizer beside the weights: Unsloth's loader reads one from the model folder (the batches here
+    are random ids, so its vocabulary does not matter; it stays inside every shape's vocab_size)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"w{i}": i for i in range(words)} | {t: words + i for i, t in enumerate(["<unk>", "<s>", "</s>", "<pad>"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>").save_pretrained(out)
 
 
 def run_one(name: str, model_dir: Path, steps: int, batch: int, seq: int) -> dict:
@@ -104,7 +118,9 @@ def run_one(name: str, model_dir: Path, steps: int, batch: int, seq: int) -> dic
                 opt.zero_grad(set_to_none=True)
                 log.end_step()
             wall = time.perf_counter() - t0
-        return {"technique": name, "status": "ok", **sizes, **log.metrics(), **mem.metrics("train"),
+        evidence = getattr(model, "bakeoff_backend_evidence", None)  # Unsloth: its version and what it patched
+        extra_out = {"backend_evidence": evidence} if evidence else {}
+        return {"technique": name, "status": "ok", **sizes, **log.metrics(), **mem.metrics("train"), **extra_out,
                 "wall_s": round(wall, 1), "precision": precision, "predicted_gb": predicted_gb(name, model_dir, batch, seq, precision)}
     except Exception as e:
         status, reason = classify(e)
