@@ -7,7 +7,7 @@ Strategies (params `baselines:`): zero-shot, k fixed shots, or the k nearest tra
 """
 
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
@@ -29,14 +29,16 @@ def describe(b) -> str:
 def main() -> None:
     name = sys.argv[1]
     params = load_params()
-    b = params.baseline(name)
+    tuned = runs.read_json(runs.tuned_record(name)) or {}  # the prompting search's choice, made on validation
+    b = replace(params.baseline(name), **(tuned.get("values") or {}))
     inputs = EvalInputs.load(runs.PREPARED, params)
     pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
 
     def to_prompt(e: Example) -> list[dict]:
         return few_shot_messages(e, pick(e), b.instruction)
 
-    logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval)}
+    logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval),
+              "tuned": tuned.get("values") or {}}
     record = {"name": name, "kind": "baseline", "technique": describe(b)}
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id

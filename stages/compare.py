@@ -25,6 +25,8 @@ def main() -> None:
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
     sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
     v = verdict.verdict(df, params.verdict.min_gain)
+    stats = runs.read_json(runs.PREPARED / "stats.json") or {}
+    v["diagnosis"] = verdict.diagnose(df, params.baselines, stats.get("labels"))
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     parent = params.variants[v["variant"]].parent if v.get("variant") else None
@@ -32,11 +34,10 @@ def main() -> None:
     # the files, then the summary run that holds them
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric)
-    stats = runs.read_json(runs.PREPARED / "stats.json") or {}
     paths = report.write_all(out, df, params, v, c, sized, runs.provenance(stats, runs.BASE), images, stats)
     tracking.summary_run(params, list(df["name"]),
                          tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
-                               "best_baseline": v.get("baseline", "")},
+                               "best_baseline": v.get("baseline", ""), "winners_chosen_on": v.get("chosen_on", "")},
                          metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
                          files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"})
     print(paths["md"].read_text())

@@ -26,7 +26,10 @@ def main() -> None:
     # long: the stage's whole flow in one reading order: launch, Unsloth first, resume, train, record, MLflow
     name = sys.argv[1]
     params = load_params()
-    v = params.variant(name)
+    from bakeoff import runs, tune
+
+    tuned = runs.read_json(runs.tuned_record(name)) or {}  # the tune stage's choice, judged on validation
+    v = tune.apply(params.variant(name), tuned.get("values") or {})
     if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:
         from bakeoff.techniques.trainer import launch
 
@@ -35,7 +38,7 @@ def main() -> None:
         from bakeoff.techniques.backends import unsloth
 
         unsloth.preload()
-    from bakeoff import runs, tracking
+    from bakeoff import tracking
     from bakeoff.models import resolve_precision
     from bakeoff.techniques import get_technique
     from bakeoff.techniques.trainer import fingerprint, rank, resumable, train
@@ -45,7 +48,8 @@ def main() -> None:
 
     base, data, work = runs.BASE, runs.PREPARED, runs.work_dir(name)
     data_hash = runs.read_json(data / "stats.json")["data_hash"]
-    logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train)}
+    logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train),
+              "tuned": tuned.get("values") or {}}
     parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
     fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
     resume, resume_run_id = resumable(work, fp, v.train.checkpoint_steps)
@@ -55,7 +59,8 @@ def main() -> None:
             raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
         technique = get_technique(v.technique)
         return train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
-                     work_dir=work, parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=resume)
+                     work_dir=work, parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=resume,
+                     val_rows=technique.val_rows(data))
 
     if rank() != 0:  # another process of a multi-process run: train, and leave records and MLflow to rank 0
         out = runs.variant_dir(name)
@@ -77,9 +82,13 @@ def main() -> None:
 
         def work_and_log():
             m = work_fn()
-            record["history"] = m.pop("history")  # the loss curve, for the report's plot
+            record["history"] = m.pop("history")  # the loss curves, for the report's plot
+            record["val_curve"] = m.pop("val_curve")
             for h in record["history"]:
                 tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+            for h in record["val_curve"]:
+                tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
+            tracking.set_tags({"convergence": m["convergence"]})
             return m
 
         runs.guarded(record, work_and_log)

@@ -72,3 +72,26 @@ def test_unknown_section(tmp_path):
 def test_bad_yaml_names_line(tmp_path):
     with pytest.raises(ParamsError, match=r"params\.yaml:2: not valid YAML"):
         load_params(_write(tmp_path, "task:\n  train: a: b\n"))
+
+
+@pytest.mark.parametrize("text, key", [
+    ("tune:\n  spaces:\n    lora: {lr: {low: 1.0e-3, high: 1.0e-4}}\n", "tune.spaces.lora.lr"),
+    ("tune:\n  spaces:\n    lora: {rank: {choices: [8, 16]}}\n", "tune.spaces.lora.rank"),
+    ("tune:\n  share: {lora: nosuch, gone: lora}\n", "tune.share.lora"),
+    ("tune:\n  trial_steps: 1.5\n", "tune.trial_steps"),
+    ("baselines:\n  searched:\n    search: {shots: [0, -1]}\n", "baselines.searched.search.shots"),
+    ("baselines:\n  searched:\n    search: {temperature: [0.1]}\n", "baselines.searched.search.temperature"),
+])
+def test_bad_search_spaces_name_their_key_and_line(tmp_path, text, key):
+    with pytest.raises(ParamsError) as e:
+        load_params(_write(tmp_path, BASE + text))
+    assert key in str(e.value) and "params.yaml:" in str(e.value), str(e.value)
+
+
+def test_a_prompt_search_and_a_shared_search_load(tmp_path):
+    text = ("  lowmem:\n    technique: lora\n    gradient_checkpointing: true\n"
+            "tune:\n  trials: 4\n  share: {lowmem: lora}\n"
+            "baselines:\n  searched:\n    search: {shots: [0, 3], selection: [fixed, nearest], instruction: [null, Be brief.]}\n")
+    p = load_params(_write(tmp_path, BASE + text))
+    assert p.tune.trials == 4 and p.tune.share == {"lowmem": "lora"}
+    assert p.baseline("searched").search["instruction"] == [None, "Be brief."]

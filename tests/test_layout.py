@@ -159,7 +159,7 @@ def test_library_files_and_functions_stay_readable():
 
 # values a user must replace rather than defaults: the shipped task's files and the example price and card catalog
 NOT_DEFAULTS = {"task.name", "task.train", "task.prefs", "cost.usd_per_1k_prompt_tokens", "cost.train_tokens",
-                "sizing.target", "sizing.targets", "sizing.gpus"}
+                "sizing.target", "sizing.targets", "sizing.gpus", "tune.share"}
 
 
 def test_dataclass_defaults_are_params_yaml():
@@ -168,7 +168,7 @@ def test_dataclass_defaults_are_params_yaml():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     sections = {"model": config.ModelConfig, "task": config.TaskConfig, "train_defaults": config.TrainConfig,
                 "eval": config.EvalConfig, "tracking": config.TrackingConfig, "verdict": config.VerdictConfig,
-                "cost": config.CostConfig, "sizing": config.SizingConfig}
+                "cost": config.CostConfig, "sizing": config.SizingConfig, "tune": config.TuneConfig}
     differ, undocumented = [], []
     for section, cls in sections.items():
         for f in fields(cls):

@@ -85,3 +85,29 @@ def test_flop_params_leave_out_an_untied_input_embedding(tokenizer_dir):
     total = sum(p.numel() for p in untied.parameters())
     assert measure.flop_params(untied) == total - 1000 * 32
     assert measure.flop_params(tied) == sum(p.numel() for p in tied.parameters())  # the shared matrix, once
+
+
+def test_loss_drop_over_the_last_quarter_by_hand():
+    from bakeoff.measure import loss_drop
+
+    hist = [{"step": s, "loss": l} for s, l in [(5, 2.0), (10, 1.6), (20, 1.2), (30, 1.0), (35, 0.8), (40, 0.64)]]
+    # last quarter of 40 steps: steps 30, 35, 40. Least squares: slope −0.036/step, line at step 30: 0.99333;
+    # fall over 10 steps 0.36 → 0.36 / 0.99333 = 0.36242
+    assert loss_drop(hist) == pytest.approx(0.36242, abs=1e-4)
+    assert loss_drop(hist[:1]) is None
+    flat = [{"step": s, "loss": 1.0} for s in (10, 20, 30, 40)]
+    assert loss_drop(flat) == 0.0
+
+
+def test_convergence_judgement():
+    from bakeoff.measure import convergence
+
+    falling = [{"step": s, "loss": 2.0 - s / 25} for s in (10, 20, 30, 40)]  # 0.4 at step 30 → 0.4 … 0.8
+    flat = [{"step": s, "loss": 0.5} for s in (10, 20, 30, 40)]
+    val_down = [{"step": 20, "loss": 1.0}, {"step": 40, "loss": 0.8}]
+    val_up = [{"step": 20, "loss": 0.8}, {"step": 40, "loss": 0.9}]
+    assert convergence(falling, val_down, False, 0.05) == "still improving"
+    assert convergence(falling, val_up, False, 0.05) == "converged"  # validation turned: more steps would not help
+    assert convergence(flat, val_down, False, 0.05) == "converged"
+    assert convergence(falling, [], False, 0.05) == "still improving"  # no validation: training loss alone
+    assert convergence(falling, val_down, True, 0.05) == "stopped early"

@@ -135,3 +135,17 @@ def test_flips_name_direction():
     got = {f["id"]: f["direction"] for f in flips(mine, base)}
     assert got == {1: "right_to_wrong", 2: "wrong_to_right", 4: "better"}
     assert flips({1: ("a", "a")}, {1: ("b", "a")})[0]["direction"] == "wrong_to_right"
+
+
+@pytest.mark.parametrize("pred, ref, want", [
+    ("The capital of Peru is Lima.", "Lima", 1.0),
+    ("Limassol", "Lima", 0.0),  # whole words, not a substring
+    ("lima", "Lima", 1.0),
+    ("category: bug; product: payflow; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 1.0),
+    ("category: bug; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 0.0),
+    ("", "Lima", 0.0),
+])
+def test_contains_reference(pred, ref, want):
+    from bakeoff.metrics import contains_reference
+
+    assert contains_reference(pred, ref) == want

@@ -90,7 +90,8 @@ def repo(tmp_path_factory, tiny_model_dir):
 
 def test_every_stage_ran_and_report_lists_every_run(repo):
     repo, out = repo
-    for stage in ("model", "data", "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
+    for stage in ("model", "data", "tune_prompt@zero_shot", "tune@lora", "tune_from@dpo",
+                  "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
                   "evaluate@lora",
                   "train@lora_oom", "evaluate@lora_oom", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
                   "compare"):
@@ -122,6 +123,13 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     assert "lora_oom" in report and "oom" in report
     train = json.loads((repo / "runs" / "lora" / "train.json").read_text())
     assert train["metrics"]["tokens_seen"] > 0 and train["metrics"]["train_steps"] == 2
+    # validation loss at the last step (eval_steps 10 > max_steps 2), a judgement, and winners chosen on validation
+    assert [p["step"] for p in train["val_curve"]] == [2] and train["metrics"]["convergence"] in (
+        "converged", "still improving")
+    assert json.loads((repo / "runs" / "lora" / "tuned.json").read_text())["skipped"] == "tune.trials is 0"
+    assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
+               for n in ("zero_shot", "lora", "dpo"))
+    assert "chosen on the validation split" in report and "converged?" in report
 
 
 def test_mlflow_server_reads_back_one_latest_run_each(repo):
@@ -181,8 +189,12 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh("dvc repro", repo)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    # lora, its derived child (DPO continues lora's adapter) and the comparison: no other variant, no baseline
-    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo"]
+    # lora, its derived child (DPO continues lora's adapter) and the comparison: no other variant's training or
+    # evaluation, no baseline. Every variant's tune stage reruns (a variant in tune.share works on another's study,
+    # so each reads the whole variants section), but with nothing to search (or a study already complete) each
+    # writes the same choice at once, and nothing downstream of an unchanged choice reruns
+    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo", "tune@lora",
+                   "tune@lora_oom", "tune@unsloth", "tune_from@dpo"]
 
 
 def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):

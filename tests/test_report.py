@@ -96,3 +96,75 @@ def test_html_is_one_self_contained_page(tmp_path):
     page = report.html("# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n- item\n", {"a": png})
     assert "<h2>Verdict</h2>" in page and "<strong>fine-tune</strong>" in page and "<td>1</td>" in page
     assert 'src="data:image/png;base64,' in page and "http" not in page.replace("http-equiv", "")
+
+
+def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge():
+    """A baseline answering in sentences that hold the right city scores 0 on exact match: the diagnosis says the
+    base model knows the answers and names the fixes not tried; a baseline that answers in form gets none."""
+    from bakeoff.config import BaselineConfig
+    from bakeoff.metrics import all_metrics
+
+    caps = {"Peru": "Lima", "France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Chile": "Santiago"}
+    refs = list(caps.values())
+    chatty = all_metrics([f"The capital of {c} is {k}." for c, k in caps.items()], refs, labels=None)
+    terse = all_metrics(refs[:4] + ["Lyon"], refs, labels=None)
+    assert chatty["exact_match"] == 0.0 and chatty["contains_reference"] == 1.0
+    df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": chatty["exact_match"],
+                        **chatty},
+                       {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": terse["exact_match"],
+                        **terse}])
+    found = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"),
+                                  "few_shot": BaselineConfig("few_shot", shots=3)})
+    assert [d["baseline"] for d in found] == ["zero_shot"]
+    d = found[0]
+    assert (d["contains_reference"], d["quality"]) == (1.0, 0.0)
+    assert "fails on format, not knowledge" in d["line"] and "100% of its answers contain the reference" in d["line"]
+    assert "no instruction" in d["tried"] and any("baselines.zero_shot.instruction" in x for x in d["left"])
+    # with an instruction and a label set tried, neither is offered again
+    again = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")},
+                             labels=refs)
+    assert not any("instruction" in x or "task.labels" in x for x in again[0]["left"])
+    assert any("Answer with the city only." in x for x in again[0]["tried"])
+
+
+def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypatch):
+    """On test, `few_shot` beats `nearest_shot` and `full` beats `lora`; on validation the order is the other way
+    round: the verdict's winners follow validation. Shuffling which test answers are right (every item moved,
+    test quality kept) leaves both winners as they were."""
+    import random
+
+    monkeypatch.chdir(tmp_path)
+
+    def write(name, kind, test_scores, val_quality):
+        _write(tmp_path, name, test_scores, 100, kind)
+        rec = json.loads((tmp_path / "runs" / name / "eval.json").read_text())
+        rec["metrics"]["val_quality"] = val_quality
+        (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(rec))
+
+    def decide():
+        df = verdict.collect(["few_shot", "nearest_shot"], ["full", "lora"])
+        verdict.add_confidence(df, "exact_match", resamples=200)
+        return verdict.verdict(df, 0.05)
+
+    n = 40
+    runs_ = {"few_shot": ("baseline", [1.0] * 24 + [0.0] * 16, 0.30), "nearest_shot": ("baseline", [1.0] * 16 + [0.0] * 24, 0.50),
+             "full": ("variant", [1.0] * 36 + [0.0] * 4, 0.55), "lora": ("variant", [1.0] * 28 + [0.0] * 12, 0.80)}
+    for name, (kind, scores, val) in runs_.items():
+        write(name, kind, scores, val)
+    v = decide()
+    assert (v["baseline"], v["variant"], v["chosen_on"]) == ("nearest_shot", "lora", "validation")
+    rng = random.Random(0)
+    for name, (kind, scores, val) in runs_.items():
+        import shutil
+
+        shutil.rmtree(tmp_path / "runs" / name)
+        write(name, kind, rng.sample(scores, n), val)
+    v2 = decide()
+    assert (v2["baseline"], v2["variant"]) == ("nearest_shot", "lora")
+    # without validation scores (older records) the test split chooses, and the verdict says so
+    for name, (kind, scores, _) in runs_.items():
+        rec = json.loads((tmp_path / "runs" / name / "eval.json").read_text())
+        del rec["metrics"]["val_quality"]
+        (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(rec))
+    v3 = decide()
+    assert (v3["baseline"], v3["variant"], v3["chosen_on"]) == ("few_shot", "full", "test")

@@ -168,3 +168,40 @@ def test_saved_adapter_loads_back_and_changes_outputs(tiny_model_dir, tickets, t
     base = load_for_eval(tiny_model_dir)(ids).logits
     tuned = load_for_eval(tiny_model_dir, tmp_path / "out")(ids).logits
     assert not torch.allclose(base, tuned)
+
+
+def _evaluated(max_steps, lr, patience, improving_drop=0.05):
+    t = TrainConfig(max_steps=max_steps, effective_batch=4, micro_batch=4, lr=lr, lr_scheduler="constant",
+                    warmup_ratio=0.0, max_seq_len=128, precision="fp32", logging_steps=1, warmup_steps_excluded=1,
+                    eval_steps=2, early_stopping_patience=patience, improving_drop=improving_drop)
+    return VariantConfig(name="full", technique="full", train=t, options={})
+
+
+def test_early_stopping_stops_a_run_whose_validation_loss_rises_and_keeps_the_best(tiny_model_dir, tickets, tmp_path):
+    """At a learning rate of 0.05 full fine-tuning of the tiny model diverges: validation loss rises after its first
+    evaluations; with patience 2 the run stops two evaluations after its best, and the saved weights are that
+    best evaluation's checkpoint, not the last step's."""
+    from safetensors.torch import load_file
+
+    rows = read_examples(tickets)
+    rec = train(get_technique("full"), _evaluated(40, 5e-2, 2), tiny_model_dir, rows[:32], tmp_path / "out", "fp32",
+                tmp_path / "w", val_rows=rows[32:36])
+    curve = rec["val_curve"]
+    assert rec["convergence"] == "stopped early" and rec["stopped_at_step"] < 40, curve
+    best = min(curve, key=lambda v: v["loss"])
+    assert rec["best_step"] == best["step"] and rec["stopped_at_step"] == best["step"] + 2 * 2
+    assert all(v["loss"] >= best["loss"] for v in curve) and curve[-1]["loss"] > best["loss"]
+    saved = load_file(tmp_path / "out" / "model.safetensors")
+    kept = load_file(tmp_path / "w" / f"checkpoint-{best['step']}" / "model.safetensors")
+    assert saved.keys() == kept.keys() and all(torch.equal(saved[k], kept[k]) for k in saved)
+
+
+def test_a_deliberately_short_run_is_flagged_still_improving(tiny_model_dir, tickets, tmp_path):
+    rows = read_examples(tickets)
+    # 4 steps: the loss is still falling at its last step (by ~1.6% a step here); flag a fall above 0.5%
+    rec = train(get_technique("full"), _evaluated(4, 1e-3, 2, improving_drop=0.005), tiny_model_dir, rows[:32],
+                tmp_path / "out", "fp32", tmp_path / "w", val_rows=rows[32:36])
+    curve = rec["val_curve"]
+    assert [v["step"] for v in curve] == [2, 4] and curve[1]["loss"] < curve[0]["loss"], curve
+    assert rec["train_loss_drop_last_quarter"] > 0.005 and rec["convergence"] == "still improving"
+    assert rec["stopped_at_step"] == 4

@@ -21,6 +21,7 @@ from bakeoff.metrics import METRICS
 from bakeoff.runs import repo_root
 from bakeoff.schema import ParamsError, Source, build, check, key_lines, suggest
 from bakeoff.techniques import get_technique, technique_names
+from bakeoff.tune import TuneConfig, check_prompt_search, check_spaces
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class TrainConfig:
     logging_steps: int = 5
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
     checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
+    eval_steps: int = 10  # validation loss every N steps, for early stopping and the convergence flag (0: never)
+    early_stopping_patience: int = 2  # stop after N evaluations without a new best, keep the best (0: run to max_steps)
+    improving_drop: float = 0.05  # "still improving": training loss fell by more than this share over the last
+    #                               quarter of the run and the last validation loss is the lowest
     processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
     accelerate_config: str | None = None  # accelerate config file for several GPUs (FSDP, DeepSpeed), e.g.
     #                                      configs/accelerate/fsdp.yaml
@@ -99,6 +104,8 @@ class BaselineConfig:
     shots: int = 0
     selection: str = "fixed"  # fixed: the same k shots for every item | nearest: the k most similar (TF-IDF)
     instruction: str | None = None  # a system prompt for this baseline only (after task.system_prompt)
+    search: dict | None = None  # with tune.trials > 0: {shots: [...], selection: [...], instruction: [...]} tried
+    #                             on the validation split; the best point is what this baseline reports on test
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,7 @@ class Params:
     verdict: VerdictConfig = VerdictConfig()
     cost: CostConfig = CostConfig()
     sizing: SizingConfig = SizingConfig()
+    tune: TuneConfig = TuneConfig()
     path: str = "params.yaml"
 
     def variant(self, name: str) -> VariantConfig:
@@ -166,8 +174,8 @@ class Params:
 
 
 OPTIMIZERS = ("adamw_torch", "adamw_8bit", "paged_adamw_8bit")
-SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tracking", "verdict",
-            "cost", "sizing")
+SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
+            "verdict", "cost", "sizing")
 _SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "vocab")
 _GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
@@ -182,6 +190,10 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
            f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
            f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
     check(t.checkpoint_steps >= 0, src, f"{key}.checkpoint_steps", f"must be ≥ 0, got {t.checkpoint_steps}")
+    check(t.eval_steps >= 0, src, f"{key}.eval_steps", f"must be ≥ 0, got {t.eval_steps}")
+    check(t.early_stopping_patience >= 0, src, f"{key}.early_stopping_patience",
+          f"must be ≥ 0, got {t.early_stopping_patience}")
+    check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
     check(t.max_seq_len > 0, src, f"{key}.max_seq_len", f"must be > 0, got {t.max_seq_len}")
     check(t.precision in ("auto", "fp32", "bf16", "fp16"), src, f"{key}.precision",
            f"must be one of auto, fp32, bf16, fp16; got {t.precision!r}")
@@ -291,6 +303,8 @@ def parse_params(raw: dict, src: Source) -> Params:
         check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
         check(obj.selection in ("fixed", "nearest"), src, f"baselines.{name}.selection",
                f"must be fixed or nearest; got {obj.selection!r}")
+        for key, msg in check_prompt_search(obj.search, f"baselines.{name}.search"):
+            raise src.error(key, msg)
         baselines[name] = obj
 
     variants = {}
@@ -313,8 +327,12 @@ def parse_params(raw: dict, src: Source) -> Params:
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
     sizing = build(SizingConfig, _renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src), "sizing", src)
     _check_sizing(sizing, src)
-    return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines,
-                  variants=variants, tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, path=src.path)
+    tune = build(TuneConfig, raw.get("tune"), "tune", src)
+    for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
+                                 else {}, list(variants)):
+        raise src.error(key, msg)
+    return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
+                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, path=src.path)
 
 
 # old name → new name; the old ones still work, with a warning naming the line

@@ -163,8 +163,9 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
                       to_prompt: Callable[[Example], list[dict]] = lambda e: e.messages,
                       pairs: list[Pair] | None = None, desc: str = "evaluate",
                       label_choice: bool = False) -> tuple[dict, list[dict]]:
-    """Score ``model``: generation on the test split, loss on val, preference pairs, latency at batch 1; with
-    ``label_choice`` and a label set, also the answer chosen among the labels by likelihood.
+    """Score ``model``: generation on the test split, loss and the primary metric on val (the split that picks
+    winners), preference pairs, latency at batch 1; with ``label_choice`` and a label set, also the answer chosen
+    among the labels by likelihood (on both splits).
 
     Returns the run's metrics (``quality`` is the primary metric) and one row per test example.
     """
@@ -175,10 +176,17 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
     with PeakMemory() as mem:
         preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc)
     value, items = score(plan.metric, preds, refs, plan.labels)
-    val_loss = completion_loss(model, tok, [to_prompt(e) for e in val], [e.completion for e in val])
+    val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
+    val_loss = completion_loss(model, tok, val_prompts, val_refs)
     metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
                "val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
                **gen.metrics(), **mem.metrics("eval")}
+    if val:  # the split that chooses the verdict's winners (bakeoff.verdict): the test split only reports
+        val_preds, _ = generate(model, tok, val_prompts, plan.max_new_tokens, plan.batch_size, desc=f"{desc} val")
+        metrics.update(val_quality=round(score(plan.metric, val_preds, val_refs, plan.labels)[0], 4), n_val=len(val))
+        if label_choice and plan.labels:
+            chosen = choose_labels(model, tok, val_prompts, plan.labels)
+            metrics["val_quality_label_choice"] = round(score(plan.metric, chosen, val_refs, plan.labels)[0], 4)
     if pairs:
         margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")))
         metrics.update(preference_metrics(margins))

@@ -334,3 +334,31 @@ def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resampl
     tail = (1 - level) / 2
     lo, hi = np.quantile(draws, [tail, 1 - tail])
     return stat(range(n)), float(lo), float(hi)
+
+
+def loss_drop(history: list[dict], share: float = 0.25) -> float | None:
+    """How much the training loss fell over the last ``share`` of the logged steps, as a share of where that stretch
+    started: the least-squares line through its points, (start − end) ÷ start. At least two points are used (the
+    last two when the stretch holds fewer); None with fewer than two. 0.36 means it fell 36%."""
+    if len(history) < 2:
+        return None
+    last = history[-1]["step"]
+    tail = [h for h in history if h["step"] >= last * (1 - share)]
+    tail = tail if len(tail) >= 2 else history[-2:]
+    xs, ys = [h["step"] for h in tail], [h["loss"] for h in tail]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    start = my + slope * (xs[0] - mx)
+    return (-slope * (xs[-1] - xs[0]) / start) if start > 0 else None
+
+
+def convergence(history: list[dict], val_curve: list[dict], stopped_early: bool, improving_drop: float) -> str:
+    """The run's state when it ended: ``stopped early`` (validation loss stopped improving; the best weights were
+    kept), ``still improving`` (its last validation loss is its lowest and the training loss fell more than
+    ``improving_drop`` over the last quarter: more steps would likely change its rank), or ``converged``. Without
+    validation points the training loss alone decides."""
+    if stopped_early:
+        return "stopped early"
+    drop = loss_drop(history)
+    val_still_falling = not val_curve or val_curve[-1]["loss"] <= min(v["loss"] for v in val_curve)
+    return "still improving" if drop is not None and drop > improving_drop and val_still_falling else "converged"

@@ -49,6 +49,16 @@ def parse_json_object(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def contains_reference(prediction: str, reference: str) -> float:
+    """1.0 when the answer holds the reference somewhere, as whole words after ``normalize`` ("The capital of Peru
+    is Lima." holds ``Lima``); for a JSON-object reference, when it holds every field's value. Far above exact
+    match, it says the model knows the answers and misses the format."""
+    ref = parse_json_object(reference)
+    wanted = [str(v) for v in ref.values()] if ref else [reference]
+    said = f" {normalize(prediction)} "
+    return float(all(normalize(w) and f" {normalize(w)} " in said for w in wanted))
+
+
 def json_valid(prediction: str, reference: str) -> float:
     """1.0 when the prediction is a JSON object."""
     return float(parse_json_object(prediction) is not None)
@@ -141,6 +151,7 @@ class Metric:
 METRICS: dict[str, Metric] = {
     "exact_match": Metric(exact_match),
     "loose_match": Metric(loose_match),  # exact match of the normalised text, JSON syntax and all
+    "contains_reference": Metric(contains_reference),  # the reference inside the answer: knowledge, format aside
     "json_valid": Metric(json_valid),
     "json_fields": Metric(json_fields),
     "chrf": Metric(chrf),
@@ -167,10 +178,10 @@ def score(metric: str, predictions: list[str], references: list[str],
 
 
 def all_metrics(predictions: list[str], references: list[str], labels: list[str] | None) -> dict:
-    """Every metric that applies: exact match, chrF and ROUGE-L always; JSON validity and per-field accuracy
+    """Every metric that applies: exact match, loose match, contains-reference, chrF and ROUGE-L always; JSON validity and per-field accuracy
     when every reference is a JSON object; accuracy, macro-F1 and the confusion matrix over a label set."""
     out: dict[str, Any] = {}
-    names = ["exact_match", "loose_match", "chrf", "rouge_l"]
+    names = ["exact_match", "loose_match", "contains_reference", "chrf", "rouge_l"]
     is_json = bool(references) and all(parse_json_object(r) is not None for r in references)
     if is_json:
         names += ["json_valid", "json_fields"]

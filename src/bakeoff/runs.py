@@ -84,6 +84,11 @@ def eval_record(name: str) -> Path:
     return RUNS / name / "eval.json"
 
 
+def tuned_record(name: str) -> Path:
+    """What the tune stage chose for ``name`` (``values``), and what the search cost."""
+    return RUNS / name / "tuned.json"
+
+
 def predictions(name: str) -> Path:
     return RUNS / name / "predictions.jsonl"
 

@@ -132,6 +132,13 @@ def log_metrics(metrics: dict, step: int | None = None) -> None:
     mlflow.log_metrics(numeric, step=step)
 
 
+def set_tags(tags: dict) -> None:
+    """Tag the active run (values as text)."""
+    import mlflow
+
+    mlflow.set_tags({k: str(v) for k, v in tags.items()})
+
+
 def mark(record: dict) -> None:
     """Tag the active run with the record's status (and its error, when there is one)."""
     import mlflow

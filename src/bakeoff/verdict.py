@@ -3,6 +3,7 @@
     df = collect(baselines, variants)              # one row per run, from runs/<name>/*.json
     add_confidence(df, "exact_match", 2000, flips) # intervals, gains over the best baseline, flip files
     v = verdict(df, min_gain=0.05)                  # fine-tune | prompting is enough | inconclusive
+    d = diagnose(df, params.baselines, labels)     # prompting that knows the answers but misses their form
     c = cost(df, v, usd_per_1k_prompt_tokens, fit) # tokens saved per request, training $ on the target, break-even
 
 Pure decisions over run records and per-example items (``bakeoff.measure.bootstrap_ci``); no torch, no plotting.
@@ -35,6 +36,13 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
                "run_id": ev.get("run_id") or tr.get("run_id", ""),
                **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        tuned = runs.read_json(runs.tuned_record(name)) or {}
+        if tuned.get("values"):  # what the tune stage chose, and what its search cost (training tokens and time)
+            row["tuned"] = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                     for k, v in tuned["values"].items())
+            row["tuned"] += f" (search of `{tuned['shared_from']}`)" if tuned.get("shared_from") else ""
+            row.update(tune_tokens=tuned.get("tune_tokens", 0) if not tuned.get("shared_from") else 0,
+                       tune_wall_s=tuned.get("tune_wall_s", 0) if not tuned.get("shared_from") else 0)
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         rows.append(row)
@@ -52,19 +60,31 @@ def _items(name: str, key: str = "score") -> dict[int, object] | None:
     return {r["id"]: tuple(r[key]) if isinstance(r[key], list) else r[key] for r in rows}
 
 
-def prompting_quality(r) -> float:
-    """A baseline's quality: the better of free generation and choice among the labels by likelihood."""
-    free, choice = r.get("quality"), r.get("quality_label_choice")
-    free = free if isinstance(free, (int, float)) and free == free else float("-inf")
-    choice = choice if isinstance(choice, (int, float)) and choice == choice else float("-inf")
-    return max(free, choice)
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else float("-inf")
+
+
+def prompting_quality(r, split: str = "test") -> float:
+    """A baseline's quality on ``split`` (test | val): the better of free generation and choice among the labels by
+    likelihood."""
+    pre = "val_" if split == "val" else ""
+    return max(_num(r.get(f"{pre}quality")), _num(r.get(f"{pre}quality_label_choice")))
+
+
+def choosing_split(df: pd.DataFrame) -> str:
+    """The split that picks the verdict's winners: ``val`` when every finished run was scored on it (the test split
+    then only reports), else ``test`` (records from before validation scoring), which the report says."""
+    ok = df[df["status"] == "ok"]
+    return "val" if len(ok) and "val_quality" in df.columns and ok["val_quality"].notna().all() else "test"
 
 
 def best_baseline(df: pd.DataFrame) -> str | None:
+    """The prompting baseline with the best quality on the choosing split (first listed on a tie)."""
     ok = df[(df["kind"] == "baseline") & (df["status"] == "ok")]
     if ok.empty:
         return None
-    scores = [prompting_quality(r) for _, r in ok.iterrows()]
+    split = choosing_split(df)
+    scores = [prompting_quality(r, split) for _, r in ok.iterrows()]
     return str(ok.iloc[max(range(len(scores)), key=lambda i: (scores[i], -i))]["name"])
 
 
@@ -92,11 +112,13 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
     flip file per variant into ``flips_dir``. Returns {variant: [flip rows]}."""
     figure = METRICS[metric].figure
     best = best_baseline(df)
+    pre = "val_" if choosing_split(df) == "val" else ""
     items = {}
     for _, r in df.iterrows():
         if r["status"] != "ok":
             continue
-        use_choice = r["kind"] == "baseline" and prompting_quality(r) > (r.get("quality") or 0)
+        # a baseline answers by label choice where that scored better on the choosing split
+        use_choice = r["kind"] == "baseline" and _num(r.get(f"{pre}quality_label_choice")) > _num(r.get(f"{pre}quality"))
         items[r["name"]] = _items(r["name"], "choice_score" if use_choice else "score")
     base_items = items.get(best) if best else None
     out: dict[str, list[dict]] = {}
@@ -146,16 +168,18 @@ def _write_flips(flips_dir: Path, name: str, best: str, f: list[dict]) -> None:
 
 def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     """Fine-tune, prompting is enough, or inconclusive: the best variant's gain over the best prompting baseline
-    on the primary metric, judged by its paired bootstrap interval against ``min_gain``."""
+    on the primary metric, judged by its paired bootstrap interval against ``min_gain``. Both winners are chosen on
+    the validation split (``choosing_split``); the gain and its interval are the test split's."""
     best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
     if best_b is None or ok.empty:
         why = "no prompting baseline finished" if best_b is None else "no fine-tuned variant finished"
         return {"decision": "inconclusive", "reason": why, "min_gain": min_gain}
-    top = ok.sort_values("quality", ascending=False, kind="stable").iloc[0]
+    split = choosing_split(df)
+    top = ok.sort_values("val_quality" if split == "val" else "quality", ascending=False, kind="stable").iloc[0]
     gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
     out = {"variant": top["name"], "baseline": best_b, "gain": gain, "ci_low": lo, "ci_high": hi,
-           "min_gain": min_gain, "n_test": n}
+           "min_gain": min_gain, "n_test": n, "chosen_on": "validation" if split == "val" else "test"}
     if lo > min_gain:
         out.update(decision="fine-tune",
                    reason=f"`{top['name']}` beats `{best_b}` by {gain * 100:+.1f} points, 95% interval "
@@ -175,6 +199,36 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
                    reason=f"`{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`; {n} test examples "
                           f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
                           f"contains min_gain {min_gain * 100:.1f}; {settle}")
+    return out
+
+
+FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
+
+
+def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
+    """Knowledge or format, per prompting baseline: when far more of its answers *contain* the reference than
+    match it (``contains_reference`` − quality ≥ ``FORMAT_GAP``), the base model knows the answers and fails on
+    their form, and a cheap fix may close the gap before any training. Each finding names what was tried (shots,
+    selection, instruction, label choice) and what is left to try."""
+    out = []
+    for _, r in df[(df["kind"] == "baseline") & (df["status"] == "ok")].iterrows():
+        contains, quality = r.get("contains_reference"), prompting_quality(r)
+        if not isinstance(contains, (int, float)) or contains != contains or contains - quality < FORMAT_GAP:
+            continue
+        b = baselines.get(r["name"])
+        choice = r.get("quality_label_choice")
+        tried = [f"{b.shots} shot{'s' if b.shots != 1 else ''}" + (f" ({b.selection})" if b.shots else "")
+                 if b else "?", f"instruction {b.instruction!r}" if b and b.instruction else "no instruction"]
+        if isinstance(choice, (int, float)) and choice == choice:
+            tried.append(f"label choice ({choice:.0%})")
+        left = ([] if b and b.instruction else [f"an instruction that fixes the form (baselines.{r['name']}.instruction)"])
+        left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
+        left += ["more or nearer shots"] if not b or b.shots < 8 or b.selection != "nearest" else []
+        out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
+                    "tried": tried, "left": left,
+                    "line": f"`{r['name']}` fails on format, not knowledge: {contains:.0%} of its answers contain the "
+                            f"reference, {quality:.0%} score on the primary metric. Tried: {', '.join(tried)}."
+                            + (f" Not tried: {'; '.join(left)}." if left else "")})
     return out
 
 
@@ -201,6 +255,10 @@ def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None,
     if parent_fit:
         out.update(parent=parent_fit["variant"], parent_usd=parent_fit.get("usd"), parent_hours=parent_fit.get("hours"))
         usd = None if usd is None or parent_fit.get("usd") is None else round(usd + parent_fit["usd"], 2)
+    tune_tokens, seen = float(var.get("tune_tokens") or 0), float(var.get("tokens_seen") or 0)
+    if usd is not None and tune_tokens and seen:  # the search's tokens, priced as the run's own tokens are
+        out["tune_usd"] = round(train_fit["usd"] * tune_tokens / seen, 2)
+        usd = round(usd + out["tune_usd"], 2)
     out["cumulative_usd"] = usd
     if usd is None or out["usd_saved_per_request"] <= 0:
         return out

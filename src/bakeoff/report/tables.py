@@ -19,7 +19,9 @@ COLUMNS = {
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
     "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
     "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
-    "val_loss": ("val loss", "{:.3f}"),
+    "val_loss": ("val loss", "{:.3f}"), "val_quality": ("val quality", "{:.1%}"),
+    "val_quality_label_choice": ("val label choice", "{:.1%}"), "contains_reference": ("contains ref", "{:.1%}"),
+    "convergence": ("converged?", "{}"), "stopped_at_step": ("steps run", "{:.0f}"), "best_step": ("best step", "{:.0f}"),
     "train_tokens_per_s": ("train tok/s", "{:.0f}"), "train_step_s_median": ("step s (median)", "{:.2f}"),
     "train_wall_s": ("train wall s", "{:.0f}"), "train_peak_rss_mb": ("train peak RSS MB", "{:.0f}"),
     "train_peak_allocated_mb": ("train peak alloc MB", "{:.0f}"),
@@ -32,6 +34,7 @@ COLUMNS = {
     "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p95_s": ("p95 s", "{:.2f}"),
     "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
     "eval_peak_rss_mb": ("eval peak RSS MB", "{:.0f}"),
+    "tuned": ("tuned values", "{}"), "tune_tokens": ("tuning tokens", "{:,.0f}"), "tune_wall_s": ("tuning s", "{:.0f}"),
 }
 
 
@@ -45,8 +48,21 @@ def _fmt(value, spec: str) -> str:
 
 
 QUALITY = ["name", "kind", "technique", "status", "quality", "quality_ci", "quality_label_choice",
-           "gain_vs_prompting", "flips", "format_misses",
-           "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_loss"]
+           "gain_vs_prompting", "flips", "format_misses", "contains_reference",
+           "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_quality", "val_quality_label_choice",
+           "val_loss", "convergence", "stopped_at_step", "best_step"]
+
+
+def convergence_lines(df: pd.DataFrame) -> list[str]:
+    """A flag under the quality table for every run that was still improving when it hit max_steps."""
+    if "convergence" not in df.columns:
+        return []
+    still = [r["name"] for _, r in df.iterrows() if r.get("convergence") == "still improving"]
+    if not still:
+        return []
+    return ["", "**Still improving at max_steps:** " + ", ".join(f"`{n}`" for n in still) + " — the last validation "
+            "loss was the lowest and the training loss was still falling (train_defaults.improving_drop): "
+            "their rank may change with more steps."]
 
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
@@ -81,8 +97,10 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
              "points with its interval; flips −/+ counts examples that went right → wrong / wrong → right against "
              "it (each listed in `reports/flips/<variant>.jsonl`). lm-eval EM is lm-evaluation-harness's exact "
              "match on the same split; pref acc is the share of held-out preference pairs whose chosen answer is "
-             "more likely, pref margin its mean log-probability margin (nats).", "",
-             *_table(df, QUALITY), "",
+             "more likely, pref margin its mean log-probability margin (nats). contains ref is the share of answers that "
+             "hold the reference (format aside); converged? is each variant's state when training ended (validation "
+             "loss every train_defaults.eval_steps; `stopped early` kept the best step's weights).", "",
+             *_table(df, QUALITY), *convergence_lines(df), "",
              "## Cost: training and serving", "",
              "Figures are defined in `src/bakeoff/measure.py`; CPU memory is peak resident memory. Latency is "
              "one request at batch 1 (as served: adapters merged, QLoRA on its 4-bit base; unmerged beside it), every "
@@ -122,6 +140,16 @@ def write(df: pd.DataFrame, metric: str, out_dir: Path, head: list[str] | None =
 
 def verdict_lines(v: dict, c: dict) -> list[str]:
     lines = ["## Verdict", "", f"**{v['decision']}** — {v['reason']}.", ""]
+    if v.get("chosen_on") == "validation":
+        lines += ["The best baseline and the best variant were chosen on the validation split; the test split only "
+                  "reports their quality and the gain.", ""]
+    elif v.get("chosen_on"):
+        lines += ["> The winners were chosen on the test split (these records have no validation scores: rerun "
+                  "`dvc repro`), which flatters the gain near min_gain.", ""]
+    for d in v.get("diagnosis") or []:  # knowledge or format (verdict.diagnose)
+        lines.append(f"- Knowledge or format: {d['line']}")
+    if v.get("diagnosis"):
+        lines.append("")
     if not c:
         return lines
     tok = c["prompt_tokens_saved_per_request"]
@@ -132,6 +160,8 @@ def verdict_lines(v: dict, c: dict) -> list[str]:
         lines.append(f"- Training `{v['variant']}` on the sizing target `{c['train_target']}`: ~{c['train_need_gb']:.0f} GB, "
                      f"fits {gpus}; an estimated {c['train_hours']:.2f} GPU-hours per card, ${c['train_usd']:,.2f} "
                      "(estimate: sizing model and sizing.mfu; not measured).")
+    if c.get("tune_usd") is not None:
+        lines.append(f"- Its tuning search, priced per token like its training: ${c['tune_usd']:,.2f} (included below).")
     if c.get("parent") and c.get("cumulative_usd") is not None:
         lines.append(f"- `{v['variant']}` continues `{c['parent']}`, which costs ${c['parent_usd']:,.2f} to train first: "
                      f"${c['cumulative_usd']:,.2f} in all.")

@@ -75,19 +75,37 @@ class Technique:
         return Dataset.from_list([{"prompt": e.messages,
                                    "completion": [{"role": "assistant", "content": e.completion}]} for e in rows])
 
-    def trainer_parts(self, variant, precision: str, output_dir: Path):
-        """(TRL trainer class, its config) for this technique."""
+    def val_rows(self, data_dir: Path) -> list | None:
+        """The validation rows that early stopping and the convergence judgement read (None: none for this
+        technique)."""
+        from bakeoff.data import load_examples
+
+        path = Path(data_dir) / "val.jsonl"
+        return load_examples(path) if path.exists() else None
+
+    def trainer_parts(self, variant, precision: str, output_dir: Path, evaluate: bool = False):
+        """(TRL trainer class, its config) for this technique; ``evaluate``: validation loss every ``eval_steps``."""
         from trl import SFTConfig, SFTTrainer
 
-        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir),
+        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir, evaluate),
                                      max_length=variant.train.max_seq_len, completion_only_loss=True,
                                      padding_free=variant.train.batching == "padding_free")
 
 
-def common_args(train, precision: str, output_dir: Path) -> dict:
-    """The TrainingArguments every technique shares: the fairness contract of train_defaults."""
+def common_args(train, precision: str, output_dir: Path, evaluate: bool = False) -> dict:
+    """The TrainingArguments every technique shares: the fairness contract of train_defaults. ``evaluate``: validation
+    loss every ``eval_steps``, with early stopping after ``early_stopping_patience`` evaluations without a new best
+    (the best evaluation's weights are kept: a checkpoint is saved at each evaluation)."""
     import torch
 
+    evaluating = evaluate and train.eval_steps > 0
+    stopping = evaluating and train.early_stopping_patience > 0
+    saves = ({"save_strategy": "steps", "save_steps": train.eval_steps, "load_best_model_at_end": True,
+              "metric_for_best_model": "eval_loss", "greater_is_better": False, "save_total_limit": 2,
+              "save_only_model": not train.checkpoint_steps}  # resuming needs the optimizer's state too
+             if stopping else
+             {"save_strategy": "steps" if train.checkpoint_steps else "no", "save_steps": train.checkpoint_steps or 500,
+              "save_total_limit": 1 if train.checkpoint_steps else None})  # the newest checkpoint: all a resume needs
     return dict(
         output_dir=str(output_dir),
         max_steps=train.max_steps,
@@ -106,9 +124,11 @@ def common_args(train, precision: str, output_dir: Path) -> dict:
         fp16=precision == "fp16",
         use_cpu=not torch.cuda.is_available(),
         logging_steps=train.logging_steps,
-        save_strategy="steps" if train.checkpoint_steps else "no",
-        save_steps=train.checkpoint_steps or 500,
-        save_total_limit=1 if train.checkpoint_steps else None,  # the newest checkpoint is all a resume needs
+        eval_strategy="steps" if evaluating else "no",
+        eval_steps=train.eval_steps if evaluating else None,
+        per_device_eval_batch_size=train.micro_batch,
+        prediction_loss_only=True,  # validation loss only: no logits kept
+        **saves,
         ddp_backend="gloo" if not torch.cuda.is_available() and train.processes > 1 else None,
         ddp_find_unused_parameters=False if train.processes > 1 else None,
         report_to=[],

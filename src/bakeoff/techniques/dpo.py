@@ -39,7 +39,10 @@ class Dpo(Technique):
         return Dataset.from_list([{"prompt": p.messages, "chosen": [{"role": "assistant", "content": p.chosen}],
                                    "rejected": [{"role": "assistant", "content": p.rejected}]} for p in rows])
 
-    def trainer_parts(self, variant, precision, output_dir):
+    def val_rows(self, data_dir: Path) -> None:
+        return None  # no validation pairs are carved out: DPO's convergence is judged on its training loss alone
+
+    def trainer_parts(self, variant, precision, output_dir, evaluate=False):
         from trl import DPOConfig, DPOTrainer
 
         return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir),

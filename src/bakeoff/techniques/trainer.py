@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from bakeoff.measure import MB, PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.measure import MB, PeakMemory, StepLog, convergence, count_params, dir_mb, loss_drop
 from bakeoff.runs import Skipped
 from bakeoff.techniques.base import Technique
 
@@ -28,7 +28,7 @@ class MemoryBudgetExceeded(MemoryError):
     """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
 
 
-def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None):
+def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False):
     """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget."""
     from transformers import Trainer, TrainerCallback
     from trl import SFTTrainer
@@ -48,6 +48,9 @@ def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | Non
         def on_step_end(self, args, state, control, **kw):
             log.end_step()
             check_budget()
+            if evaluate and state.global_step >= state.max_steps:  # the last step is always judged (and kept)
+                control.should_evaluate = True
+                control.should_save = control.should_save or args.load_best_model_at_end
 
     class Measured(trainer_cls):
         def training_step(self, model, inputs, num_items_in_batch=None):
@@ -110,13 +113,18 @@ def combine(per_process: list[dict]) -> dict:
 
 
 def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
-          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None) -> dict:
+          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
+          val_rows: list | None = None, extra_callbacks: list = ()) -> dict:
+    # long: build, measure, train, save and record, in the order they happen
     """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
 
     ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
+    ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
+    evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.measure.convergence``).
+    ``extra_callbacks``: more TrainerCallbacks (the tune stage's pruning report).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
-    from transformers import set_seed
+    from transformers import EarlyStoppingCallback, set_seed
 
     from bakeoff.models import load_tokenizer
     from bakeoff.techniques.backends import trl_cpu
@@ -131,12 +139,16 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
                       f"which would let packed rows attend to each other (use group_by_length instead)")
     sizes = count_params(model)
-    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir)
+    t = variant.train
+    evaluate = bool(val_rows) and t.eval_steps > 0
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate)
     with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
         try:
-            cls, steps_cb = _measured(trainer_cls, log, mem, variant.train.memory_budget_gb)
+            cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate)
+            callbacks = [steps_cb, *extra_callbacks] + ([EarlyStoppingCallback(t.early_stopping_patience)]
+                                                        if evaluate and t.early_stopping_patience else [])
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
-                          callbacks=[steps_cb])
+                          eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks)
             t0 = time.perf_counter()
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
             wall = time.perf_counter() - t0
@@ -148,7 +160,10 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         out_dir.mkdir(parents=True, exist_ok=True)
         technique.save(trainer.model, tok, out_dir)
     history = [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]
-    t = variant.train
+    val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in trainer.state.log_history
+                 if "eval_loss" in h]
+    stopped_early = trainer.state.global_step < t.max_steps
+    drop = loss_drop(history)
     return {
         **sizes,
         **measured,
@@ -161,6 +176,11 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
         "precision": precision,
+        "stopped_at_step": trainer.state.global_step,
+        "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else trainer.state.global_step,
+        "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
+        "convergence": convergence(history, val_curve, stopped_early, t.improving_drop),
+        "val_curve": val_curve,
         **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),
         "history": history,
     }

@@ -1,0 +1,209 @@
+"""The search of the tune stage: an Optuna study per variant, its trials short runs of the shared training loop,
+pruned on validation loss and judged on the validation split (the test split is never read).
+
+    rec = search(params, "lora", runs.BASE, runs.PREPARED, runs.work_dir("lora.tune"))
+    rec["values"]   # {"lr": 0.0012}: what train@lora trains with (bakeoff.tune.apply)
+
+Samplers: a finite space (every dimension a list of choices) is tried point by point (grid); otherwise TPE, seeded.
+The study lives in ``tune.storage`` (a local SQLite file by default): a killed search continues where it stopped, a
+variant that shares another's search finds it complete, and several machines can work on one study.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bakeoff.tune import study_name, trial_variant
+
+
+def _sampler_and_pruner(tc, space: dict):
+    import optuna
+
+    if all("choices" in spec for spec in space.values()):  # a finite space: each point at most once (seeded order)
+        grid = {k: spec["choices"] for k, spec in space.items()}
+        sampler = optuna.samplers.GridSampler(grid, seed=tc.seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=tc.seed, n_startup_trials=max(1, tc.trials // 2))
+    pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
+              "halving": optuna.pruners.SuccessiveHalvingPruner(),
+              "none": optuna.pruners.NopPruner()}[tc.pruner]
+    return sampler, pruner
+
+
+def suggest(trial, name: str, spec: dict):
+    if "choices" in spec:
+        return trial.suggest_categorical(name, spec["choices"])
+    kind = trial.suggest_int if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log") \
+        else trial.suggest_float
+    return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
+
+
+def pruning_callback(trial):
+    """A TrainerCallback reporting each evaluation's loss to ``trial`` and stopping the run when Optuna prunes it."""
+    import optuna
+    from transformers import TrainerCallback
+
+    class Report(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            if metrics and "eval_loss" in metrics:
+                trial.report(metrics["eval_loss"], state.global_step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned(f"validation loss {metrics['eval_loss']:.4f} at step {state.global_step}")
+
+    return Report()
+
+
+def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, score_fn=None,
+                   log_trial=None) -> dict:
+    # long: the trial's run, its pruning and its cost read best in one place
+    """Run (or continue) the study of variant ``name``; return the record train@<name> reads.
+
+    ``score_fn(variant, out_dir) → float``: the primary metric on the validation split, for ``objective: metric``.
+    ``log_trial(number, values, result)``: called once per finished or pruned trial (the stage logs it to MLflow).
+    """
+    import optuna
+
+    from bakeoff import runs
+    from bakeoff.models import resolve_precision
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.trainer import train
+
+    tc, v = params.tune, params.variant(name)
+    space = tc.spaces.get(v.technique) or {}
+    technique = get_technique(v.technique)
+    rows, val = technique.load_rows(data_dir), technique.val_rows(data_dir)
+    if not tc.trials or not space or not val:
+        why = ("tune.trials is 0" if not tc.trials else f"tune.spaces has no {v.technique!r} space" if not space
+               else f"{v.technique} has no validation rows to judge trials on")
+        return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
+    direction = "minimize" if tc.objective == "val_loss" else "maximize"
+    study, storage = open_study(params, name, space, data_dir, work_dir, direction)
+    precision = resolve_precision(v.train.precision)
+    parent = runs.variant_dir(v.parent) if v.parent else None
+
+    def objective(trial):
+        values = {k: suggest(trial, k, spec) for k, spec in space.items()}
+        tv = trial_variant(v, tc, values)
+        out = Path(work_dir) / f"trial-{trial.number}"
+        result = {"state": "pruned"}
+        t_start = time.perf_counter()
+        try:
+            rec = train(technique, tv, base_dir, rows, out / "model", precision, out / "work", parent_dir=parent,
+                        val_rows=val, extra_callbacks=[pruning_callback(trial)])
+            value = rec["val_curve"][-1]["loss"] if tc.objective == "val_loss" else score_fn(tv, out / "model")
+            result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
+                      "val_curve": rec["val_curve"]}
+            return value
+        except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
+            result["tokens_seen"] = (getattr(e, "partial_metrics", None) or {}).get("tokens_seen")
+            raise
+        finally:
+            result["wall_s"] = round(time.perf_counter() - t_start, 1)
+            trial.set_user_attr("tokens_seen", result.get("tokens_seen") or 0)
+            trial.set_user_attr("wall_s", result["wall_s"])
+            if log_trial:
+                log_trial(trial.number, values, result)
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+
+    rec = run_study(study, objective, tc.trials)
+    return {"variant": name, "storage": storage.split("://")[0], "searched": space, "objective": tc.objective,
+            "trial_steps": trial_variant(v, tc, {}).train.max_steps, **rec}
+
+
+def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, direction: str):
+    """(study, storage URL): the study of ``name`` in ``tune.storage`` (default: .bakeoff_tmp/tune.db), created or
+    continued."""
+    import optuna
+
+    from bakeoff import runs
+
+    tc = params.tune
+    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
+    storage = tc.storage or f"sqlite:///{(Path(work_dir).parent / 'tune.db').resolve()}"
+    sampler, pruner = _sampler_and_pruner(tc, space)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
+    study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
+                                load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
+    return study, storage
+
+
+def run_study(study, objective, trials: int) -> dict:
+    """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has) and
+    return its choice and every finished trial."""
+    import optuna
+
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    left = trials - len(study.get_trials(deepcopy=False, states=finished))
+    if left > 0:  # the callback caps the total when other machines work on the same study
+        study.optimize(objective, n_trials=left, callbacks=[optuna.study.MaxTrialsCallback(trials, finished)],
+                       gc_after_trial=True)
+    done = study.get_trials(deepcopy=False, states=finished)
+    listed = [{"number": t.number, "values": t.params, "state": t.state.name.lower(), "value": t.value,
+               **t.user_attrs} for t in done]
+    common = {"study": study.study_name, "trials": listed,
+              "n_pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in done),
+              # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
+              "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
+              "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}
+    if not any(t.state == optuna.trial.TrialState.COMPLETE for t in done):
+        return {**common, "values": {}, "skipped": f"all {len(done)} trials were pruned: params.yaml's values stand"}
+    return {**common, "values": study.best_params, "best_value": study.best_value}
+
+
+def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, log_trial=None) -> dict:
+    """The prompting arm searched like a variant: ``tune.trials`` points of baseline ``name``'s ``search`` space
+    (shots, selection, instruction), each scored on the validation split with the base model in the serving dtype
+    (the better of free generation and label choice where labels exist). A shot count whose prompts do not fit the
+    model's context is pruned."""
+    # long: the prompt's construction, its fit and its score read best in one place
+    import optuna
+
+    from bakeoff.evaluate import EvalInputs, choose_labels, generate
+    from bakeoff.metrics import score
+    from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision
+    from bakeoff.prompts import encode, few_shot_messages, render_prompt, shot_picker
+
+    tc, b = params.tune, params.baseline(name)
+    space = {k: {"choices": v} for k, v in (b.search or {}).items()}
+    if not tc.trials or not space:
+        return {"baseline": name, "values": {}, "trials": [], "searched": b.search,
+                "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search"}
+    inputs = EvalInputs.load(data_dir, params)
+    model, tok = load_for_eval(base_dir, precision=resolve_precision(params.eval.dtype)), load_tokenizer(base_dir)
+    context = getattr(model.config, "max_position_embeddings", None) or 10 ** 9
+    refs, plan = [e.completion for e in inputs.val], inputs.plan
+    study, storage = open_study(params, name, space, data_dir, work_dir, "maximize")
+
+    def objective(trial):
+        cfg = {k: trial.suggest_categorical(k, spec["choices"]) for k, spec in space.items()}
+        t_start = time.perf_counter()
+        shots, selection = cfg.get("shots", b.shots), cfg.get("selection", b.selection)
+        pick = shot_picker(inputs.train, shots, selection, params.task.seed)
+        prompts = [few_shot_messages(e, pick(e), cfg.get("instruction", b.instruction)) for e in inputs.val]
+        tokens = [len(encode(tok, render_prompt(tok, p))) for p in prompts]
+        trial.set_user_attr("prompt_tokens_per_request", round(sum(tokens) / len(tokens), 1))
+        result = {"state": "pruned"}
+        try:
+            if max(tokens) + plan.max_new_tokens > context:
+                raise optuna.TrialPruned(f"{shots} shots do not fit the context ({max(tokens)} prompt tokens, "
+                                         f"{context} at most)")
+            preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"{name} trial")
+            value = free = score(params.task.metric, preds, refs, plan.labels)[0]
+            if plan.labels:
+                choice = score(params.task.metric, choose_labels(model, tok, prompts, plan.labels), refs, plan.labels)[0]
+                trial.set_user_attr("label_choice", choice)
+                value = max(free, choice)
+            trial.set_user_attr("free_generation", free)
+            result = {"state": "complete", "value": value}
+            return value
+        finally:
+            result["wall_s"] = round(time.perf_counter() - t_start, 1)
+            trial.set_user_attr("wall_s", result["wall_s"])
+            if log_trial:
+                log_trial(trial.number, cfg, result)
+
+    return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
+            **run_study(study, objective, tc.trials)}

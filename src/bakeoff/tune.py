@@ -1,0 +1,123 @@
+"""The tune stage's settings and choices: search spaces, the trial budget, and a variant with its chosen values.
+No torch, no Optuna: ``bakeoff.config`` reads ``TuneConfig``; the search itself is ``search.py``.
+
+    python stages/tune.py lora                 # writes runs/lora/tuned.json, which train@lora reads
+    v = apply(params.variant("lora"), runs.read_json(runs.tuned_record("lora"))["values"])
+
+Every arm gets the same counted budget: ``tune.trials`` trials, each training ``tune.trial_steps`` × the variant's
+``max_steps``, with validation loss reported at four evaluations so a pruner (median or successive halving) can stop
+a hopeless trial early. The objective is the last validation loss (``val_loss``) or the primary metric on the
+validation split (``metric``); the test split is never read. A variant listed in ``tune.share`` differs from
+another only in memory levers (checkpointing, accumulation, 8-bit optimizer): it takes that variant's chosen values
+instead of searching again. ``tune.storage`` may name a database URL so several machines work on one study
+(Optuna's own distributed mode); the default is a local SQLite file under .bakeoff_tmp/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+
+# centred by technique on the published figures (../shared/fairness-facts.md): LoRA's best rate is ~10× full
+# fine-tuning's; DPO runs one to two orders below supervised fine-tuning
+DEFAULT_SPACES = {
+    "full": {"lr": {"low": 1.0e-5, "high": 3.0e-4, "log": True}},
+    "lora": {"lr": {"low": 1.0e-4, "high": 3.0e-3, "log": True}},
+    "qlora": {"lr": {"low": 1.0e-4, "high": 3.0e-3, "log": True}},
+    "dpo": {"lr": {"low": 1.0e-6, "high": 1.0e-4, "log": True}},
+}
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    trials: int = 0  # trials per variant (0: no search: each variant trains with the values params.yaml gives)
+    trial_steps: float = 0.25  # each trial trains this share of its variant's max_steps
+    objective: str = "val_loss"  # val_loss (the trial's last validation loss) | metric (primary metric on val)
+    pruner: str = "median"  # median | halving (successive halving) | none
+    storage: str | None = None  # None: sqlite under .bakeoff_tmp/; a database URL shares one study among machines
+    seed: int = 0
+    spaces: dict = field(default_factory=lambda: json.loads(json.dumps(DEFAULT_SPACES)))  # technique → space
+    share: dict = field(default_factory=dict)  # variant → the variant whose search it takes (memory levers only)
+
+
+def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: list[str]) -> list[tuple[str, str]]:
+    """(dotted key, message) for every bad search space (``options_of(technique)`` gives a technique's options) and
+    every ``share`` entry of a listed variant that does not name another variant searching on its own."""
+    # an entry for a variant that params no longer lists shares nothing and is left alone
+    bad = [(f"tune.share.{name}", f"must name a variant that runs its own search, one of "
+                                  f"{', '.join(n for n in variants if n not in tc.share)}; got {other!r}")
+           for name, other in tc.share.items()
+           if name in variants and (other not in variants or other in tc.share)]
+    for technique, space in tc.spaces.items():
+        key = f"tune.spaces.{technique}"
+        if not isinstance(space, dict):
+            bad.append((key, "must map a parameter to {low, high[, log]} or {choices: [...]}"))
+            continue
+        for name, spec in space.items():
+            k = f"{key}.{name}"
+            if name not in train_keys and name not in options_of(technique):
+                bad.append((k, f"not a training parameter or a {technique} option"))
+            elif not isinstance(spec, dict) or not (("choices" in spec and isinstance(spec["choices"], list)
+                                                     and spec["choices"]) or {"low", "high"} <= set(spec)):
+                bad.append((k, f"must be {{low, high[, log]}} or {{choices: [...]}}, got {spec!r}"))
+            elif "low" in spec and not (isinstance(spec["low"], (int, float)) and spec["high"] > spec["low"]
+                                        and (not spec.get("log") or spec["low"] > 0)):
+                bad.append((k, f"needs low < high (and low > 0 on a log scale), got {spec!r}"))
+    for name in ("trials",):
+        if getattr(tc, name) < 0:
+            bad.append((f"tune.{name}", "must be ≥ 0"))
+    if not 0 < tc.trial_steps <= 1:
+        bad.append(("tune.trial_steps", f"must be in (0, 1], got {tc.trial_steps}"))
+    if tc.objective not in ("val_loss", "metric"):
+        bad.append(("tune.objective", f"must be val_loss or metric, got {tc.objective!r}"))
+    if tc.pruner not in ("median", "halving", "none"):
+        bad.append(("tune.pruner", f"must be median, halving or none, got {tc.pruner!r}"))
+    return bad
+
+
+PROMPT_CHECKS = {"shots": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+                 "selection": lambda x: x in ("fixed", "nearest"),
+                 "instruction": lambda x: x is None or isinstance(x, str)}
+
+
+def check_prompt_search(search, key: str) -> list[tuple[str, str]]:
+    """(dotted key, message) for a bad prompting search: each of shots, selection, instruction a non-empty list."""
+    if search is None:
+        return []
+    if not isinstance(search, dict) or not search:
+        return [(key, "must map shots / selection / instruction to lists of values to try")]
+    bad = []
+    for k, values in search.items():
+        if k not in PROMPT_CHECKS:
+            bad.append((f"{key}.{k}", "unknown: a prompting search tries shots, selection and instruction"))
+        elif not isinstance(values, list) or not values:
+            bad.append((f"{key}.{k}", f"must be a non-empty list, got {values!r}"))
+        elif [x for x in values if not PROMPT_CHECKS[k](x)]:
+            bad.append((f"{key}.{k}", f"not allowed: {[x for x in values if not PROMPT_CHECKS[k](x)]!r}"))
+    return bad
+
+
+def apply(variant, values: dict, **train_overrides):
+    """``variant`` with the chosen ``values`` (training parameters and technique options) and ``train_overrides``."""
+    train_keys = {f.name for f in fields(variant.train)}
+    train = replace(variant.train, **{k: v for k, v in values.items() if k in train_keys}, **train_overrides)
+    options = {**variant.options, **{k: v for k, v in values.items() if k not in train_keys}}
+    return replace(variant, train=train, options=options)
+
+
+def trial_variant(variant, tc: TuneConfig, values: dict):
+    """The short run a trial trains: ``trial_steps`` of the steps, validation loss at four evaluations, no early
+    stopping (the pruner stops trials), no checkpoints."""
+    steps = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
+    return apply(variant, values, max_steps=steps, eval_steps=max(1, steps // 4), early_stopping_patience=0,
+                 checkpoint_steps=0, warmup_steps_excluded=min(variant.train.warmup_steps_excluded, steps - 1))
+
+
+def study_name(params, name: str, space: dict, data_hash: str) -> str:
+    """One study per (task, variant, its configuration, search space, data, budget): a change starts a new one."""
+    run = params.variants[name] if name in params.variants else params.baseline(name)
+    blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps, params.tune.objective],
+                      sort_keys=True, default=str)
+    return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

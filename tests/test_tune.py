@@ -1,0 +1,105 @@
+"""The tune stage's search on a tiny model: Optuna's study over short runs of the shared loop, judged on validation."""
+
+import json
+import random
+from dataclasses import replace
+
+import pytest
+
+from bakeoff.config import TrainConfig, VariantConfig, load_params
+from bakeoff.data import read_examples, write_jsonl
+from bakeoff.search import search_variant as search
+from bakeoff.tune import TuneConfig, apply, trial_variant
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _params(tune: TuneConfig, lr: float = 1e-3):
+    params = load_params(ROOT / "params.yaml")
+    t = TrainConfig(max_steps=8, effective_batch=4, micro_batch=4, lr=lr, lr_scheduler="constant", warmup_ratio=0.0,
+                    max_seq_len=128, precision="fp32", logging_steps=1, warmup_steps_excluded=1)
+    lora = VariantConfig(name="lora", technique="lora", train=t, options={"r": 4, "alpha": 8, "dropout": 0.0,
+                                                                           "targets": "all-linear"})
+    return replace(params, variants={"lora": lora}, tune=tune)
+
+
+def _prepared(tickets, out, shuffle_test: bool = False):
+    rows = read_examples(tickets)
+    train, val, test = rows[:32], rows[32:40], rows[40:56]
+    if shuffle_test:  # every test answer moved to another test prompt
+        answers = [e.completion for e in test]
+        random.Random(1).shuffle(answers)
+        test = [replace(e, completion=a) for e, a in zip(test, answers)]
+    for name, part in (("train", train), ("val", val), ("test", test)):
+        write_jsonl(out / f"{name}.jsonl", part)
+    (out / "stats.json").write_text(json.dumps({"data_hash": "d" * 16}))
+    return out
+
+
+def test_trial_variant_trains_a_share_of_the_steps_with_four_evaluations():
+    params = _params(TuneConfig(trials=2, trial_steps=0.5))
+    tv = trial_variant(params.variant("lora"), params.tune, {"lr": 3e-3, "r": 8})
+    assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (4, 1, 0)
+    assert tv.train.lr == 3e-3 and tv.options["r"] == 8 and params.variant("lora").train.lr == 1e-3
+    assert apply(params.variant("lora"), {}) == params.variant("lora")
+
+
+def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_model_dir, tickets, tmp_path):
+    """lr 1e-9 leaves the adapter where it started; 3e-3 lowers validation loss in 4 steps: the search picks 3e-3.
+    With the test answers shuffled the choice and every trial's value are the same: the search never reads test."""
+    found = {}
+    for shuffle_test in (False, True):
+        tune = TuneConfig(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"choices": [1e-9, 3e-3]}}},
+                          storage=f"sqlite:///{tmp_path / f'tune-{shuffle_test}.db'}")
+        data = _prepared(tickets, tmp_path / f"data-{shuffle_test}", shuffle_test)
+        rec = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        assert rec["values"] == {"lr": 3e-3}, rec["trials"]
+        values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
+        assert set(values) == {1e-9, 3e-3} and values[3e-3] < values[1e-9]
+        assert rec["tune_tokens"] > 0 and rec["trial_steps"] == 4
+        found[shuffle_test] = values
+        # the same study again: complete already, so no trial runs and the same choice comes back
+        again = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        assert again["values"] == rec["values"] and len(again["trials"]) == 2
+    assert found[True] == pytest.approx(found[False])
+
+
+def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, tickets, tmp_path):
+    data = _prepared(tickets, tmp_path / "data")
+    off = search(_params(TuneConfig(trials=0)), "lora", tiny_model_dir, data, tmp_path / "w0")
+    assert off["values"] == {} and off["skipped"] == "tune.trials is 0"
+    seen = []
+    tune = TuneConfig(trials=3, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
+                      spaces={"lora": {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}})
+    rec = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / "w", log_trial=lambda *a: seen.append(a))
+    assert len(rec["trials"]) == 3 and [n for n, _, _ in seen] == [0, 1, 2]
+    assert all(1e-4 <= t["values"]["lr"] <= 1e-2 for t in rec["trials"])
+    best = min((t for t in rec["trials"] if t["state"] == "complete"), key=lambda t: t["value"])
+    assert rec["values"] == best["values"] and rec["best_value"] == best["value"]
+    assert rec["tune_tokens"] == sum(t["tokens_seen"] for t in rec["trials"])
+
+
+@pytest.mark.slow
+def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_path):
+    """The default base model, scored by json_fields on 6 validation tickets: with no shots it does not answer in
+    the task's JSON; with the 3 nearest solved tickets it does. The search tries both and keeps the better."""
+    from bakeoff.config import BaselineConfig
+    from bakeoff.models import resolve_base
+    from bakeoff.search import search_prompt
+
+    base = tmp_path / "base"
+    resolve_base("smollm2-135m-instruct", base)
+    data = _prepared(tickets, tmp_path / "data")
+    rows = [json.loads(x) for x in (data / "val.jsonl").read_text().splitlines()][:6]
+    (data / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    params = _params(TuneConfig(trials=2, storage=f"sqlite:///{tmp_path / 'p.db'}"))
+    searched = BaselineConfig("searched", search={"shots": [0, 3], "selection": ["nearest"]})
+    params = replace(params, baselines={"searched": searched}, task=replace(params.task, metric="json_fields"),
+                     eval=replace(params.eval, dtype="fp32"))
+    seen = []
+    rec = search_prompt(params, "searched", base, data, tmp_path / "w", log_trial=lambda *a: seen.append(a))
+    by_shots = {t["values"]["shots"]: t["value"] for t in rec["trials"]}
+    assert set(by_shots) == {0, 3} and len(seen) == 2
+    assert by_shots[3] > by_shots[0], by_shots
+    assert rec["values"] == {"shots": 3, "selection": "nearest"} and rec["best_value"] == by_shots[3]
+    assert all(t["prompt_tokens_per_request"] > 0 for t in rec["trials"])
