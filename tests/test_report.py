@@ -132,6 +132,7 @@ def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypa
     round: the verdict's winners follow validation. Shuffling which test answers are right (every item moved,
     test quality kept) leaves both winners as they were."""
     import random
+    import shutil
 
     monkeypatch.chdir(tmp_path)
 
@@ -155,8 +156,6 @@ def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypa
     assert (v["baseline"], v["variant"], v["chosen_on"]) == ("nearest_shot", "lora", "validation")
     rng = random.Random(0)
     for name, (kind, scores, val) in runs_.items():
-        import shutil
-
         shutil.rmtree(tmp_path / "runs" / name)
         write(name, kind, rng.sample(scores, n), val)
     v2 = decide()

@@ -11,6 +11,7 @@ variant that shares another's search finds it complete, and several machines can
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -104,8 +105,6 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
             trial.set_user_attr("wall_s", result["wall_s"])
             if log_trial:
                 log_trial(trial.number, values, result)
-            import shutil
-
             shutil.rmtree(out, ignore_errors=True)
 
     rec = run_study(study, objective, tc.trials)

@@ -65,9 +65,8 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
             elif "low" in spec and not (isinstance(spec["low"], (int, float)) and spec["high"] > spec["low"]
                                         and (not spec.get("log") or spec["low"] > 0)):
                 bad.append((k, f"needs low < high (and low > 0 on a log scale), got {spec!r}"))
-    for name in ("trials",):
-        if getattr(tc, name) < 0:
-            bad.append((f"tune.{name}", "must be ≥ 0"))
+    if tc.trials < 0:
+        bad.append(("tune.trials", "must be ≥ 0"))
     if not 0 < tc.trial_steps <= 1:
         bad.append(("tune.trial_steps", f"must be in (0, 1], got {tc.trial_steps}"))
     if tc.objective not in ("val_loss", "metric"):

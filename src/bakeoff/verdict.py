@@ -40,9 +40,10 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
         if tuned.get("values"):  # what the tune stage chose, and what its search cost (training tokens and time)
             row["tuned"] = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                      for k, v in tuned["values"].items())
-            row["tuned"] += f" (search of `{tuned['shared_from']}`)" if tuned.get("shared_from") else ""
-            row.update(tune_tokens=tuned.get("tune_tokens", 0) if not tuned.get("shared_from") else 0,
-                       tune_wall_s=tuned.get("tune_wall_s", 0) if not tuned.get("shared_from") else 0)
+            shared = tuned.get("shared_from")  # its search was another variant's, counted there
+            row["tuned"] += f" (search of `{shared}`)" if shared else ""
+            row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0),
+                       tune_wall_s=0 if shared else tuned.get("tune_wall_s", 0))
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         rows.append(row)
