@@ -36,6 +36,7 @@ bench: setup
 	$(PY) benchmarks/padding.py
 	$(PY) benchmarks/eval_speed.py
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/step_profile.py --compare
 	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu.py --out reports/bench/gpu.json"
 
 mlflow-ui: setup

@@ -8,7 +8,18 @@ trainer, the pipeline's dtypes, batching and optimizer) on the prepared training
 steady-state optimizer step (after ``--steps`` − 1 warm-up steps) in ``torch.profiler``. The ops' self CPU time is
 grouped (matmul, attention, copies, elementwise, loss, optimizer, other) and the top ops listed; tokens/s is the
 pipeline's own figure (``bakeoff.measure.StepLog``) for the same run. Writes reports/bench/step_profile.json.
-This is the measuring half of the speed work (which lever to pull); the on/off comparison of levers is to come.
+
+    python benchmarks/step_profile.py --compare             # part of `make bench`: before/after the speed levers
+
+``--compare`` trains each variant (lora and full) for ``--compare-steps`` optimizer steps twice in this one process,
+alternately: with the settings bakeoff used before the levers (SDPA attention, the model's loss over every
+position's logits, PEFT's adapter input casts, unfused AdamW) and with this platform's choice
+(``bakeoff.techniques.kernels``). It reports the tokens/s ratio, the training losses of both runs step by step,
+and the generated answers of one model on the test split under the evaluation's settings and under eager
+attention. Targets (exit 1 when missed): tokens/s ratio ≥ 1.5 for each variant; the mean training loss over the
+steps within 1% (the step-by-step figures are shown beside it: bf16 training on CPU is not bit-reproducible even
+with the same settings, so single steps drift apart by more than that); identical answers.
+Writes reports/bench/step_compare.json.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -93,15 +105,118 @@ def profile_variant(params, name: str, steps: int, work: Path) -> dict:
                          "share": round(e.self_cpu_time_total / total, 4)} for e in top]}
 
 
+BEFORE = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch"}
+RATIO_TARGET, LOSS_TOL = 1.5, 0.01
+
+
+def timed_run(params, name: str, steps: int, work: Path, before: bool) -> dict:
+    """``steps`` optimizer steps of ``name`` through the pipeline's loop, before or after the levers."""
+    from bakeoff.data import load_examples
+    from bakeoff.models import resolve_precision
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.trainer import train
+
+    v = params.variant(name)
+    t = replace(v.train, max_steps=steps, eval_steps=0, checkpoint_steps=0, logging_steps=1,
+                **({"optimizer": BEFORE["optimizer"]} if before else {}))
+    v = replace(v, train=t)
+    rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
+    side = "before" if before else "after"
+    out = work / f"{name}-{side}"
+    rec = train(get_technique(v.technique), v, ROOT / "models" / "base", rows, out / "model",
+                resolve_precision(t.precision), out / "tmp", kernel_choice=dict(BEFORE) if before else None)
+    return {"side": side, "kernels": rec["kernels"], "train_tokens_per_s": rec["train_tokens_per_s"],
+            "train_step_s_median": rec["train_step_s_median"], "losses": [h["loss"] for h in rec["history"]],
+            "model": str(out / "model")}
+
+
+def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
+    """The trained model's greedy answers on the test split as the evaluate stage generates them, and the
+    generation's tokens/s."""
+    from bakeoff.data import load_examples
+    from bakeoff.evaluate import generate
+    from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision
+
+    precision = resolve_precision(params.eval.dtype)
+    is_adapter = (Path(model_dir) / "adapter_config.json").exists()
+    model = load_for_eval(ROOT / "models" / "base", model_dir if is_adapter else None, precision) if is_adapter \
+        else load_for_eval(model_dir, None, precision)
+    model.set_attn_implementation(attention)
+    tok = load_tokenizer(ROOT / "models" / "base")
+    test = load_examples(ROOT / "data" / "prepared" / "test.jsonl")
+    out, log = generate(model, tok, [e.messages for e in test], params.task.max_new_tokens, params.eval.batch_size)
+    return out, log.generated_tokens / log.seconds
+
+
+def compare(params, names: list[str], steps: int) -> int:
+    import numpy as np
+
+    rows, failed = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            before = timed_run(params, name, steps, Path(tmp), before=True)
+            print(f"{name} before: {before['train_tokens_per_s']} tok/s ({before['kernels']})", flush=True)
+            after = timed_run(params, name, steps, Path(tmp), before=False)
+            print(f"{name} after:  {after['train_tokens_per_s']} tok/s ({after['kernels']})", flush=True)
+            ratio = after["train_tokens_per_s"] / before["train_tokens_per_s"]
+            lb, la = np.array(before["losses"]), np.array(after["losses"])
+            mean_diff = abs(la.mean() - lb.mean()) / lb.mean()
+            step_diff = np.abs(la - lb) / lb
+            row = {"variant": name, "before": before, "after": after, "ratio": round(ratio, 3),
+                   "mean_loss_before": round(float(lb.mean()), 5), "mean_loss_after": round(float(la.mean()), 5),
+                   "mean_loss_rel_diff": round(float(mean_diff), 5),
+                   "step_loss_rel_diff_median": round(float(np.median(step_diff)), 5),
+                   "step_loss_rel_diff_max": round(float(step_diff.max()), 5)}
+            if name == names[0]:  # evaluation: the same trained model, the evaluation's attention against eager
+                ref, ref_speed = answers(params, after["model"], "sdpa")
+                eager, eager_speed = answers(params, after["model"], "eager")
+                row.update(eval_answers=len(ref), eval_identical=sum(a == b for a, b in zip(ref, eager)),
+                           eval_gen_tokens_per_s={"sdpa": round(ref_speed, 1), "eager": round(eager_speed, 1)})
+            rows.append(row)
+            if ratio < RATIO_TARGET:
+                failed.append(f"{name}: tokens/s ratio {ratio:.2f} < {RATIO_TARGET}")
+            if mean_diff > LOSS_TOL:
+                failed.append(f"{name}: mean training loss differs by {mean_diff:.2%} > {LOSS_TOL:.0%}")
+    print(f"\n## Training step before and after the speed levers ({steps} steps each, this machine, one process)\n")
+    print("| variant | before tok/s | after tok/s | ratio | mean loss before | after | Δ mean | Δ per step (median / max) "
+          "| after: kernels |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['before']['train_tokens_per_s']:.0f} | {r['after']['train_tokens_per_s']:.0f} | "
+              f"**{r['ratio']:.2f}×** | {r['mean_loss_before']:.4f} | {r['mean_loss_after']:.4f} | "
+              f"{r['mean_loss_rel_diff']:.2%} | {r['step_loss_rel_diff_median']:.1%} / {r['step_loss_rel_diff_max']:.1%}"
+              f" | {r['after']['kernels']} |")
+    for r in rows:
+        if "eval_answers" in r:
+            print(f"\nevaluation ({r['variant']}, test split): eager attention gives {r['eval_identical']} of "
+                  f"{r['eval_answers']} answers identical to SDPA's; generation tok/s SDPA "
+                  f"{r['eval_gen_tokens_per_s']['sdpa']}, eager {r['eval_gen_tokens_per_s']['eager']}")
+    out = ROOT / "reports" / "bench" / "step_compare.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for r in rows:
+        for side in ("before", "after"):
+            r[side].pop("model", None)
+    out.write_text(json.dumps({"steps": steps, "ratio_target": RATIO_TARGET, "loss_tolerance": LOSS_TOL,
+                               "rows": rows, "missed": failed}, indent=2))
+    print(f"\nwrote {out}")
+    for f in failed:
+        print("MISSED:", f)
+    return 1 if failed else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default="lora,full")
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per variant; the last one is profiled")
+    ap.add_argument("--compare", action="store_true", help="before/after the speed levers, with targets")
+    ap.add_argument("--compare-steps", type=int, default=20)
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "step_profile.json"))
     args = ap.parse_args()
     from bakeoff.config import load_params
 
     params = load_params(ROOT / "params.yaml")
+    if args.compare:
+        sys.exit(compare(params, args.variants.split(","), args.compare_steps))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.variants.split(","):

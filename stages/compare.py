@@ -31,15 +31,24 @@ def main() -> None:
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     parent = params.variants[v["variant"]].parent if v.get("variant") else None
     c = verdict.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fits.get(v.get("variant")), fits.get(parent))
+    # which differences are real: every pair tested, runs grouped, one thing to do
+    pw = verdict.pairwise(df, params.task.metric)
+    groups = verdict.rank_groups(df, pw)
+    df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
+    v.update(rank_groups=verdict.group_line(groups), alpha=verdict.ALPHA,
+             recommendation=verdict.recommend(df, v, groups, {n: f for n, f in fits.items()}))
     # the files, then the summary run that holds them
     histories = {n: r.get("history") or [] for n, r in records.items()}
-    images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric)
-    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(stats, runs.BASE), images, stats)
+    images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric, pw)
+    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(stats, runs.BASE), images, stats, pw)
     tracking.summary_run(params, list(df["name"]),
                          tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
-                               "best_baseline": v.get("baseline", ""), "winners_chosen_on": v.get("chosen_on", "")},
+                               "best_baseline": v.get("baseline", ""), "winners_chosen_on": v.get("chosen_on", ""),
+                               "rank_groups": v["rank_groups"],
+                               "recommendation": (v["recommendation"] or {}).get("line", "")},
                          metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
-                         files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"})
+                         files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
+                         tables={"pairwise.json": pw})
     print(paths["md"].read_text())
 
 

@@ -88,7 +88,9 @@ def main() -> None:
                 tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
             for h in record["val_curve"]:
                 tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
-            tracking.set_tags({"convergence": m["convergence"]})
+            record["kernel_choice"] = m.pop("kernel_choice")  # what ran the step (bakeoff.techniques.kernels)
+            tracking.set_tags({"convergence": m["convergence"], "kernels": m["kernels"],
+                               **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()}})
             return m
 
         runs.guarded(record, work_and_log)

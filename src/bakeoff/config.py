@@ -65,7 +65,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_seq_len: int = 256
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
-    optimizer: str = "adamw_torch"
+    optimizer: str = "adamw_torch_fused"
+    attention: str = "auto"  # auto | eager | sdpa | flash_attention_2 | flex_attention (bakeoff.techniques.kernels)
+    loss_logits: str = "auto"  # auto | labelled (head and loss at labelled tokens only) | all (the model's own)
     gradient_checkpointing: bool = False
     batching: str = "padded"  # padded | group_by_length | padding_free
     memory_budget_gb: float | None = None  # stand-in for a card's memory: passing it ends the run as `oom`
@@ -75,8 +77,7 @@ class TrainConfig:
     checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
     eval_steps: int = 10  # validation loss every N steps, for early stopping and the convergence flag (0: never)
     early_stopping_patience: int = 2  # stop after N evaluations without a new best, keep the best (0: run to max_steps)
-    improving_drop: float = 0.05  # "still improving": training loss fell by more than this share over the last
-    #                               quarter of the run and the last validation loss is the lowest
+    improving_drop: float = 0.05  # "still improving": loss fell more than this share over the last quarter, val at best
     processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
     accelerate_config: str | None = None  # accelerate config file for several GPUs (FSDP, DeepSpeed), e.g.
     #                                      configs/accelerate/fsdp.yaml
@@ -173,7 +174,9 @@ class Params:
         return self.baselines[name]
 
 
-OPTIMIZERS = ("adamw_torch", "adamw_8bit", "paged_adamw_8bit")
+ATTENTION = ("auto", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.techniques.kernels
+LOSS_LOGITS = ("auto", "labelled", "all")
+OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
             "verdict", "cost", "sizing")
 _SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "vocab")
@@ -182,10 +185,8 @@ _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
 def _check_train(t: TrainConfig, key: str, src: Source) -> None:
-    check(t.max_steps > 0, src, f"{key}.max_steps", f"must be > 0, got {t.max_steps}")
-    check(t.lr > 0, src, f"{key}.lr", f"must be > 0, got {t.lr}")
-    check(t.micro_batch > 0, src, f"{key}.micro_batch", f"must be > 0, got {t.micro_batch}")
-    check(t.processes > 0, src, f"{key}.processes", f"must be > 0, got {t.processes}")
+    for k in ("max_steps", "lr", "micro_batch", "processes", "max_seq_len"):
+        check(getattr(t, k) > 0, src, f"{key}.{k}", f"must be > 0, got {getattr(t, k)}")
     check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
            f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
            f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
@@ -194,11 +195,10 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
     check(t.early_stopping_patience >= 0, src, f"{key}.early_stopping_patience",
           f"must be ≥ 0, got {t.early_stopping_patience}")
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
-    check(t.max_seq_len > 0, src, f"{key}.max_seq_len", f"must be > 0, got {t.max_seq_len}")
-    check(t.precision in ("auto", "fp32", "bf16", "fp16"), src, f"{key}.precision",
-           f"must be one of auto, fp32, bf16, fp16; got {t.precision!r}")
-    check(t.optimizer in OPTIMIZERS, src, f"{key}.optimizer",
-           f"must be one of {', '.join(OPTIMIZERS)}; got {t.optimizer!r}")
+    for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
+                       ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS)):
+        value = getattr(t, k)
+        check(value in allowed, src, f"{key}.{k}", f"must be one of {', '.join(allowed)}; got {value!r}")
     check(t.batching in ("padded", "group_by_length", "padding_free", "sequential"), src, f"{key}.batching",
            f"must be padded, group_by_length, padding_free or sequential; got {t.batching!r}")
     check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",

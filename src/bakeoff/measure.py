@@ -31,6 +31,13 @@ Confidence
     ``*_ci_low``, ``*_ci_high``: paired percentile bootstrap, 95%, over test examples (seeded): the
     examples are resampled with replacement, the figure recomputed, the 2.5th and 97.5th percentiles kept.
     For a difference between two runs the same resample is applied to both (the runs saw the same examples).
+Differences between runs (``reports/pairwise.csv``)
+    ``p``: for a 0/1 metric, the exact McNemar test: under "no difference" each of the b + c examples that one run
+    gets right and the other wrong goes either way with probability 1/2, so p = the two-sided binomial p of
+    min(b, c) in b + c trials. For any other metric, a paired permutation test of the figure's difference: each
+    resample swaps the two runs' items on each example with probability 1/2 (seeded); p = (k + 1) / (R + 1) with
+    k the resamples at least as far from zero as observed. ``p_holm``: Holm's step-down adjustment over every pair
+    of the report (the family), so a "different" claim holds at the stated level for all pairs together.
 """
 
 from __future__ import annotations
@@ -311,11 +318,9 @@ def flop_params(model) -> int:
 
 def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resamples: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
-    """(figure, low, high): the figure of ``items`` with its paired percentile bootstrap interval.
-
-    With ``baseline`` (the other run's items on the same examples, same order) the figure is the difference
-    ``figure(items) - figure(baseline)``, and each resample draws the same examples for both.
-    """
+    """(figure, low, high): the figure of ``items`` with its paired percentile bootstrap interval. With ``baseline``
+    (the other run's items on the same examples, same order) the figure is the difference ``figure(items) -
+    figure(baseline)``, and each resample draws the same examples for both."""
     import numpy as np
 
     figure = figure or (lambda xs: sum(xs) / len(xs) if xs else 0.0)
@@ -331,9 +336,40 @@ def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resampl
 
     rng = np.random.default_rng(seed)
     draws = np.sort([stat(rng.integers(0, n, n)) for _ in range(resamples)])
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(draws, [tail, 1 - tail])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return stat(range(n)), float(lo), float(hi)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p from the discordant counts: ``b`` examples only the first run gets right, ``c``
+    only the second (b=5, c=10 → 0.3018; b=0, c=6 → 0.03125)."""
+    from scipy.stats import binomtest
+
+    return 1.0 if b + c == 0 else float(binomtest(min(b, c), b + c, 0.5).pvalue)
+
+
+def paired_permutation_p(items: list, other: list, figure, resamples: int = 5000, seed: int = 0) -> float:
+    """Two-sided p of ``figure(items) - figure(other)`` under random swaps of the pair on each example."""
+    import numpy as np
+
+    if len(items) != len(other):
+        raise ValueError(f"a paired test needs the same examples: {len(items)} against {len(other)}")
+    observed = abs(figure(items) - figure(other))
+    rng, k = np.random.default_rng(seed), 0
+    for swap in rng.random((resamples, len(items))) < 0.5:
+        pairs = [(o, x) if s else (x, o) for x, o, s in zip(items, other, swap)]
+        k += abs(figure([a for a, _ in pairs]) - figure([b for _, b in pairs])) >= observed - 1e-12
+    return (k + 1) / (resamples + 1)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: the i-th smallest p times (m − i), made
+    non-decreasing, capped at 1."""
+    m, running, out = len(pvalues), 0.0, [0.0] * len(pvalues)
+    for rank, i in enumerate(sorted(range(m), key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def loss_drop(history: list[dict], share: float = 0.25) -> float | None:

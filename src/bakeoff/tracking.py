@@ -166,12 +166,16 @@ def mark_resumed(checkpoint: str) -> None:
     mlflow.set_tag("bakeoff.resumed_from", checkpoint)
 
 
-def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict) -> None:
-    """The ``comparison`` run: the report's files and folders as artifacts, the verdict as tags and metrics."""
+def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict,
+                tables: dict | None = None) -> None:
+    """The ``comparison`` run: the report's files and folders as artifacts, the verdict as tags and metrics,
+    ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows (``mlflow.log_table``)."""
     import mlflow
 
     with run(params, "comparison", "summary", "-", {"runs": names}):
         mlflow.set_tags(tags)
+        for name, table in (tables or {}).items():
+            mlflow.log_table(table, artifact_file=name)
         log_metrics(metrics)
         for p in files:
             mlflow.log_artifact(str(p))

@@ -16,13 +16,14 @@ import pandas as pd
 
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.tables import (forgetting, markdown, metrics_json, provenance_lines, sizing_lines,
-                                   verdict_lines, write)
+from bakeoff.report.tables import (forgetting, markdown, metrics_json, pairwise_lines, provenance_lines,
+                                   sizing_lines, verdict_lines, write)
 
-__all__ = ["forgetting", "html", "markdown", "metrics_json", "pareto", "plots", "provenance_lines", "sizing_lines",
+__all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines", "sizing_lines",
            "verdict_lines", "write", "write_all"]
 
-VERDICT_KEYS = ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline")
+VERDICT_KEYS = ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline", "rank_groups",
+                "recommendation")
 
 
 def warning_lines(stats: dict) -> list[str]:
@@ -32,12 +33,15 @@ def warning_lines(stats: dict) -> list[str]:
 
 
 def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: dict, prov: dict,
-              images: dict[str, Path], stats: dict | None = None) -> dict[str, Path]:
+              images: dict[str, Path], stats: dict | None = None, pw: pd.DataFrame | None = None) -> dict[str, Path]:
     """Every report file, each written once; returns their paths (for the summary MLflow run)."""
-    tail = sizing_lines(params, sized) + forgetting(list(df["name"])) + provenance_lines(prov)
+    tail = pairwise_lines(pw) + sizing_lines(params, sized) + forgetting(list(df["name"])) + provenance_lines(prov)
     extra = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}}
     head = warning_lines(stats or {}) + verdict_lines(v, c)
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=extra)
+    if pw is not None:
+        paths["pairwise"] = out_dir / "pairwise.csv"
+        pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
     paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c}, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"

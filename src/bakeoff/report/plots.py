@@ -92,9 +92,40 @@ def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> 
     plt.close(fig)
 
 
-def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str) -> dict[str, Path]:
-    """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves
-    and per-run quality bars with their intervals."""
+def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict) -> None:
+    """Row minus column in points, coloured by the difference, the Holm-adjusted p written in every cell."""
+    import numpy as np
+
+    plt = _pyplot()
+    names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
+    n = len(names)
+    diff, p = np.zeros((n, n)), np.ones((n, n))
+    for _, r in pw.iterrows():
+        i, j = names.index(r["a"]), names.index(r["b"])
+        diff[i, j], diff[j, i] = r["diff"] * 100, -r["diff"] * 100
+        p[i, j] = p[j, i] = r["p_holm"]
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * n, 1.0 + 0.7 * n))
+    lim = max(abs(diff).max(), 1e-9)
+    im = ax.imshow(diff, cmap="RdBu", vmin=-lim, vmax=lim)
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                ax.text(j, i, f"{diff[i, j]:+.0f}\np={p[i, j]:.2g}", ha="center", va="center", fontsize=7,
+                        fontweight="bold" if p[i, j] < 0.05 else "normal")
+    ax.set_xticks(range(n), names, rotation=45, ha="right")
+    ax.set_yticks(range(n), names)
+    fig.colorbar(im, ax=ax, label="row − column (points)")
+    ax.set_title("pairwise differences (Holm-adjusted p; bold < 0.05)")
+    fig.tight_layout()
+    paths["pairwise"] = out_dir / "pairwise.png"
+    fig.savefig(paths["pairwise"], dpi=110)
+    plt.close(fig)
+
+
+def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str,
+          pw: pd.DataFrame | None = None) -> dict[str, Path]:
+    """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves,
+    per-run quality bars with their intervals and the pairwise differences."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     ok = df[df["status"] == "ok"]
@@ -103,4 +134,6 @@ def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, met
     _quality_against_cost(ok, mem_col, out_dir, metric, paths)
     _loss_curves(histories, out_dir, paths)
     _quality_bars(ok, out_dir, metric, paths)
+    if pw is not None and len(pw):
+        _pairwise_heatmap(pw, out_dir, paths)
     return paths

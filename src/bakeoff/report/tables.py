@@ -14,7 +14,7 @@ from bakeoff import runs
 
 # column → (header, format) for the Markdown table; every figure is defined in measure.py or metrics.py
 COLUMNS = {
-    "name": ("run", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
+    "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
     "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
     "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
@@ -29,7 +29,7 @@ COLUMNS = {
     "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
     "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
     "tokens_seen": ("tokens seen", "{:,.0f}"),
-    "precision": ("train precision", "{}"), "serving_dtype": ("serving dtype", "{}"),
+    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"), "serving_dtype": ("serving dtype", "{}"),
     "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
     "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p95_s": ("p95 s", "{:.2f}"),
     "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
@@ -47,7 +47,7 @@ def _fmt(value, spec: str) -> str:
         return str(value)
 
 
-QUALITY = ["name", "kind", "technique", "status", "quality", "quality_ci", "quality_label_choice",
+QUALITY = ["name", "rank_group", "kind", "technique", "status", "quality", "quality_ci", "quality_label_choice",
            "gain_vs_prompting", "flips", "format_misses", "contains_reference",
            "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_quality", "val_quality_label_choice",
            "val_loss", "convergence", "stopped_at_step", "best_step"]
@@ -85,6 +85,28 @@ def forgetting(names: list[str]) -> list[str]:
             else:
                 lines.append(f"- `{name}` · {task}: skipped — {res.get('reason', '')}")
     return ["## Forgetting check (standard lm-eval tasks)", "", *lines] if lines else []
+
+
+def pairwise_lines(pw: pd.DataFrame) -> list[str]:
+    """The pairwise tests as a compact matrix: row minus column in points, with the Holm-adjusted p (every pair in
+    ``reports/pairwise.csv``)."""
+    if pw is None or pw.empty:
+        return []
+    names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
+    cell = {}
+    for _, r in pw.iterrows():
+        star = "**" if r["p_holm"] < 0.05 else ""
+        cell[(r["a"], r["b"])] = f"{star}{r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
+        cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
+    test = ", ".join(sorted(set(pw["test"])))
+    lines = ["## Which differences are real", "",
+             f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
+             f"the {test} test adjusted by Holm over all {len(pw)} pairs; **bold**: different at 0.05. Discordant "
+             "counts and raw p-values: `reports/pairwise.csv`.", "",
+             "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
+    for a in names:
+        lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
+    return lines + [""]
 
 
 def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail: list[str] | None = None) -> str:
@@ -146,6 +168,12 @@ def verdict_lines(v: dict, c: dict) -> list[str]:
     elif v.get("chosen_on"):
         lines += ["> The winners were chosen on the test split (these records have no validation scores: rerun "
                   "`dvc repro`), which flatters the gain near min_gain.", ""]
+    if v.get("rank_groups"):
+        lines += [f"**Rank groups** (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
+                  f"p ≥ {v.get('alpha', 0.05)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
+                  f"{v['rank_groups']}", ""]
+    if (v.get("recommendation") or {}).get("line"):
+        lines += [v["recommendation"]["line"], ""]
     for d in v.get("diagnosis") or []:  # knowledge or format (verdict.diagnose)
         lines.append(f"- Knowledge or format: {d['line']}")
     if v.get("diagnosis"):

@@ -21,15 +21,19 @@ import torch
 
 from bakeoff.measure import MB, PeakMemory, StepLog, convergence, count_params, dir_mb, loss_drop
 from bakeoff.runs import Skipped
+from bakeoff.techniques import kernels
 from bakeoff.techniques.base import Technique
+from bakeoff.techniques.kernels import labelled_loss
 
 
 class MemoryBudgetExceeded(MemoryError):
     """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
 
 
-def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False):
-    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget."""
+def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False,
+              loss_logits: str = "all"):
+    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget;
+    ``loss_logits="labelled"``: the SFT loss with the output head at labelled tokens only (``kernels.labelled_loss``)."""
     from transformers import Trainer, TrainerCallback
     from trl import SFTTrainer
 
@@ -58,6 +62,10 @@ def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | Non
             return super().training_step(model, inputs, num_items_in_batch)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if loss_logits == "labelled" and "labels" in inputs:
+                with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
+                    loss = labelled_loss(model, inputs, num_items_in_batch)
+                return (loss, {"loss": loss}) if return_outputs else loss
             if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
                 return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                             num_items_in_batch=num_items_in_batch)
@@ -114,7 +122,7 @@ def combine(per_process: list[dict]) -> dict:
 
 def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
           work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
-          val_rows: list | None = None, extra_callbacks: list = ()) -> dict:
+          val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None) -> dict:
     # long: build, measure, train, save and record, in the order they happen
     """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
 
@@ -122,6 +130,8 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
     evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.measure.convergence``).
     ``extra_callbacks``: more TrainerCallbacks (the tune stage's pruning report).
+    ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the
+    speed benchmark's "before" side).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
     from transformers import EarlyStoppingCallback, set_seed
@@ -133,18 +143,23 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     set_seed(variant.train.seed)
     tok = load_tokenizer(base_dir)
     log = StepLog(warmup_steps_excluded=variant.train.warmup_steps_excluded)
+    t = variant.train
+    evaluate = bool(val_rows) and t.eval_steps > 0
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate)
     model = technique.build(base_dir, variant, precision, parent_dir)
+    from trl import SFTTrainer
+
+    chosen = kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
+                                             backend=variant.backend)
+    kernels.apply(model, chosen)
     attn = str(getattr(model.config, "_attn_implementation", ""))
     if variant.train.batching == "padding_free" and "flash" not in attn:
         raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
                       f"which would let packed rows attend to each other (use group_by_length instead)")
     sizes = count_params(model)
-    t = variant.train
-    evaluate = bool(val_rows) and t.eval_steps > 0
-    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate)
     with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
         try:
-            cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate)
+            cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate, chosen["loss_logits"])
             callbacks = [steps_cb, *extra_callbacks] + ([EarlyStoppingCallback(t.early_stopping_patience)]
                                                         if evaluate and t.early_stopping_patience else [])
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
@@ -176,6 +191,8 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
         "precision": precision,
+        "kernels": kernels.summary(chosen),
+        "kernel_choice": chosen,
         "stopped_at_step": trainer.state.global_step,
         "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else trainer.state.global_step,
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,

@@ -1,0 +1,98 @@
+"""How a training step runs on this platform: the attention kernel, where the loss's logits are computed, and the
+adapters' input casts. Chosen per platform (``auto``), recorded in every run, and measured on/off by
+``benchmarks/step_profile.py --compare``.
+
+    from bakeoff.techniques.kernels import choose, apply
+    k = choose(variant.train, model, precision)   # {"attention": "eager", "loss_logits": "labelled", ...}
+    apply(model, k)
+
+What each lever does and why ``auto`` picks it (figures: ``benchmarks/step_profile.py --compare`` on a 2-core CPU):
+
+- **attention**: on CPU at training lengths up to ``EAGER_MAX_LEN`` tokens, eager attention (matmul + softmax) is
+  faster than SDPA's CPU flash kernel, whose backward dominated a step's attention time; on GPUs the model's
+  own default (SDPA or flash) stays.
+- **loss_logits** ``labelled``: the output head (hidden × vocabulary) and the cross-entropy run only at the positions
+  that carry a label (the answer's tokens), not at every prompt token, whose logits the loss throws away. The loss
+  is the model's own definition: the sum over labelled tokens of the fp32 cross-entropy of the shifted labels,
+  divided by the accumulated batch's label count (``num_items_in_batch``), or their mean without it. Used only where
+  the head is a plain projection (no soft-capping or scaling) and the step runs in one process (DDP's gradient
+  hooks live in the wrapper's forward).
+- **adapter input cast** off under autocast: PEFT casts each LoRA layer's bf16 input to the adapter's fp32 and
+  autocast casts it straight back for the matmul, an exact round trip that copies every activation twice.
+"""
+
+from __future__ import annotations
+
+EAGER_MAX_LEN = 512
+# causal LMs whose output is exactly ``lm_head(decoder(...).last_hidden_state)`` (no soft-capping, logit scaling or
+# router loss): the ones where the labelled-logits loss equals the model's own
+PLAIN_HEAD = {"llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "gemma", "olmo", "olmo2", "starcoder2"}
+
+
+def _inner(model):
+    """The transformers model under PEFT's wrapper (itself when unwrapped)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> dict:
+    """What this run will use: ``t`` is the variant's TrainConfig (``attention``, ``loss_logits``)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    inner = _inner(model)
+    current = str(getattr(inner.config, "_attn_implementation", "") or "sdpa")
+    if backend == "unsloth":  # Unsloth brings its own attention and loss; leave them as it set them
+        return {"attention": current, "loss_logits": "unsloth's own", "adapter_input_cast": True,
+                "optimizer": t.optimizer}
+    attention = t.attention
+    if attention == "auto":
+        attention = "eager" if not cuda and t.max_seq_len <= EAGER_MAX_LEN else current
+    loss = t.loss_logits
+    plain = (getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder")
+             and inner.get_output_embeddings() is not None)
+    if loss == "auto":
+        loss = "labelled" if sft and not cuda and t.processes == 1 and plain else "all"
+    elif loss == "labelled" and not (sft and t.processes == 1 and plain):
+        loss = "all"  # asked for, but this model's head or this run cannot use it: the model's own loss
+    adapters = any(getattr(m, "cast_input_dtype_enabled", None) is not None for m in model.modules())
+    return {"attention": attention, "loss_logits": loss,
+            "adapter_input_cast": not (adapters and precision in ("bf16", "fp16")), "optimizer": t.optimizer}
+
+
+def apply(model, k: dict) -> None:
+    """Put the choice in place on ``model`` (before the trainer wraps it)."""
+    inner = _inner(model)
+    if k["loss_logits"] == "unsloth's own":
+        return
+    if str(getattr(inner.config, "_attn_implementation", "")) != k["attention"]:
+        inner.set_attn_implementation(k["attention"])
+    if not k["adapter_input_cast"]:
+        for m in model.modules():
+            if getattr(m, "cast_input_dtype_enabled", None) is not None:
+                m.cast_input_dtype_enabled = False
+
+
+def summary(k: dict) -> str:
+    """One cell for the report's cost table, e.g. ``eager attn · labelled logits · adamw_torch_fused``."""
+    cast = "" if k.get("adapter_input_cast", True) else " · no adapter casts"
+    return f"{k['attention']} attn · {k['loss_logits']} logits{cast} · {k['optimizer']}"
+
+
+def labelled_loss(model, inputs: dict, num_items_in_batch=None):
+    """The causal-LM loss with the output head applied only where a label is (see the module's text)."""
+    import torch
+    import torch.nn.functional as F
+
+    inner = _inner(model)
+    labels = inputs["labels"]
+    fwd = {k: inputs[k] for k in ("input_ids", "attention_mask", "position_ids") if k in inputs}
+    hidden = inner.get_decoder()(**fwd, use_cache=False).last_hidden_state
+    target = labels[:, 1:]
+    keep = target != -100
+    logits = inner.get_output_embeddings()(hidden[:, :-1][keep])
+    loss = F.cross_entropy(logits.float(), target[keep], reduction="sum")
+    if num_items_in_batch is None:
+        return loss / keep.sum().clamp(min=1)
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss / num_items_in_batch

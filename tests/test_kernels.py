@@ -1,0 +1,105 @@
+"""The training step's speed levers (bakeoff.techniques.kernels): each one computes what it replaces."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from bakeoff.config import TrainConfig, VariantConfig
+from bakeoff.data import read_examples
+from bakeoff.models import load_model, load_tokenizer
+from bakeoff.techniques import get_technique, kernels
+from bakeoff.techniques.trainer import train
+
+
+def _batch(tok):
+    """Two right-padded rows of different lengths; prompt tokens and padding carry no label."""
+    rows = [("Classify: the app crashes on start", "bug"), ("Refund please, I was charged twice for a plan", "refund")]
+    ids, labels = [], []
+    for prompt, answer in rows:
+        p, a = tok(prompt)["input_ids"], tok(" " + answer)["input_ids"] + [tok.eos_token_id]
+        ids.append(p + a)
+        labels.append([-100] * len(p) + a)
+    width = max(map(len, ids))
+    pad = lambda x, v: x + [v] * (width - len(x))  # noqa: E731
+    return {"input_ids": torch.tensor([pad(x, tok.pad_token_id) for x in ids]),
+            "attention_mask": torch.tensor([pad([1] * len(x), 0) for x in ids]),
+            "labels": torch.tensor([pad(x, -100) for x in labels])}
+
+
+def test_labelled_loss_and_gradients_equal_the_models_own(tiny_model_dir):
+    tok = load_tokenizer(tiny_model_dir)
+    batch = _batch(tok)
+    for num_items in (None, torch.tensor(23)):  # mean over labels; sum over the accumulated batch's 23 labels
+        grads = []
+        for fn in ("model", "labelled"):
+            model = load_model(tiny_model_dir)
+            extra = {} if num_items is None else {"num_items_in_batch": num_items}
+            loss = (model(**batch, use_cache=False, **extra).loss if fn == "model"
+                    else kernels.labelled_loss(model, batch, num_items))
+            loss.backward()
+            grads.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        (ref, g_ref), (got, g_got) = grads
+        assert got == pytest.approx(ref, rel=1e-6)
+        for n in g_ref:
+            torch.testing.assert_close(g_got[n], g_ref[n], rtol=1e-5, atol=1e-7, msg=n)
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    assert labelled < batch["attention_mask"].sum() / 2  # the head ran on under half the positions
+
+
+def test_adapter_input_casts_off_give_the_same_forward_under_autocast(tiny_model_dir):
+    from peft import get_peft_model
+
+    tok = load_tokenizer(tiny_model_dir)
+    batch = {k: v for k, v in _batch(tok).items() if k != "labels"}
+    torch.manual_seed(0)
+    model = get_peft_model(load_model(tiny_model_dir, dtype=torch.bfloat16),
+                           get_technique("lora").lora_config({"r": 4, "alpha": 8, "dropout": 0.0,
+                                                              "targets": "all-linear"}))
+    for m in model.modules():  # a non-zero adapter, so its path counts
+        if hasattr(m, "lora_B"):
+            torch.nn.init.normal_(m.lora_B["default"].weight, std=0.1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with_casts = model(**batch).logits
+        kernels.apply(model, {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": False,
+                              "optimizer": "adamw_torch"})
+        without = model(**batch).logits
+    assert any(getattr(m, "cast_input_dtype_enabled", True) is False for m in model.modules())
+    assert torch.equal(with_casts, without)
+
+
+def _variant(technique="full", **train):
+    t = TrainConfig(max_steps=3, effective_batch=4, micro_batch=2, lr=1e-3, max_seq_len=128, precision="fp32",
+                    logging_steps=1, warmup_steps_excluded=1, **train)
+    return VariantConfig(name=technique, technique=technique, train=t, options=dict(get_technique(technique).defaults))
+
+
+def test_choice_on_cpu_and_where_it_falls_back(tiny_model_dir):
+    model = load_model(tiny_model_dir)
+    t = _variant().train
+    k = kernels.choose(t, model, "fp32")
+    assert k == {"attention": "eager", "loss_logits": "labelled", "adapter_input_cast": True,
+                 "optimizer": "adamw_torch_fused"}
+    assert kernels.choose(replace(t, max_seq_len=2048), model, "fp32")["attention"] == "sdpa"  # long rows: SDPA
+    assert kernels.choose(replace(t, processes=2), model, "fp32")["loss_logits"] == "all"  # DDP's forward
+    assert kernels.choose(t, model, "fp32", sft=False)["loss_logits"] == "all"  # DPO computes its own loss
+    model.config.model_type = "gemma2"  # soft-capped logits: the model's own loss
+    assert kernels.choose(replace(t, loss_logits="labelled"), model, "fp32")["loss_logits"] == "all"
+    assert kernels.choose(replace(t, attention="sdpa", loss_logits="all"), load_model(tiny_model_dir), "fp32") == \
+        {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch_fused"}
+
+
+def test_training_with_the_levers_follows_the_same_losses_and_records_them(tiny_model_dir, tickets, tmp_path):
+    rows = read_examples(tickets)[:16]
+    before = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch"}
+    recs = {}
+    for side, choice in (("before", before), ("after", None)):
+        v = _variant(optimizer="adamw_torch" if choice else "adamw_torch_fused")
+        recs[side] = train(get_technique("full"), v, tiny_model_dir, rows, tmp_path / side / "out", "fp32",
+                           tmp_path / side / "w", kernel_choice=choice)
+    losses = {s: [h["loss"] for h in r["history"]] for s, r in recs.items()}
+    assert len(losses["after"]) == 3
+    assert losses["after"] == pytest.approx(losses["before"], rel=1e-3), losses
+    assert recs["after"]["kernels"] == "eager attn · labelled logits · adamw_torch_fused"
+    assert recs["before"]["kernels"] == "sdpa attn · all logits · adamw_torch"
+    assert recs["after"]["kernel_choice"]["loss_logits"] == "labelled"

@@ -1,0 +1,89 @@
+"""Which differences between runs are real: exact tests, Holm's adjustment, rank groups, the recommendation.
+Hand-computed numbers; no models."""
+
+import pandas as pd
+import pytest
+
+from bakeoff import verdict
+from bakeoff.measure import holm, mcnemar_exact, paired_permutation_p
+from bakeoff.metrics import METRICS
+
+
+def test_exact_mcnemar_from_discordant_counts():
+    # b=5, c=10: 2 · P(X ≤ 5), X ~ Bin(15, 1/2) = 2 · 4944 / 32768
+    assert mcnemar_exact(5, 10) == pytest.approx(0.3018, abs=1e-4)
+    assert mcnemar_exact(10, 5) == mcnemar_exact(5, 10)
+    assert mcnemar_exact(0, 6) == pytest.approx(0.03125)  # 2 / 2^6
+    assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    # sorted 0.005, 0.01, 0.03, 0.04 → ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04 → monotone: 0.02, 0.03, 0.06, 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([]) == []
+
+
+def test_paired_permutation_test_sees_a_shift_and_not_noise():
+    a = [0.9] * 30 + [0.5] * 30
+    assert paired_permutation_p(a, [x - 0.3 for x in a], METRICS["json_fields"].figure, 2000) < 0.001
+    assert paired_permutation_p(a, list(a), METRICS["json_fields"].figure, 2000) == 1.0
+
+
+def _runs(results: dict[str, list[int]], kinds: dict[str, str] | None = None, **cols) -> tuple[pd.DataFrame, dict]:
+    """A frame of finished runs and their per-example 0/1 items; val_quality ranks as test quality does."""
+    kinds = kinds or {}
+    rows = [{"name": n, "kind": kinds.get(n, "variant"), "status": "ok", "quality": sum(r) / len(r),
+             "val_quality": sum(r) / len(r), **{k: v[n] for k, v in cols.items() if n in v}}
+            for n, r in results.items()]
+    return pd.DataFrame(rows), {n: dict(enumerate(r)) for n, r in results.items()}
+
+
+def test_pairwise_counts_discordant_items_and_adjusts_over_all_pairs():
+    # a and b disagree on 15 items: a alone right on 10, b alone right on 5 → McNemar p 0.3018
+    a = [1] * 40 + [1] * 10 + [0] * 5 + [0] * 5
+    b = [1] * 40 + [0] * 10 + [1] * 5 + [0] * 5
+    c = [0] * 60
+    df, items = _runs({"a": a, "b": b, "c": c})
+    pw = verdict.pairwise(df, "exact_match", items)
+    ab = pw[(pw["a"] == "a") & (pw["b"] == "b")].iloc[0]
+    assert (ab["a_better_on"], ab["b_better_on"], ab["test"]) == (10, 5, "exact McNemar")
+    assert ab["p"] == pytest.approx(0.3018, abs=1e-4)
+    assert ab["diff"] == pytest.approx(5 / 60)
+    assert list(pw["p_holm"]) == pytest.approx(holm(list(pw["p"])))
+    assert len(pw) == 3
+
+
+def test_rank_groups_put_indistinguishable_runs_with_the_leader():
+    n = 60
+    full = [1] * 57 + [0] * 3
+    qlora = [1] * 55 + [0] * 5  # 2 items apart from full: not distinguishable
+    lora = [1] * 40 + [0] * 20  # 17 items below full, none above: p ≈ 1.5e-5
+    unsloth = [1] * 39 + [0] * 21  # 1 item from lora
+    prompt = [0] * n
+    df, items = _runs({"lora": lora, "full": full, "prompt": prompt, "qlora": qlora, "unsloth": unsloth},
+                      {"prompt": "baseline"})
+    df.loc[df["name"] == "prompt", "quality_label_choice"] = float("nan")
+    pw = verdict.pairwise(df, "exact_match", items)
+    groups = verdict.rank_groups(df, pw)
+    assert groups == [["full", "qlora"], ["lora", "unsloth"], ["prompt"]]
+    assert verdict.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
+
+
+def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
+    df, _ = _runs({"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
+                  {"few_shot": "baseline"}, technique={"full": "full", "qlora": "qlora", "few_shot": ""},
+                  latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
+    fits = {"full": {"usd": 40.0, "gpu": "H100-80GB", "gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
+            "qlora": {"usd": 4.0, "gpu": "L4", "gpus": 1, "need_gb": 5.4, "target": "llama-3.1-8b"}}
+    rec = verdict.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
+    assert rec["action"] == "fine-tune" and rec["run"] == "qlora"
+    assert "5.4 GB" in rec["line"] and "L4" in rec["line"] and "$4" in rec["line"]
+    assert rec["fastest"] == "full" and "`full` (p50 0.90 s)" in rec["line"]
+    # a prompting baseline in the best group: prompt
+    rec = verdict.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
+    assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
+    # "prompting is enough" prompts even when the variants lead the groups
+    rec = verdict.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
+                            [["full", "qlora"], ["few_shot"]], fits)
+    assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
