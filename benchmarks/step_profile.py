@@ -19,6 +19,8 @@ and the generated answers of one model on the test split under the evaluation's 
 attention. Targets (exit 1 when missed): tokens/s ratio ≥ 1.5 for each variant; the mean training loss over the
 steps within 1% (the step-by-step figures are shown beside it: bf16 training on CPU is not bit-reproducible even
 with the same settings, so single steps drift apart by more than that); identical answers.
+``--floor`` adds a third run per variant, the old settings with fused AdamW alone (the same update in exact
+arithmetic, rounded differently), to show how far bf16 rounding alone moves the losses over the same steps.
 Writes reports/bench/step_compare.json.
 """
 
@@ -109,22 +111,24 @@ BEFORE = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True,
 RATIO_TARGET, LOSS_TOL = 1.5, 0.01
 
 
-def timed_run(params, name: str, steps: int, work: Path, before: bool) -> dict:
-    """``steps`` optimizer steps of ``name`` through the pipeline's loop, before or after the levers."""
+def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: dict | None = None) -> dict:
+    """``steps`` optimizer steps of ``name`` through the pipeline's loop, before or after the levers (or under
+    ``choice``)."""
     from bakeoff.data import load_examples
     from bakeoff.models import resolve_precision
     from bakeoff.techniques import get_technique
     from bakeoff.techniques.trainer import train
 
     v = params.variant(name)
+    choice = choice or (dict(BEFORE) if before else None)
     t = replace(v.train, max_steps=steps, eval_steps=0, checkpoint_steps=0, logging_steps=1,
-                **({"optimizer": BEFORE["optimizer"]} if before else {}))
+                **({"optimizer": choice["optimizer"]} if choice else {}))
     v = replace(v, train=t)
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
-    side = "before" if before else "after"
+    side = "before" if before else "after" if choice is None else "floor"
     out = work / f"{name}-{side}"
     rec = train(get_technique(v.technique), v, ROOT / "models" / "base", rows, out / "model",
-                resolve_precision(t.precision), out / "tmp", kernel_choice=dict(BEFORE) if before else None)
+                resolve_precision(t.precision), out / "tmp", kernel_choice=choice)
     return {"side": side, "kernels": rec["kernels"], "train_tokens_per_s": rec["train_tokens_per_s"],
             "train_step_s_median": rec["train_step_s_median"], "losses": [h["loss"] for h in rec["history"]],
             "model": str(out / "model")}
@@ -148,7 +152,7 @@ def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
     return out, log.generated_tokens / log.seconds
 
 
-def compare(params, names: list[str], steps: int) -> int:
+def compare(params, names: list[str], steps: int, floor: bool = False) -> int:
     import numpy as np
 
     rows, failed = [], []
@@ -172,6 +176,14 @@ def compare(params, names: list[str], steps: int) -> int:
                 eager, eager_speed = answers(params, after["model"], "eager")
                 row.update(eval_answers=len(ref), eval_identical=sum(a == b for a, b in zip(ref, eager)),
                            eval_gen_tokens_per_s={"sdpa": round(ref_speed, 1), "eager": round(eager_speed, 1)})
+            if floor:  # before again with fused AdamW alone: the same update in exact arithmetic, other rounding
+                fl = timed_run(params, name, steps, Path(tmp), before=False, choice={**BEFORE,
+                                                                                     "optimizer": "adamw_torch_fused"})
+                lf = np.array(fl["losses"])
+                row["floor_mean_loss_rel_diff"] = round(float(abs(lf.mean() - lb.mean()) / lb.mean()), 5)
+                row["floor_step_loss_rel_diff_max"] = round(float((np.abs(lf - lb) / lb).max()), 5)
+                print(f"{name} floor (before + fused AdamW only): mean loss differs by "
+                      f"{row['floor_mean_loss_rel_diff']:.2%} from before", flush=True)
             rows.append(row)
             if ratio < RATIO_TARGET:
                 failed.append(f"{name}: tokens/s ratio {ratio:.2f} < {RATIO_TARGET}")
@@ -210,13 +222,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per variant; the last one is profiled")
     ap.add_argument("--compare", action="store_true", help="before/after the speed levers, with targets")
     ap.add_argument("--compare-steps", type=int, default=20)
+    ap.add_argument("--floor", action="store_true", help="with --compare: a third run per variant, the old settings "
+                    "with fused AdamW alone (exact same arithmetic), to show how far bf16 rounding alone moves the "
+                    "losses")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "step_profile.json"))
     args = ap.parse_args()
     from bakeoff.config import load_params
 
     params = load_params(ROOT / "params.yaml")
     if args.compare:
-        sys.exit(compare(params, args.variants.split(","), args.compare_steps))
+        sys.exit(compare(params, args.variants.split(","), args.compare_steps, args.floor))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.variants.split(","):
