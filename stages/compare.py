@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bakeoff import report, runs, sizing, tracking, verdict
+from bakeoff import ranking, report, runs, sizing, tracking, verdict
 from bakeoff.config import load_params
 from bakeoff.errors import cli
 
@@ -32,11 +32,11 @@ def main() -> None:
     parent = params.variants[v["variant"]].parent if v.get("variant") else None
     c = verdict.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fits.get(v.get("variant")), fits.get(parent))
     # which differences are real: every pair tested, runs grouped, one thing to do
-    pw = verdict.pairwise(df, params.task.metric)
-    groups = verdict.rank_groups(df, pw)
+    pw = ranking.pairwise(df, params.task.metric)
+    groups = ranking.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
-    v.update(rank_groups=verdict.group_line(groups), alpha=verdict.ALPHA,
-             recommendation=verdict.recommend(df, v, groups, {n: f for n, f in fits.items()}))
+    v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA,
+             recommendation=ranking.recommend(df, v, groups, {n: f for n, f in fits.items()}))
     # the files, then the summary run that holds them
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric, pw)

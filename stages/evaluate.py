@@ -14,11 +14,29 @@ from bakeoff import runs, tracking
 from bakeoff.config import load_params
 from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval
+from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval, score_seed
 from bakeoff.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.techniques import get_technique
 
 BASE = runs.BASE
+
+
+def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], primary: float, seeds: list[dict]) -> dict:
+    """Each extra seed's test quality (also logged into its child MLflow run), and the mean and standard deviation
+    over every seed, the primary one included."""
+    import statistics
+
+    qualities = [primary]
+    for s in seeds:
+        model = technique.load_for_eval(BASE, runs.seed_dir(v.name, s["seed"]), v, serving)
+        q = score_seed(model, tok, inputs.test, inputs.plan, rows, s["seed"], f"{v.name} seed {s['seed']}")
+        del model
+        gc.collect()
+        qualities.append(q)
+        tracking.log_to_run(s["run_id"], {"quality": q})
+    return {"seeds": len(qualities), "quality_seed_mean": round(statistics.mean(qualities), 4),
+            "quality_seed_sd": round(statistics.stdev(qualities), 4), "quality_seed_min": round(min(qualities), 4),
+            "quality_seed_max": round(max(qualities), 4)}
 
 
 @cli
@@ -43,6 +61,9 @@ def main() -> None:
                 model = technique.load_for_eval(BASE, out, v, serving)
                 metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
                                                   pairs=inputs.pairs, desc=name)
+                seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
+                if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.verdict)
+                    metrics.update(seed_metrics(technique, v, serving, tok, inputs, rows, metrics["quality"], seeds))
                 write_jsonl(runs.predictions(name), rows)
                 metrics.update(served=technique.served_as(out), serving_dtype=technique.serving_dtype(v, serving))
                 lm_model = technique.lm_eval_model(BASE, out)

@@ -14,7 +14,7 @@ with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and t
 import os
 import shutil
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from bakeoff.config import load_params
@@ -91,7 +91,32 @@ def main() -> None:
             record["kernel_choice"] = m.pop("kernel_choice")  # what ran the step (bakeoff.techniques.kernels)
             tracking.set_tags({"convergence": m["convergence"], "kernels": m["kernels"],
                                **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()}})
+            if v.train.seeds > 1:  # the same variant again under other seeds, each a child run of this one
+                record["seeds"] = [train_seed(seed) for seed in range(v.train.seed + 1, v.train.seed + v.train.seeds)]
             return m
+
+        def train_seed(seed: int) -> dict:
+            sv = replace(v, train=replace(v.train, seed=seed, checkpoint_steps=0))
+            rec = {"seed": seed}
+            with tracking.child_run(f"{name} seed {seed}", {"bakeoff.name": name, "kind": "seed", "seed": seed,
+                                                            "technique": v.technique}) as child:
+                def fn():
+                    technique = get_technique(v.technique)
+                    got = train(technique, sv, base, technique.load_rows(data), runs.seed_dir(name, seed),
+                                resolve_precision(v.train.precision), work_dir=work / f"seed-{seed}",
+                                parent_dir=runs.variant_dir(v.parent) if v.parent else None,
+                                val_rows=technique.val_rows(data))
+                    for h in got.pop("history"):
+                        tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+                    got.pop("val_curve"), got.pop("kernel_choice")
+                    return got
+
+                runs.guarded(rec, fn)
+                tracking.log_metrics(rec["metrics"])
+                tracking.mark(rec)
+            keep = ("train_loss_final", "best_step", "stopped_at_step", "tokens_seen", "train_wall_s", "convergence")
+            return {"seed": seed, "run_id": child.info.run_id, "status": rec["status"], "error": rec.get("error"),
+                    **{k: rec["metrics"][k] for k in keep if k in rec["metrics"]}}
 
         runs.guarded(record, work_and_log)
         if record["status"] != "ok":

@@ -73,7 +73,7 @@ def repo(tmp_path_factory, tiny_model_dir):
                            "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."}}
     params["eval"].update(latency_requests=2, bootstrap_resamples=200)
     params["variants"] = {
-        "lora": {"technique": "lora", "r": 4, "alpha": 8},
+        "lora": {"technique": "lora", "r": 4, "alpha": 8, "seeds": 2},  # a second training seed, seed 1
         "lora_oom": {"technique": "lora", "r": 4, "alpha": 8, "memory_budget_gb": 0.05},  # forced out-of-memory
         "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},
     }
@@ -231,9 +231,10 @@ def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     assert metrics["verdict"]["decision"] == sizing["verdict"]["decision"]
     plots = sorted(p.name for p in (repo / "reports" / "plots").glob("*.png"))
-    assert plots == ["loss_curves.png", "quality_bars.png", "quality_vs_memory.png", "quality_vs_time.png"]
+    assert plots == ["loss_curves.png", "pairwise.png", "quality_bars.png", "quality_vs_memory.png",
+                     "quality_vs_time.png"]
     page = (repo / "reports" / "comparison.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 4 and "http://" not in page and "https://" not in page
+    assert page.count('src="data:image/png;base64,') == 5 and "http://" not in page and "https://" not in page
     shown = sh("dvc metrics show", repo)
     assert "reports/metrics.json" in shown and "quality" in shown
     sh("dvc plots show -o plots_html", repo)
@@ -252,7 +253,53 @@ def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo)
     assert summary["tags.verdict"] in ("fine-tune", "prompting is enough", "inconclusive")
     client = mlflow.MlflowClient()
     names = {a.path for a in client.list_artifacts(summary["run_id"])}
-    assert {"comparison.md", "comparison.html", "sizing.json", "metrics.json", "plots", "flips"} <= names
+    assert {"comparison.md", "comparison.html", "sizing.json", "metrics.json", "plots", "flips", "pairwise.csv",
+            "pairwise.json"} <= names
+    # the rank groups and the recommendation as tags; the pairwise tests as a table the UI shows
+    assert summary["tags.rank_groups"].startswith("A: ") and "Recommendation" in summary["tags.recommendation"]
+    table = client.load_table(summary["experiment_id"], "pairwise.json", run_ids=[summary["run_id"]])
+    assert {"a", "b", "p", "p_holm"} <= set(table.columns) and len(table) == 6 * 5 / 2  # six finished runs
+
+
+def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
+    import pandas as pd
+
+    repo, _ = repo
+    pw = pd.read_csv(repo / "reports" / "pairwise.csv")
+    assert len(pw) == 15 and (pw["p_holm"] >= pw["p"] - 1e-12).all() and pw["p"].between(0, 1).all()
+    assert set(pw["test"]) == {"exact McNemar"}  # exact match is 0/1
+    # the discordant counts are the items the two runs disagree on, recounted from their predictions
+    row = pw[(pw["a"] == "zero_shot") & (pw["b"] == "lora")].iloc[0]
+    score = {n: {r["id"]: r["score"] for r in map(json.loads, (repo / "runs" / n / "predictions.jsonl").open())}
+             for n in ("zero_shot", "lora")}
+    assert row["a_better_on"] == sum(score["zero_shot"][i] > score["lora"][i] for i in score["lora"])
+    assert row["b_better_on"] == sum(score["lora"][i] > score["zero_shot"][i] for i in score["lora"])
+    md = (repo / "reports" / "comparison.md").read_text()
+    assert "**Rank groups**" in md and "**Recommendation:" in md and "## Which differences are real" in md
+    assert "| group |" in md
+
+
+def test_a_second_seed_trains_differently_is_a_child_run_and_widens_nothing_silently(repo):
+    import mlflow
+
+    repo, _ = repo
+    train = json.loads((repo / "runs" / "lora" / "train.json").read_text())
+    assert [(s["seed"], s["status"]) for s in train["seeds"]] == [(1, "ok")]
+    primary = repo / "models" / "variants" / "lora" / "adapter_model.safetensors"
+    seed1 = repo / "models" / "variants" / "lora" / "seeds" / "seed-1" / "adapter_model.safetensors"
+    assert seed1.exists() and seed1.read_bytes() != primary.read_bytes()
+    rows = [json.loads(line) for line in (repo / "runs" / "lora" / "predictions.jsonl").open()]
+    assert all(set(r["seed_scores"]) == {"1"} for r in rows)
+    ev = json.loads((repo / "runs" / "lora" / "eval.json").read_text())["metrics"]
+    seed_quality = sum(r["seed_scores"]["1"] for r in rows) / len(rows)
+    assert ev["seeds"] == 2 and ev["quality_seed_mean"] == pytest.approx((ev["quality"] + seed_quality) / 2, abs=1e-4)
+    shown = json.loads((repo / "reports" / "metrics.json").read_text())["runs"]["lora"]
+    assert shown["quality"] == pytest.approx(ev["quality_seed_mean"], abs=1e-4)  # the report gives the mean
+    assert "2: sd " in (repo / "reports" / "comparison.md").read_text()
+    mlflow.set_tracking_uri(SERVER["uri"])
+    child = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.kind = 'seed'")
+    child = child[child["tags.mlflow.parentRunId"] == train["run_id"]].iloc[0]
+    assert child["tags.seed"] == "1" and child["metrics.quality"] == pytest.approx(seed_quality, abs=1e-4)
 
 
 def test_dvc_remote_push_and_pull_bring_back_identical_outputs(repo, tmp_path):

@@ -4,7 +4,7 @@ Hand-computed numbers; no models."""
 import pandas as pd
 import pytest
 
-from bakeoff import verdict
+from bakeoff import ranking
 from bakeoff.measure import holm, mcnemar_exact, paired_permutation_p
 from bakeoff.metrics import METRICS
 
@@ -45,7 +45,7 @@ def test_pairwise_counts_discordant_items_and_adjusts_over_all_pairs():
     b = [1] * 40 + [0] * 10 + [1] * 5 + [0] * 5
     c = [0] * 60
     df, items = _runs({"a": a, "b": b, "c": c})
-    pw = verdict.pairwise(df, "exact_match", items)
+    pw = ranking.pairwise(df, "exact_match", items)
     ab = pw[(pw["a"] == "a") & (pw["b"] == "b")].iloc[0]
     assert (ab["a_better_on"], ab["b_better_on"], ab["test"]) == (10, 5, "exact McNemar")
     assert ab["p"] == pytest.approx(0.3018, abs=1e-4)
@@ -64,10 +64,10 @@ def test_rank_groups_put_indistinguishable_runs_with_the_leader():
     df, items = _runs({"lora": lora, "full": full, "prompt": prompt, "qlora": qlora, "unsloth": unsloth},
                       {"prompt": "baseline"})
     df.loc[df["name"] == "prompt", "quality_label_choice"] = float("nan")
-    pw = verdict.pairwise(df, "exact_match", items)
-    groups = verdict.rank_groups(df, pw)
+    pw = ranking.pairwise(df, "exact_match", items)
+    groups = ranking.rank_groups(df, pw)
     assert groups == [["full", "qlora"], ["lora", "unsloth"], ["prompt"]]
-    assert verdict.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
+    assert ranking.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
 
 
 def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
@@ -76,14 +76,29 @@ def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
                   latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
     fits = {"full": {"usd": 40.0, "gpu": "H100-80GB", "gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
             "qlora": {"usd": 4.0, "gpu": "L4", "gpus": 1, "need_gb": 5.4, "target": "llama-3.1-8b"}}
-    rec = verdict.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
+    rec = ranking.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
     assert rec["action"] == "fine-tune" and rec["run"] == "qlora"
     assert "5.4 GB" in rec["line"] and "L4" in rec["line"] and "$4" in rec["line"]
     assert rec["fastest"] == "full" and "`full` (p50 0.90 s)" in rec["line"]
     # a prompting baseline in the best group: prompt
-    rec = verdict.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
+    rec = ranking.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
     # "prompting is enough" prompts even when the variants lead the groups
-    rec = verdict.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
+    rec = ranking.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
                             [["full", "qlora"], ["few_shot"]], fits)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
+
+
+def test_the_interval_over_items_and_seeds_widens_when_seeds_disagree():
+    from bakeoff.measure import bootstrap_ci
+
+    primary = [1, 0] * 30  # 50%
+    agree = [list(primary), list(primary)]
+    disagree = [[1] * 50 + [0] * 10, [1] * 10 + [0] * 50]  # 83% and 17%: the same 50% mean, far apart
+    base = [0] * 60
+    q_a, lo_a, hi_a = bootstrap_ci(primary, baseline=base, resamples=2000, seeds=agree)
+    q_d, lo_d, hi_d = bootstrap_ci(primary, baseline=base, resamples=2000, seeds=disagree)
+    assert q_a == pytest.approx(0.5) and q_d == pytest.approx(0.5)  # the figure is the mean over seeds
+    assert (hi_d - lo_d) > 1.5 * (hi_a - lo_a)
+    _, lo_1, hi_1 = bootstrap_ci(primary, baseline=base, resamples=2000)
+    assert (hi_a - lo_a) == pytest.approx(hi_1 - lo_1, rel=0.15)  # agreeing seeds add next to nothing

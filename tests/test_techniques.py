@@ -205,3 +205,33 @@ def test_a_deliberately_short_run_is_flagged_still_improving(tiny_model_dir, tic
     assert [v["step"] for v in curve] == [2, 4] and curve[1]["loss"] < curve[0]["loss"], curve
     assert rec["train_loss_drop_last_quarter"] > 0.005 and rec["convergence"] == "still improving"
     assert rec["stopped_at_step"] == 4
+
+
+def test_training_seeds_differ_in_data_order_and_initial_adapter_weights(tiny_model_dir, tickets, tmp_path,
+                                                                         monkeypatch):
+    from dataclasses import replace
+
+    from bakeoff.measure import StepLog
+
+    rows = read_examples(tickets)[:16]
+    seen, initial = {}, {}
+    orig_add, lora = StepLog.add_micro_batch, get_technique("lora")
+    orig_build = lora.build
+
+    def build_and_keep(seed):
+        def build(*a, **k):
+            model = orig_build(*a, **k)
+            initial[seed] = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_A" in n}
+            return model
+        return build
+
+    for seed in (0, 1):
+        monkeypatch.setattr(StepLog, "add_micro_batch", lambda self, b, s=seed: (
+            seen.setdefault(s, []).append(b["input_ids"].tolist()), orig_add(self, b)))
+        monkeypatch.setattr(lora, "build", build_and_keep(seed))
+        v = _variant("lora", r=4, alpha=8)
+        train(lora, replace(v, train=replace(v.train, seed=seed)), tiny_model_dir, rows, tmp_path / f"o{seed}", "fp32",
+              tmp_path / f"w{seed}")
+    assert len(seen[0]) == len(seen[1]) == 6 and seen[0] != seen[1], "the data order did not change with the seed"
+    assert initial[0] and all(not torch.equal(initial[0][n], initial[1][n]) for n in initial[0]), \
+        "the seeds share their initial adapter weights"

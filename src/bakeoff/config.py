@@ -72,6 +72,7 @@ class TrainConfig:
     batching: str = "padded"  # padded | group_by_length | padding_free
     memory_budget_gb: float | None = None  # stand-in for a card's memory: passing it ends the run as `oom`
     seed: int = 0
+    seeds: int = 1  # train each variant this many times (seed, seed + 1, ...): mean, spread, intervals over both
     logging_steps: int = 5
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
     checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
@@ -79,8 +80,7 @@ class TrainConfig:
     early_stopping_patience: int = 2  # stop after N evaluations without a new best, keep the best (0: run to max_steps)
     improving_drop: float = 0.05  # "still improving": loss fell more than this share over the last quarter, val at best
     processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
-    accelerate_config: str | None = None  # accelerate config file for several GPUs (FSDP, DeepSpeed), e.g.
-    #                                      configs/accelerate/fsdp.yaml
+    accelerate_config: str | None = None  # accelerate config for several GPUs, e.g. configs/accelerate/fsdp.yaml
 
     @property
     def grad_accum(self) -> int:
@@ -185,15 +185,15 @@ _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
 def _check_train(t: TrainConfig, key: str, src: Source) -> None:
-    for k in ("max_steps", "lr", "micro_batch", "processes", "max_seq_len"):
+    for k in ("max_steps", "lr", "micro_batch", "processes", "max_seq_len", "seeds"):
         check(getattr(t, k) > 0, src, f"{key}.{k}", f"must be > 0, got {getattr(t, k)}")
     check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
            f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
            f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
-    check(t.checkpoint_steps >= 0, src, f"{key}.checkpoint_steps", f"must be ≥ 0, got {t.checkpoint_steps}")
-    check(t.eval_steps >= 0, src, f"{key}.eval_steps", f"must be ≥ 0, got {t.eval_steps}")
-    check(t.early_stopping_patience >= 0, src, f"{key}.early_stopping_patience",
-          f"must be ≥ 0, got {t.early_stopping_patience}")
+    for k in ("checkpoint_steps", "eval_steps", "early_stopping_patience"):
+        check(getattr(t, k) >= 0, src, f"{key}.{k}", f"must be ≥ 0, got {getattr(t, k)}")
+    check(t.seeds == 1 or t.processes == 1, src, f"{key}.seeds", "several seeds train in one process: set "
+          f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
     for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
                        ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS)):

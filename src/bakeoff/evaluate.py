@@ -206,6 +206,17 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
     return metrics, rows
 
 
+def score_seed(model, tok, test: list[Example], plan: EvalPlan, rows: list[dict], seed: int, desc: str) -> float:
+    """Another training seed of a variant on the test split: its answers and primary-metric items go into the primary
+    seed's ``rows`` (``seed_predictions`` / ``seed_scores``, keyed by seed); returns its quality."""
+    preds, _ = generate(model, tok, [e.messages for e in test], plan.max_new_tokens, plan.batch_size, desc=desc)
+    value, items = score(plan.metric, preds, [e.completion for e in test], plan.labels)
+    for r, p, i in zip(rows, preds, items):
+        r.setdefault("seed_predictions", {})[str(seed)] = p
+        r.setdefault("seed_scores", {})[str(seed)] = i if not isinstance(i, tuple) else list(i)
+    return value
+
+
 # ---------------------------------------------------------------- a stage's evaluation
 
 @dataclass

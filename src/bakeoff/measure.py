@@ -30,7 +30,9 @@ Utilisation (one convention, used by benchmarks/gpu.py and by sizing's time esti
 Confidence
     ``*_ci_low``, ``*_ci_high``: paired percentile bootstrap, 95%, over test examples (seeded): the
     examples are resampled with replacement, the figure recomputed, the 2.5th and 97.5th percentiles kept.
-    For a difference between two runs the same resample is applied to both (the runs saw the same examples).
+    For a difference between two runs the same resample is applied to both (the runs saw the same examples). A
+    variant trained under several seeds (``train_defaults.seeds``) reports the mean over seeds, and each resample
+    draws the seeds with replacement too, so its interval holds the seed-to-seed spread.
 Differences between runs (``reports/pairwise.csv``)
     ``p``: for a 0/1 metric, the exact McNemar test: under "no difference" each of the b + c examples that one run
     gets right and the other wrong goes either way with probability 1/2, so p = the two-sided binomial p of
@@ -42,6 +44,7 @@ Differences between runs (``reports/pairwise.csv``)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import statistics
@@ -70,12 +73,10 @@ def _cuda_sync() -> None:
 
 def _read_status_kb(key: str) -> int | None:
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
+        lines = Path("/proc/self/status").read_text().splitlines()
     except OSError:
         return None
-    return None
+    return next((int(line.split()[1]) for line in lines if line.startswith(key + ":")), None)
 
 
 def _current_rss_bytes() -> int:
@@ -88,10 +89,8 @@ def _current_rss_bytes() -> int:
 
 
 def _malloc_trim() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 class PeakMemory:
@@ -317,27 +316,27 @@ def flop_params(model) -> int:
 # ---------------------------------------------------------------- confidence
 
 def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resamples: int = 2000,
-                 seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
-    """(figure, low, high): the figure of ``items`` with its paired percentile bootstrap interval. With ``baseline``
-    (the other run's items on the same examples, same order) the figure is the difference ``figure(items) -
-    figure(baseline)``, and each resample draws the same examples for both."""
+                 seed: int = 0, level: float = 0.95, seeds: list[list] | None = None) -> tuple[float, float, float]:
+    """(figure, low, high) of ``items`` (see Confidence above); ``baseline``: the other run's items (same examples,
+    same order), for a difference; ``seeds``: this run's items under its other training seeds, same order."""
     import numpy as np
 
     figure = figure or (lambda xs: sum(xs) / len(xs) if xs else 0.0)
-    if baseline is not None and len(baseline) != len(items):
-        raise ValueError(f"paired bootstrap needs the same examples: {len(items)} against {len(baseline)}")
-    n = len(items)
+    runs_ = [items, *(seeds or [])]
+    if any(len(x) != len(items) for x in runs_ + ([baseline] if baseline is not None else [])):
+        raise ValueError(f"paired bootstrap needs the same examples: {len(items)} against {len(baseline or [])}")
+    n, k = len(items), len(runs_)
     if n == 0:
         return 0.0, 0.0, 0.0
 
-    def stat(idx) -> float:
-        a = figure([items[i] for i in idx])
+    def stat(idx, picked) -> float:
+        a = sum(figure([runs_[s][i] for i in idx]) for s in picked) / len(picked)
         return a - figure([baseline[i] for i in idx]) if baseline is not None else a
 
     rng = np.random.default_rng(seed)
-    draws = np.sort([stat(rng.integers(0, n, n)) for _ in range(resamples)])
+    draws = np.sort([stat(rng.integers(0, n, n), rng.integers(0, k, k) if k > 1 else [0]) for _ in range(resamples)])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return stat(range(n)), float(lo), float(hi)
+    return stat(range(n), range(k)), float(lo), float(hi)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -97,6 +97,11 @@ def variant_dir(name: str) -> Path:
     return VARIANTS / name
 
 
+def seed_dir(name: str, seed: int) -> Path:
+    """Where a variant's extra training seed saves its model (inside the variant's folder, so one DVC output)."""
+    return VARIANTS / name / "seeds" / f"seed-{seed}"
+
+
 def write_json(path: str | Path, obj) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -125,6 +125,25 @@ def resume(params, run_id: str | None, name: str, kind: str, technique: str, log
         yield r
 
 
+@contextmanager
+def child_run(name: str, tags: dict):
+    """A run nested under the active one (a variant's extra training seed), shown beneath it in the UI."""
+    import mlflow
+
+    with mlflow.start_run(run_name=name, nested=True, tags={k: str(v) for k, v in tags.items()}) as r:
+        yield r
+
+
+def log_to_run(run_id: str, metrics: dict) -> None:
+    """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage)."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            client.log_metric(run_id, k, float(v))
+
+
 def log_metrics(metrics: dict, step: int | None = None) -> None:
     import mlflow
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bakeoff import runs
 from bakeoff.measure import bootstrap_ci
-from bakeoff.metrics import METRICS, mean
+from bakeoff.metrics import METRICS
 
 
 def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
@@ -44,6 +44,9 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
             row["tuned"] += f" (search of `{shared}`)" if shared else ""
             row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0),
                        tune_wall_s=0 if shared else tuned.get("tune_wall_s", 0))
+        if (row.get("seeds") or 1) > 1:  # mean and spread over training seeds (stages/evaluate.py)
+            row["seed_spread"] = (f"{row['seeds']}: sd {row['quality_seed_sd'] * 100:.1f} pp, "
+                                  f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}")
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         rows.append(row)
@@ -61,7 +64,16 @@ def _items(name: str, key: str = "score") -> dict[int, object] | None:
     return {r["id"]: tuple(r[key]) if isinstance(r[key], list) else r[key] for r in rows}
 
 
-def _num(x) -> float:
+def _seed_items(name: str) -> list[dict]:
+    """The primary metric's items of a variant's other training seeds (``seed_scores`` in its predictions), one
+    dict by example id per seed, in seed order ([] with one seed)."""
+    rows = [json.loads(line) for line in runs.predictions(name).read_text().splitlines() if line.strip()] \
+        if runs.predictions(name).exists() else []
+    seeds = sorted((rows[0].get("seed_scores") or {}) if rows else {}, key=int)
+    return [{r["id"]: tuple(v) if isinstance(v := r["seed_scores"][s], list) else v for r in rows} for s in seeds]
+
+
+def as_number(x) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else float("-inf")
 
 
@@ -69,7 +81,7 @@ def prompting_quality(r, split: str = "test") -> float:
     """A baseline's quality on ``split`` (test | val): the better of free generation and choice among the labels by
     likelihood."""
     pre = "val_" if split == "val" else ""
-    return max(_num(r.get(f"{pre}quality")), _num(r.get(f"{pre}quality_label_choice")))
+    return max(as_number(r.get(f"{pre}quality")), as_number(r.get(f"{pre}quality_label_choice")))
 
 
 def choosing_split(df: pd.DataFrame) -> str:
@@ -89,7 +101,7 @@ def best_baseline(df: pd.DataFrame) -> str | None:
     return str(ok.iloc[max(range(len(scores)), key=lambda i: (scores[i], -i))]["name"])
 
 
-def _right(item) -> float:
+def correctness(item) -> float:
     """An example's correctness from its item: the label pair agrees, or the score itself."""
     return float(item[0] == item[1]) if isinstance(item, tuple) else float(item)
 
@@ -99,7 +111,7 @@ def flips(items: dict, base: dict) -> list[dict]:
     graded metric)."""
     out = []
     for i in items:
-        a, b = _right(items[i]), _right(base[i])
+        a, b = correctness(items[i]), correctness(base[i])
         if a == b:
             continue
         binary = a in (0.0, 1.0) and b in (0.0, 1.0)
@@ -116,7 +128,7 @@ def primary_items(df: pd.DataFrame) -> dict[str, dict | None]:
     for _, r in df.iterrows():
         if r["status"] != "ok":
             continue
-        use_choice = r["kind"] == "baseline" and _num(r.get(f"{pre}quality_label_choice")) > _num(r.get(f"{pre}quality"))
+        use_choice = r["kind"] == "baseline" and as_number(r.get(f"{pre}quality_label_choice")) > as_number(r.get(f"{pre}quality"))
         items[r["name"]] = _items(r["name"], "choice_score" if use_choice else "score")
     return items
 
@@ -139,7 +151,10 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
         if not it:
             continue
         ids = sorted(it)
-        _, lo, hi = bootstrap_ci([it[k] for k in ids], figure, resamples=resamples)
+        seeds = [[s[k] for k in ids] for s in _seed_items(r["name"])] if r["kind"] == "variant" else []
+        q, lo, hi = bootstrap_ci([it[k] for k in ids], figure, resamples=resamples, seeds=seeds or None)
+        if seeds:  # several training seeds: the quality is their mean, the interval holds their spread
+            df.loc[i, "quality"] = round(q, 4)
         df.loc[i, ["quality_ci_low", "quality_ci_high"]] = [lo, hi]
         df.loc[i, "quality_ci"] = f"{lo:.1%}–{hi:.1%}"
         if r["kind"] != "variant" or not base_items:
@@ -147,7 +162,8 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
         if set(ids) != set(base_items):
             raise ValueError(f"runs/{r['name']}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
                              f"different test examples: rerun both (dvc repro)")
-        gain, glo, ghi = bootstrap_ci([it[k] for k in ids], figure, [base_items[k] for k in ids], resamples)
+        gain, glo, ghi = bootstrap_ci([it[k] for k in ids], figure, [base_items[k] for k in ids], resamples,
+                                      seeds=seeds or None)
         df.loc[i, ["gain", "gain_ci_low", "gain_ci_high"]] = [gain, glo, ghi]
         df.loc[i, "gain_vs_prompting"] = f"{gain * 100:+.1f} pp [{glo * 100:+.1f}, {ghi * 100:+.1f}]"
         f = flips(it, base_items)
@@ -207,121 +223,6 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
                           f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
                           f"contains min_gain {min_gain * 100:.1f}; {settle}")
     return out
-
-
-# ---------------------------------------------------------------- which differences are real
-
-ALPHA = 0.05  # the level of every "different" / "as good as the best" claim, after Holm's adjustment
-
-
-def _binary(items: list) -> bool:
-    return all(_right(x) in (0.0, 1.0) for x in items)
-
-
-def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples: int = 5000) -> pd.DataFrame:
-    """Every pair of finished runs on the same test examples: each one's figure, the discordant counts, the test
-    (exact McNemar for a 0/1 metric, else a paired permutation test of the figure) and its Holm-adjusted p over all
-    pairs (``bakeoff.measure``). One row per pair, ``a`` before ``b`` in the report's order."""
-    from bakeoff.measure import holm, mcnemar_exact, paired_permutation_p
-
-    figure = METRICS[metric].figure
-    items = primary_items(df) if items is None else items
-    names = [n for n in df["name"] if items.get(n)]
-    rows = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            ids = sorted(items[a])
-            if set(ids) != set(items[b]):
-                raise ValueError(f"runs/{a}/predictions.jsonl and runs/{b}/predictions.jsonl cover different test "
-                                 f"examples: rerun both (dvc repro)")
-            xa, xb = [items[a][k] for k in ids], [items[b][k] for k in ids]
-            ra, rb = [_right(x) for x in xa], [_right(x) for x in xb]
-            only_a = sum(x > y for x, y in zip(ra, rb))
-            only_b = sum(y > x for x, y in zip(ra, rb))
-            binary = figure is mean and _binary(xa) and _binary(xb)
-            p = mcnemar_exact(only_a, only_b) if binary else paired_permutation_p(xa, xb, figure, resamples)
-            fa, fb = figure(xa), figure(xb)
-            rows.append({"a": a, "b": b, "n": len(ids), "quality_a": fa, "quality_b": fb, "diff": fa - fb,
-                         "a_better_on": only_a, "b_better_on": only_b,
-                         "test": "exact McNemar" if binary else "paired permutation", "p": p})
-    out = pd.DataFrame(rows, columns=["a", "b", "n", "quality_a", "quality_b", "diff", "a_better_on", "b_better_on",
-                                      "test", "p"])
-    out["p_holm"] = holm(list(out["p"])) if len(out) else []
-    return out
-
-
-def _p_between(pw: pd.DataFrame, a: str, b: str) -> float:
-    hit = pw[((pw["a"] == a) & (pw["b"] == b)) | ((pw["a"] == b) & (pw["b"] == a))]
-    return float(hit["p_holm"].iloc[0]) if len(hit) else 1.0
-
-
-def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> list[list[str]]:
-    """Runs grouped by what the data can tell apart: the leader (best on the choosing split, the split that picks
-    winners) and every remaining run not different from it on the test split (Holm-adjusted p ≥ ``alpha``) form
-    group A; the same again on what is left forms B, and so on. Members of a group are listed best first."""
-    split = choosing_split(df)
-    ok = df[(df["status"] == "ok") & df["name"].isin(set(pw["a"]) | set(pw["b"]))]
-    key = (lambda r: prompting_quality(r, split) if r["kind"] == "baseline" else _num(r.get(
-        "val_quality" if split == "val" else "quality")))
-    left = [r["name"] for _, r in sorted(ok.iterrows(), key=lambda ir: -key(ir[1]))]
-    groups = []
-    while left:
-        leader = left[0]
-        group = [leader] + [n for n in left[1:] if _p_between(pw, leader, n) >= alpha]
-        groups.append(group)
-        left = [n for n in left if n not in group]
-    return groups
-
-
-def group_line(groups: list[list[str]]) -> str:
-    """``A: full, qlora · B: lora, unsloth``."""
-    return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
-
-
-def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], fits: dict | None = None) -> dict:
-    """One thing to do. A prompting baseline in the best group (or a "prompting is enough" verdict) → that baseline
-    (the cheapest in prompt tokens). Otherwise the variant of the best group that is cheapest to train on the sizing
-    target (``fits``: variant → sizing fit with ``usd``, ``gpu``, ``need_gb``), with the group's smallest memory
-    and fastest serving named beside it when another run holds them."""
-    rows = {r["name"]: r for _, r in df.iterrows()}
-    best = groups[0] if groups else []
-    baselines = [n for n in best if rows[n]["kind"] == "baseline"]
-    if v.get("decision") == "prompting is enough" or baselines:
-        pick = min(baselines, key=lambda n: _num(rows[n].get("prompt_tokens_per_request"))) if baselines \
-            else v.get("baseline")
-        if not pick:
-            return {}
-        why = ("it is in the best group: no fine-tuned run is distinguishable from it on the test split" if baselines
-               else f"the gain of fine-tuning is below min_gain ({v.get('reason', '')})")
-        return {"action": "prompt", "run": pick,
-                "line": f"**Recommendation: prompt** — use `{pick}`; {why}."}
-    variants = [n for n in best if rows[n]["kind"] == "variant"]
-    if not variants:
-        return {}
-    fits = fits or {}
-
-    def usd(n):
-        u = (fits.get(n) or {}).get("usd")
-        return u if isinstance(u, (int, float)) else float("inf")
-
-    pick = min(variants, key=lambda n: (usd(n), _num_or_inf(rows[n].get("train_peak_rss_mb"))))
-    f = fits.get(pick) or {}
-    where = (f" — fits {f['gpus']}× {f['gpu']} for {f['target']} at ~${f['usd']:,.0f}" if f.get("gpu") and
-             f.get("usd") is not None else "")
-    mem = f"{f['need_gb']:.1f} GB" if isinstance(f.get("need_gb"), (int, float)) else None
-    line = (f"**Recommendation: fine-tune with `{pick}`** ({rows[pick]['technique']}): as good as the best here "
-            f"(group A){f' at {mem}' if mem else ''}{where}.")
-    smallest = min(variants, key=lambda n: _num_or_inf((fits.get(n) or {}).get("need_gb")))
-    fastest = min(variants, key=lambda n: _num_or_inf(rows[n].get("latency_p50_s")))
-    if smallest != pick and (fits.get(smallest) or {}).get("need_gb") is not None:
-        line += f" Least memory in group A: `{smallest}` ({fits[smallest]['need_gb']:.1f} GB)."
-    if fastest != pick and _num_or_inf(rows[fastest].get("latency_p50_s")) < float("inf"):
-        line += f" Fastest to serve in group A: `{fastest}` (p50 {rows[fastest]['latency_p50_s']:.2f} s)."
-    return {"action": "fine-tune", "run": pick, "smallest": smallest, "fastest": fastest, "line": line}
-
-
-def _num_or_inf(x) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else float("inf")
 
 
 FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not

@@ -15,7 +15,7 @@ from bakeoff import runs
 # column → (header, format) for the Markdown table; every figure is defined in measure.py or metrics.py
 COLUMNS = {
     "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
-    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
+    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
     "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
     "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
@@ -47,7 +47,7 @@ def _fmt(value, spec: str) -> str:
         return str(value)
 
 
-QUALITY = ["name", "rank_group", "kind", "technique", "status", "quality", "quality_ci", "quality_label_choice",
+QUALITY = ["name", "rank_group", "kind", "technique", "status", "quality", "quality_ci", "seed_spread", "quality_label_choice",
            "gain_vs_prompting", "flips", "format_misses", "contains_reference",
            "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_quality", "val_quality_label_choice",
            "val_loss", "convergence", "stopped_at_step", "best_step"]
