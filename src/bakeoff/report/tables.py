@@ -97,7 +97,7 @@ def pairwise_lines(pw: pd.DataFrame) -> list[str]:
     for _, r in pw.iterrows():
         star = "**" if r["p_holm"] < 0.05 else ""
         cell[(r["a"], r["b"])] = f"{star}{r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
-        cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
+        cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100 + 0.0:+.1f}{star} (p {r['p_holm']:.2g})"
     test = ", ".join(sorted(set(pw["test"])))
     lines = ["## Which differences are real", "",
              f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
