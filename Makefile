@@ -28,7 +28,7 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
-# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); < 30 min on 2 CPU cores
+# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 40 min on 2 CPU cores
 bench: setup
 	test -d models/variants/lora || $(MAKE) repro
 	$(PY) benchmarks/iteration.py
