@@ -36,7 +36,7 @@ def main() -> None:
     groups = ranking.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
     v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA,
-             recommendation=ranking.recommend(df, v, groups, {n: f for n, f in fits.items()}))
+             recommendation=ranking.recommend(df, v, groups, fits))
     # the files, then the summary run that holds them
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric, pw)

@@ -89,14 +89,29 @@ def test_choice_on_cpu_and_where_it_falls_back(tiny_model_dir):
         {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch_fused"}
 
 
-def test_training_with_the_levers_follows_the_same_losses_and_records_them(tiny_model_dir, tickets, tmp_path):
+def test_training_with_the_levers_follows_the_same_losses_and_records_them(tiny_model_dir, tickets, tmp_path,
+                                                                          monkeypatch):
     rows = read_examples(tickets)[:16]
+    calls, built = {"labelled": 0}, []
+    orig_loss, full = kernels.labelled_loss, get_technique("full")
+    orig_build = full.build
+
+    def spy_loss(*a, **k):
+        calls["labelled"] += 1
+        return orig_loss(*a, **k)
+
+    monkeypatch.setattr(kernels, "labelled_loss", spy_loss)
+    monkeypatch.setattr(full, "build", lambda *a, **k: built.append(orig_build(*a, **k)) or built[-1])
     before = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch"}
     recs = {}
     for side, choice in (("before", before), ("after", None)):
         v = _variant(optimizer="adamw_torch" if choice else "adamw_torch_fused")
-        recs[side] = train(get_technique("full"), v, tiny_model_dir, rows, tmp_path / side / "out", "fp32",
+        calls["labelled"] = 0
+        recs[side] = train(full, v, tiny_model_dir, rows, tmp_path / side / "out", "fp32",
                            tmp_path / side / "w", kernel_choice=choice)
+        # the step really ran through them: the labelled loss on every micro-batch (2 × 3), the attention set
+        assert calls["labelled"] == (6 if choice is None else 0), (side, calls)
+        assert built[-1].config._attn_implementation == ("eager" if choice is None else "sdpa")
     losses = {s: [h["loss"] for h in r["history"]] for s, r in recs.items()}
     assert len(losses["after"]) == 3
     assert losses["after"] == pytest.approx(losses["before"], rel=1e-3), losses

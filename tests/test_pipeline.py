@@ -279,7 +279,7 @@ def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
     assert "| group |" in md
 
 
-def test_a_second_seed_trains_differently_is_a_child_run_and_widens_nothing_silently(repo):
+def test_a_second_seed_trains_differently_is_a_child_run_and_the_report_gives_the_mean(repo):
     import mlflow
 
     repo, _ = repo

@@ -91,7 +91,7 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], fits: dict | N
     best = groups[0] if groups else []
     baselines = [n for n in best if rows[n]["kind"] == "baseline"]
     if v.get("decision") == "prompting is enough" or baselines:
-        pick = min(baselines, key=lambda n: as_number(rows[n].get("prompt_tokens_per_request"))) if baselines \
+        pick = min(baselines, key=lambda n: _num_or_inf(rows[n].get("prompt_tokens_per_request"))) if baselines \
             else v.get("baseline")
         if not pick:
             return {}
@@ -104,11 +104,8 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], fits: dict | N
         return {}
     fits = fits or {}
 
-    def usd(n):
-        u = (fits.get(n) or {}).get("usd")
-        return u if isinstance(u, (int, float)) else float("inf")
-
-    pick = min(variants, key=lambda n: (usd(n), _num_or_inf(rows[n].get("train_peak_rss_mb"))))
+    pick = min(variants, key=lambda n: (_num_or_inf((fits.get(n) or {}).get("usd")),
+                                        _num_or_inf(rows[n].get("train_peak_rss_mb"))))
     f = fits.get(pick) or {}
     where = (f" — fits {f['gpus']}× {f['gpu']} for {f['target']} at ~${f['usd']:,.0f}" if f.get("gpu") and
              f.get("usd") is not None else "")
@@ -125,4 +122,5 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], fits: dict | N
 
 
 def _num_or_inf(x) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else float("inf")
+    """A number, or +inf for a missing one (the cheapest-first order puts it last)."""
+    return -as_number(-x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("inf")

@@ -23,7 +23,6 @@ from bakeoff.measure import MB, PeakMemory, StepLog, convergence, count_params, 
 from bakeoff.runs import Skipped
 from bakeoff.techniques import kernels
 from bakeoff.techniques.base import Technique
-from bakeoff.techniques.kernels import labelled_loss
 
 
 class MemoryBudgetExceeded(MemoryError):
@@ -64,7 +63,7 @@ def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | Non
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             if loss_logits == "labelled" and "labels" in inputs:
                 with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
-                    loss = labelled_loss(model, inputs, num_items_in_batch)
+                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
                 return (loss, {"loss": loss}) if return_outputs else loss
             if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
                 return super().compute_loss(model, inputs, return_outputs=return_outputs,
