@@ -28,7 +28,7 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
-# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 40 min on 2 CPU cores
+# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 55 min on 2 CPU cores
 bench: setup
 	test -d models/variants/lora || $(MAKE) repro
 	$(PY) benchmarks/iteration.py
@@ -37,6 +37,7 @@ bench: setup
 	$(PY) benchmarks/eval_speed.py
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/step_profile.py --compare
+	$(PY) benchmarks/label_choice.py
 	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu.py --out reports/bench/gpu.json"
 
 mlflow-ui: setup

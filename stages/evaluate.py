@@ -39,6 +39,35 @@ def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], prim
             "quality_seed_max": round(max(qualities), 4)}
 
 
+def kl_to_base(model, tok, serving: str, name: str) -> dict:
+    """``general_kl`` (``bakeoff.evaluate.general_kl``) against the base model, loaded in the same serving dtype."""
+    import time
+
+    from bakeoff.evaluate import general_instructions, general_kl
+    from bakeoff.models import load_for_eval
+
+    t0, base = time.perf_counter(), load_for_eval(BASE, precision=serving)
+    kl = general_kl(model, base, tok, general_instructions(), desc=f"{name} KL to base")
+    del base
+    gc.collect()
+    return {"general_kl": round(kl, 5), "general_kl_wall_s": round(time.perf_counter() - t0, 2)}
+
+
+def general_checks(params, name: str, lm, tok, serving: str, record: dict) -> dict:
+    """The forgetting checks lm-eval runs on ``lm`` (a loaded model or its ``hf`` model_args): the offline probe
+    (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
+    from bakeoff.lmeval import run_probe, run_standard
+
+    metrics = {}
+    if params.eval.probe:
+        metrics.update(run_probe(lm, tok, runs.work_dir(name) / "probe", params.eval.batch_size, torch_name(serving),
+                                 params.eval.probe_limit))
+    if params.eval.lm_eval_tasks:
+        record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
+                                               params.eval.lm_eval_limit, torch_name(serving))
+    return metrics
+
+
 @cli
 def main() -> None:
     name = sys.argv[1]
@@ -59,13 +88,18 @@ def main() -> None:
                 out, serving = runs.variant_dir(name), resolve_precision(params.eval.dtype)
                 tok = load_tokenizer(BASE)
                 model = technique.load_for_eval(BASE, out, v, serving)
+                resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
+                                f"{trained.get('run_id')}|{serving}|{inputs.plan.max_new_tokens}")
                 metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
-                                                  pairs=inputs.pairs, desc=name)
+                                                  pairs=inputs.pairs, desc=name, resume=resume)
                 seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
                 if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.verdict)
                     metrics.update(seed_metrics(technique, v, serving, tok, inputs, rows, metrics["quality"], seeds))
                 write_jsonl(runs.predictions(name), rows)
+                resume.finish()
                 metrics.update(served=technique.served_as(out), serving_dtype=technique.serving_dtype(v, serving))
+                if params.eval.probe:  # how far training moved the model from the base on general text
+                    metrics.update(kl_to_base(model, tok, serving, name))
                 lm_model = technique.lm_eval_model(BASE, out)
                 if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
                     del model
@@ -79,15 +113,11 @@ def main() -> None:
                                                inputs.plan.latency_requests, f"{name} unmerged").metrics("_unmerged"))
                         del unmerged
                         gc.collect()
-                if params.eval.lm_eval:
-                    metrics.update(run_lm_eval(inputs, rows, lm_model if lm_model is not None else model, tok,
-                                               runs.work_dir(name) / "lm_eval", dtype=torch_name(serving)))
-                if params.eval.lm_eval_tasks:
-                    from bakeoff.lmeval import run_standard
-
-                    record["lm_eval_tasks"] = run_standard(
-                        params.eval.lm_eval_tasks, lm_model if lm_model is not None else model, tok,
-                        params.eval.batch_size, params.eval.lm_eval_limit, torch_name(serving))
+                lm = lm_model if lm_model is not None else model
+                if params.eval.lm_eval != "off":
+                    metrics.update(run_lm_eval(inputs, rows, lm, tok, runs.work_dir(name) / "lm_eval",
+                                               dtype=torch_name(serving), mode=params.eval.lm_eval))
+                metrics.update(general_checks(params, name, lm, tok, serving, record))
                 return metrics
 
             runs.guarded(record, work)

@@ -87,6 +87,7 @@ def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -
         if n:
             lines = (ROOT / "data" / "raw" / name).read_text().splitlines(keepends=True)[:n]
             (repo / "data" / "raw" / name).write_text("".join(lines))
+    shutil.copytree(ROOT / "data" / "probe", repo / "data" / "probe")  # the forgetting probe ships with a project
     # src/ is a dependency in dvc.yaml: link the library so the stages' deps exist
     (repo / "src").symlink_to(ROOT / "src")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

@@ -95,3 +95,14 @@ def test_a_prompt_search_and_a_shared_search_load(tmp_path):
     p = load_params(_write(tmp_path, BASE + text))
     assert p.tune.trials == 4 and p.tune.share == {"lowmem": "lora"}
     assert p.baseline("searched").search["instruction"] == [None, "Be brief."]
+
+
+@pytest.mark.parametrize("value, want", [("true", "reuse"), ("false", "off"), ("reuse", "reuse"),
+                                         ("generate", "generate"), ("off", "off")])
+def test_lm_eval_mode(tmp_path, value, want):
+    assert load_params(_write(tmp_path, BASE + f"eval:\n  lm_eval: {value}\n")).eval.lm_eval == want
+
+
+def test_bad_lm_eval_mode_names_its_line(tmp_path):
+    with pytest.raises(ParamsError, match=r"params\.yaml:10: eval\.lm_eval: must be reuse, generate or off"):
+        load_params(_write(tmp_path, BASE + "eval:\n  lm_eval: twice\n"))

@@ -65,6 +65,37 @@ def test_batched_generation_matches_one_at_a_time(tiny_model_dir, tickets):
     assert sum(a == b for a, b in zip(batched, single)) >= 11     # ≥ 90% here; the benchmark checks ≥ 99%
 
 
+def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, tickets, tmp_path, monkeypatch):
+    """Answers stream to disk batch by batch; a second run with the same key generates only what is missing and
+    returns the same answers as one uninterrupted run; another key (a retrained model) starts over."""
+    from bakeoff.runs import Resume
+
+    tok = load_tokenizer(tiny_model_dir)
+    model = load_model(tiny_model_dir).eval()
+    prompts = [e.messages for e in read_examples(tickets)[:10]]
+    fresh, _ = generate(model, tok, prompts, 6, batch_size=4)
+    path = tmp_path / "answers.jsonl"
+    first = Resume(path, "run-1")
+    generate(model, tok, prompts[:6], 6, batch_size=4, resume=first)    # killed after 6 of 10
+    first.flush()
+    assert len(path.read_text().splitlines()) == 1 + 6
+    with open(path, "a") as f:
+        f.write('{"prompt": "half a li')                                 # the line the kill cut short
+    calls = []
+    orig = model.generate
+    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(len(kw["input_ids"])) or orig(**kw))
+    again = Resume(path, "run-1")
+    out, log = generate(model, tok, prompts, 6, batch_size=4, resume=again)
+    assert out == fresh and log.resumed == 6 and sum(calls) == 4
+    assert log.metrics()["gen_resumed"] == 6
+    again.finish()
+    assert not path.exists()
+    generate(model, tok, prompts[:3], 6, resume=Resume(path, "run-1"))
+    calls.clear()
+    _, log = generate(model, tok, prompts[:3], 6, resume=Resume(path, "run-2"))  # another model: nothing reused
+    assert log.resumed == 0 and sum(calls) == 3
+
+
 def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -111,6 +142,33 @@ def test_lm_eval_scores_the_same_outputs(tiny_model_dir, tickets, tmp_path):
     assert out["per_example"][0] == 1.0 and agree["lm_eval_disagree"] <= 1
 
 
+def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_saw(tiny_model_dir, tickets,
+                                                                                   tmp_path):
+    """eval.lm_eval: reuse: no second generation (no model at all here); lm-eval builds each request from its task
+    file, takes our answer for it and scores it with its own exact_match."""
+    from bakeoff.evaluate import EvalInputs, run_lm_eval
+    from bakeoff.prompts import render_prompt
+
+    tok = load_tokenizer(tiny_model_dir)
+    test = read_examples(tickets)[:6]
+    for i, e in enumerate(test):
+        e.id = i
+    answers = [e.completion if i in (1, 4) else "WRONG " + e.completion for i, e in enumerate(test)]
+    answers[2] = "  " + test[2].completion.upper() + "  "             # right once case and spacing are ignored
+    rows = [{"prediction": a, "loose_match": loose_match(a, e.completion)} for a, e in zip(answers, test)]
+    inputs = EvalInputs([], [], test, [], EvalPlan("exact_match", 8))
+    got = run_lm_eval(inputs, rows, None, tok, tmp_path / "task", mode="reuse")
+    assert got["lm_eval_exact_match"] == pytest.approx(3 / 6) and got["lm_eval_disagree"] == 0
+    assert got["lm_eval_generated"] == 0.0 and got["lm_eval_wall_s"] >= 0
+    # a prompt bakeoff rendered differently from lm-eval's task is an error that shows the prompt
+    from bakeoff import lmeval
+
+    task = lmeval.write_task(test, tok, tmp_path / "task2", 8)
+    wrong = lmeval.replay({render_prompt(tok, e.messages) + "x": "a" for e in test})
+    with pytest.raises(KeyError, match="did not answer"):
+        lmeval.run_task(task, wrong, tok)
+
+
 def test_standard_lm_eval_task_offline_is_skipped_with_the_reason(tiny_model_dir, monkeypatch):
     from bakeoff.lmeval import run_standard
 
@@ -118,6 +176,42 @@ def test_standard_lm_eval_task_offline_is_skipped_with_the_reason(tiny_model_dir
     tok = load_tokenizer(tiny_model_dir)
     got = run_standard(["arc_easy"], load_model(tiny_model_dir).eval(), tok, 4, limit=5)
     assert got["arc_easy"]["status"] == "skipped" and got["arc_easy"]["reason"]
+
+
+def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
+    """Every label's log-probability from the shared prompt equals the full-sequence one within 1e-4, for labels of
+    1 to many tokens, a label that is a token prefix of another (packed side by side, kept apart by the mask), and
+    prompts of different lengths (with a system turn); the chosen labels are identical."""
+    from bakeoff.evaluate import completion_logprobs, label_logprobs
+    from bakeoff.prompts import prompt_and_full
+
+    tok = load_tokenizer(tiny_model_dir)
+    model = load_model(tiny_model_dir).eval()
+    labels = ["refund", "refund request", "card arrival status", "a",
+              "billing: double charge on my card after the upgrade", "Refund"]
+    prompts = [[{"role": "user", "content": "my card was charged twice"}],
+               [{"role": "system", "content": "Classify the ticket."},
+                {"role": "user", "content": "where is my new card? " * 12}],
+               [{"role": "user", "content": "hi"}]]
+    tails = [prompt_and_full(tok, prompts[0], c) for c in labels]
+    lens = [len(f) - n for f, n in tails]
+    assert len(set(lens)) >= 4                                          # 1 to many tokens
+    short, long_ = tails[0][0][tails[0][1]:], tails[1][0][tails[1][1]:]
+    end = 0                                                              # the end-of-turn tokens every answer ends with
+    while short[-end - 1:] == long_[-end - 1:]:
+        end += 1
+    assert end >= 1 and long_[:len(short) - end] == short[:-end]        # "refund" is a token prefix of "refund request"
+    for impl in ("sdpa", "eager"):                                      # a boolean mask; an additive one
+        model.set_attn_implementation(impl)
+        full = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
+                                   [c for _ in prompts for c in labels])
+        shared = label_logprobs(model, tok, prompts, labels)
+        for i in range(len(prompts)):
+            for j in range(len(labels)):
+                assert shared[i][j] == pytest.approx(full[i * len(labels) + j][0], abs=1e-4), (impl, i, labels[j])
+    from bakeoff.evaluate import choose_labels
+
+    assert choose_labels(model, tok, prompts, labels) == choose_labels(model, tok, prompts, labels, shared=False)
 
 
 def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
@@ -144,3 +238,58 @@ def test_format_only_misses(pred, ref, want):
     from bakeoff.metrics import format_only_miss
 
     assert format_only_miss(pred, ref) is want
+
+
+def test_general_kl_is_zero_for_the_base_and_grows_with_change(tiny_model_dir):
+    """KL(base ‖ model) over the fixed general answers: 0 for the base against itself, larger for a model whose
+    weights moved further."""
+    from bakeoff.evaluate import general_instructions, general_kl
+
+    tok = load_tokenizer(tiny_model_dir)
+    base = load_model(tiny_model_dir).eval()
+    items = general_instructions()
+    assert len(items) == 24 and all(e.completion for e in items)
+    assert general_kl(base, base, tok, items) == pytest.approx(0.0, abs=1e-6)
+    kls = []
+    for scale in (0.01, 0.1):
+        moved = load_model(tiny_model_dir).eval()
+        torch.manual_seed(0)
+        with torch.no_grad():
+            for p in moved.model.layers.parameters():
+                p.add_(torch.randn_like(p) * scale)
+        kls.append(general_kl(moved, base, tok, items))
+    assert 0 < kls[0] < kls[1], kls
+
+
+@pytest.mark.slow
+def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_the_probe(tmp_path):
+    """The default base model, and the same model after full fine-tuning at a high learning rate on unrelated
+    text (random letter strings): the offline probe (lm-eval local task) scores it lower and its KL to the base is
+    larger than the base's own (0)."""
+    import random
+
+    from bakeoff.config import TrainConfig, VariantConfig
+    from bakeoff.evaluate import general_instructions, general_kl
+    from bakeoff.lmeval import run_probe
+    from bakeoff.models import resolve_base
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.trainer import train
+
+    base_dir = tmp_path / "base"
+    resolve_base("smollm2-135m-instruct", base_dir)
+    rng = random.Random(0)
+    word = lambda: "".join(rng.choice("qxzjvkw") for _ in range(rng.randint(3, 9)))  # noqa: E731
+    rows = [Example([{"role": "user", "content": " ".join(word() for _ in range(6))}],
+                    " ".join(word() for _ in range(12)), id=i) for i in range(32)]
+    t = TrainConfig(max_steps=8, effective_batch=8, micro_batch=8, lr=1e-3, max_seq_len=128, precision="fp32",
+                    logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
+    v = VariantConfig(name="forget", technique="full", train=t, options=dict(get_technique("full").defaults))
+    train(get_technique("full"), v, base_dir, rows, tmp_path / "forgot", "fp32", tmp_path / "work")
+    tok = load_tokenizer(base_dir)
+    base, forgot = load_model(base_dir).eval(), load_model(tmp_path / "forgot").eval()
+    items = general_instructions()
+    got = {name: {**run_probe(m, tok, tmp_path / f"probe-{name}", batch_size=16, limit=80),
+                  "kl": general_kl(m, base, tok, items)} for name, m in (("base", base), ("forgot", forgot))}
+    assert got["base"]["n_probe"] == got["forgot"]["n_probe"] == 80
+    assert got["base"]["kl"] == pytest.approx(0.0, abs=1e-6) and got["forgot"]["kl"] > 0.5, got
+    assert got["forgot"]["probe_acc"] <= got["base"]["probe_acc"] - 0.1, got

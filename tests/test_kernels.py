@@ -68,6 +68,42 @@ def test_adapter_input_casts_off_give_the_same_forward_under_autocast(tiny_model
     assert torch.equal(with_casts, without)
 
 
+def test_fp32_eager_attention_under_bf16_autocast_is_the_fp32_attention(tiny_model_dir):
+    """``eager_fp32``: scores, softmax and weighted sum in fp32 under bf16 autocast, as SDPA's CPU kernel
+    accumulates; transformers' eager attention rounds them to bf16. On the same bf16 query/key/value it is fp32
+    attention up to the output's bf16 rounding and several times closer than bf16 eager; in an fp32 model it is
+    eager attention exactly, and transformers takes it as an attention implementation."""
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    torch.manual_seed(0)
+    mod = torch.nn.Module()
+    mod.num_key_value_groups = 2
+    q, k, v = torch.randn(2, 4, 24, 16) * 3, torch.randn(2, 2, 24, 16) * 3, torch.randn(2, 2, 24, 16)
+    mask = torch.full((24, 24), float("-inf")).triu(1).expand(2, 1, 24, 24)
+    scale = 16 ** -0.5
+    qb, kb, vb = (x.bfloat16() for x in (q, k, v))
+    ref, _ = eager_attention_forward(mod.eval(), qb.float(), kb.float(), vb.float(), mask, scale)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf, _ = eager_attention_forward(mod, qb, kb, vb, mask.bfloat16(), scale)
+        f32, _ = kernels.eager_fp32_attention(mod, qb, kb, vb, mask.bfloat16(), scale)
+    assert f32.dtype == torch.bfloat16
+    err_f32, err_bf = float((f32.float() - ref).abs().max()), float((bf.float() - ref).abs().max())
+    assert err_f32 <= float(ref.abs().max()) * 2 ** -8 and err_f32 < err_bf / 3, (err_f32, err_bf)
+
+    tok = load_tokenizer(tiny_model_dir)
+    batch = {k: v for k, v in _batch(tok).items() if k != "labels"}
+    model = load_model(tiny_model_dir).eval()
+    logits = {}
+    for impl in ("eager", "eager_fp32"):
+        kernels.apply(model, {"attention": impl, "loss_logits": "all", "adapter_input_cast": True,
+                              "optimizer": "adamw_torch"})
+        assert model.config._attn_implementation == impl
+        with torch.no_grad():
+            logits[impl] = model(**batch).logits
+    keep = batch["attention_mask"].bool()
+    torch.testing.assert_close(logits["eager_fp32"][keep], logits["eager"][keep], rtol=1e-5, atol=1e-5)
+
+
 def _variant(technique="full", **train):
     t = TrainConfig(max_steps=3, effective_batch=4, micro_batch=2, lr=1e-3, max_seq_len=128, precision="fp32",
                     logging_steps=1, warmup_steps_excluded=1, **train)
@@ -78,7 +114,7 @@ def test_choice_on_cpu_and_where_it_falls_back(tiny_model_dir):
     model = load_model(tiny_model_dir)
     t = _variant().train
     k = kernels.choose(t, model, "fp32")
-    assert k == {"attention": "eager", "loss_logits": "labelled", "adapter_input_cast": True,
+    assert k == {"attention": "eager_fp32", "loss_logits": "labelled", "adapter_input_cast": True,
                  "optimizer": "adamw_torch_fused"}
     assert kernels.choose(replace(t, max_seq_len=2048), model, "fp32")["attention"] == "sdpa"  # long rows: SDPA
     assert kernels.choose(replace(t, processes=2), model, "fp32")["loss_logits"] == "all"  # DDP's forward
@@ -111,10 +147,10 @@ def test_training_with_the_levers_follows_the_same_losses_and_records_them(tiny_
                            tmp_path / side / "w", kernel_choice=choice)
         # the step really ran through them: the labelled loss on every micro-batch (2 × 3), the attention set
         assert calls["labelled"] == (6 if choice is None else 0), (side, calls)
-        assert built[-1].config._attn_implementation == ("eager" if choice is None else "sdpa")
+        assert built[-1].config._attn_implementation == ("eager_fp32" if choice is None else "sdpa")
     losses = {s: [h["loss"] for h in r["history"]] for s, r in recs.items()}
     assert len(losses["after"]) == 3
     assert losses["after"] == pytest.approx(losses["before"], rel=1e-3), losses
-    assert recs["after"]["kernels"] == "eager attn · labelled logits · adamw_torch_fused"
+    assert recs["after"]["kernels"] == "eager_fp32 attn · labelled logits · adamw_torch_fused"
     assert recs["before"]["kernels"] == "sdpa attn · all logits · adamw_torch"
     assert recs["after"]["kernel_choice"]["loss_logits"] == "labelled"

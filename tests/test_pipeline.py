@@ -71,7 +71,7 @@ def repo(tmp_path_factory, tiny_model_dir):
                                     warmup_steps_excluded=1, logging_steps=1)
     params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2},
                            "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."}}
-    params["eval"].update(latency_requests=2, bootstrap_resamples=200)
+    params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe_limit=40)
     params["variants"] = {
         "lora": {"technique": "lora", "r": 4, "alpha": 8, "seeds": 2},  # a second training seed, seed 1
         "lora_oom": {"technique": "lora", "r": 4, "alpha": 8, "memory_budget_gb": 0.05},  # forced out-of-memory
@@ -149,6 +149,9 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
                        "prompt_tokens_per_request", "latency_p50_s", "latency_p95_s", "lm_eval_exact_match",
                        "lm_eval_disagree", "pref_accuracy", "pref_margin"):
             assert r[f"metrics.{metric}"] == r[f"metrics.{metric}"], f"{name} lacks {metric}"  # not NaN
+    for name in ("zero_shot", "lora", "dpo"):  # the offline forgetting check, on the base and on every variant
+        assert 0 <= by_name[name]["metrics.probe_acc"] <= 1 and by_name[name]["metrics.probe_wall_s"] > 0, name
+    assert by_name["zero_shot"]["metrics.general_kl"] == 0 and by_name["lora"]["metrics.general_kl"] > 0
     lora = by_name["lora"]
     assert lora["tags.kind"] == "variant" and lora["tags.technique"] == "lora"
     assert lora["metrics.train_tokens_per_s"] > 0 and lora["params.variant.r"] == "4"
@@ -211,10 +214,13 @@ def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
         assert (repo / "reports" / "flips" / f"{name}.jsonl").exists() or metrics[name]["status"] != "ok"
     report = (repo / "reports" / "comparison.md").read_text()
     assert "95% CI" in report and "Δ vs best prompt" in report and "lm-eval EM" in report
-    assert "Forgetting check" in report and "arc_easy: skipped" in report
+    assert "Forgetting check" in report and "arc_easy: skipped" in report and "| probe | Δ probe | KL to base |" in report
     ev = json.loads((repo / "runs" / "lora" / "eval.json").read_text())["metrics"]
-    # lm-eval and bakeoff score the same outputs: at most one example apart
-    assert ev["lm_eval_disagree"] <= 1
+    # lm-eval scored bakeoff's own answers (eval.lm_eval: reuse): the same rule on the same outputs
+    assert ev["lm_eval_disagree"] <= 1 and ev["lm_eval_generated"] == 0 and "scored bakeoff's own answers" in report
+    for step in ("eval_val_loss", "eval_val_generate", "eval_pref", "eval_latency", "lm_eval", "probe"):
+        assert ev[f"{step}_wall_s"] > 0, step   # where evaluation time goes
+    assert not (repo / ".bakeoff_tmp" / "lora" / "test_answers.jsonl").exists()  # streamed, then removed
     assert ev["served"] == "merged" and ev["latency_p50_s_unmerged"] > 0
     near = json.loads((repo / "runs" / "nearest" / "eval.json").read_text())
     assert near["technique"] == "2-shot nearest + instruction prompting"
@@ -232,9 +238,9 @@ def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
     assert metrics["verdict"]["decision"] == sizing["verdict"]["decision"]
     plots = sorted(p.name for p in (repo / "reports" / "plots").glob("*.png"))
     assert plots == ["loss_curves.png", "pairwise.png", "quality_bars.png", "quality_vs_memory.png",
-                     "quality_vs_time.png"]
+                     "quality_vs_time.png", "tradeoff.png"]
     page = (repo / "reports" / "comparison.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 5 and "http://" not in page and "https://" not in page
+    assert page.count('src="data:image/png;base64,') == 6 and "http://" not in page and "https://" not in page
     shown = sh("dvc metrics show", repo)
     assert "reports/metrics.json" in shown and "quality" in shown
     sh("dvc plots show -o plots_html", repo)

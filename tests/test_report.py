@@ -167,3 +167,29 @@ def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypa
         (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(rec))
     v3 = decide()
     assert (v3["baseline"], v3["variant"], v3["chosen_on"]) == ("few_shot", "full", "test")
+
+
+def test_forgetting_table_and_tradeoff_plot_read_the_probe_against_the_base(tmp_path, monkeypatch):
+    """The base's probe score comes from the baseline; each variant's Δ probe is against it, in points, beside its
+    KL to the base and its task gain; the trade-off plot places every variant with both figures."""
+    from bakeoff.report.plots import plots
+    from bakeoff.report.tables import forgetting
+
+    monkeypatch.chdir(tmp_path)
+    df = pd.DataFrame([
+        {"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.2, "probe_acc": 0.64,
+         "general_kl": 0.0},
+        {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": 0.3},
+        {"name": "full", "kind": "variant", "status": "ok", "quality": 0.9, "gain": 0.6, "probe_acc": 0.51,
+         "general_kl": 0.4213, "gain_vs_prompting": "+60.0 pp [+50.0, +70.0]"},
+        {"name": "lora", "kind": "variant", "status": "ok", "quality": 0.7, "gain": 0.4, "probe_acc": 0.645,
+         "general_kl": 0.0312, "gain_vs_prompting": "+40.0 pp [+30.0, +50.0]"},
+    ])
+    lines = "\n".join(forgetting(list(df["name"]), df))
+    assert "the base model (64.0%)" in lines
+    assert "| full | 90.0% | +60.0 pp [+50.0, +70.0] | 51.0% | -13.0 pp | 0.4213 |" in lines
+    assert "| lora | 70.0% | +40.0 pp [+30.0, +50.0] | 64.5% | +0.5 pp | 0.0312 |" in lines
+    assert "few_shot" not in lines                              # scored once, on the untouched model
+    paths = plots(df, {}, tmp_path / "plots", "exact_match")
+    assert paths["tradeoff"].exists() and paths["tradeoff"].stat().st_size > 1000
+    assert "tradeoff" not in plots(df.drop(columns=["probe_acc"]), {}, tmp_path / "p2", "exact_match")

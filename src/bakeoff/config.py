@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -66,7 +66,7 @@ class TrainConfig:
     max_seq_len: int = 256
     precision: str = "auto"  # auto | fp32 | bf16 | fp16
     optimizer: str = "adamw_torch_fused"
-    attention: str = "auto"  # auto | eager | sdpa | flash_attention_2 | flex_attention (bakeoff.techniques.kernels)
+    attention: str = "auto"  # auto | eager_fp32 | eager | sdpa | flash_attention_2 | flex_attention (bakeoff.techniques.kernels)
     loss_logits: str = "auto"  # auto | labelled (head and loss at labelled tokens only) | all (the model's own)
     gradient_checkpointing: bool = False
     batching: str = "padded"  # padded | group_by_length | padding_free
@@ -93,9 +93,11 @@ class EvalConfig:
     batch_size: int = 16
     max_examples: int | None = None  # cap the test split (None: all of it)
     latency_requests: int = 16  # requests timed one at a time for latency p50/p95 (0: none)
-    lm_eval: bool = True  # score the test split through lm-evaluation-harness too
+    lm_eval: object = "reuse"  # lm-eval on the test split: reuse (our answers) | generate | off (true/false too)
     lm_eval_tasks: list = field(default_factory=lambda: ["arc_easy"])  # standard lm-eval tasks (forgetting check)
     lm_eval_limit: int | None = 100  # examples per standard task (None: all)
+    probe: bool = True  # the offline forgetting check on every run: general-ability probe (lm-eval) and KL to base
+    probe_limit: int | None = None  # probe questions (None: all 200)
     bootstrap_resamples: int = 2000
 
 
@@ -174,7 +176,7 @@ class Params:
         return self.baselines[name]
 
 
-ATTENTION = ("auto", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.techniques.kernels
+ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.techniques.kernels
 LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
@@ -196,13 +198,10 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
           f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
     for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
-                       ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS)):
-        value = getattr(t, k)
-        check(value in allowed, src, f"{key}.{k}", f"must be one of {', '.join(allowed)}; got {value!r}")
-    check(t.batching in ("padded", "group_by_length", "padding_free", "sequential"), src, f"{key}.batching",
-           f"must be padded, group_by_length, padding_free or sequential; got {t.batching!r}")
-    check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",
-           f"must be > 0 (or null), got {t.memory_budget_gb}")
+                       ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS),
+                       ("batching", ("padded", "group_by_length", "padding_free", "sequential"))):
+        check(getattr(t, k) in allowed, src, f"{key}.{k}", f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}")
+    check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb", f"must be > 0 (or null), got {t.memory_budget_gb}")
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -275,13 +274,14 @@ def _task(raw, src: Source) -> TaskConfig:
 def _eval(raw, src: Source) -> EvalConfig:
     ev = build(EvalConfig, raw, "eval", src)
     check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
-    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype",
-          f"must be one of auto, fp32, bf16, fp16; got {ev.dtype!r}")
+    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype", f"must be auto, fp32, bf16 or fp16; got {ev.dtype!r}")
     check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
     check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
     check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
            "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
-    return ev
+    mode = ({True: "reuse", False: "off"}[ev.lm_eval] if isinstance(ev.lm_eval, bool) else ev.lm_eval)
+    check(mode in ("reuse", "generate", "off"), src, "eval.lm_eval", f"must be reuse, generate or off; got {ev.lm_eval!r}")
+    return replace(ev, lm_eval=mode)
 
 
 def parse_params(raw: dict, src: Source) -> Params:

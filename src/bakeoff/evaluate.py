@@ -8,6 +8,7 @@ loss of the completion given that run's own prompt (a few-shot baseline is score
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -18,28 +19,41 @@ import torch
 from tqdm.auto import tqdm
 
 from bakeoff.data import Example, Pair
+from bakeoff.logprobs import (choose_labels, completion_logprobs, completion_loss, general_instructions,  # noqa: F401
+                              general_kl, label_logprobs, preference_margins)
 from bakeoff.measure import GenerationLog, LatencyLog
+from bakeoff.runs import Resume
 from bakeoff.metrics import all_metrics, exact_match, loose_match, preference_metrics, score
-from bakeoff.prompts import encode, prompt_and_full, render_prompt
+from bakeoff.prompts import encode, render_prompt
 
 # ---------------------------------------------------------------- generation
 
 @torch.inference_mode()
 def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_size: int = 16,
-             desc: str = "generate", progress: bool = True) -> tuple[list[str], GenerationLog]:
-    """Greedy completions for chat prompts, in the input order."""
+             desc: str = "generate", progress: bool = True,
+             resume: "Resume | None" = None) -> tuple[list[str], GenerationLog]:
+    """Greedy completions for chat prompts, in the input order. With ``resume``, answers already streamed there
+    are taken as they are (``log.resumed`` counts them; speed figures cover only what this call generated) and
+    each new batch's answers are streamed to it."""
     log = GenerationLog()
-    encoded = [encode(tok, render_prompt(tok, m)) for m in prompts]
+    rendered = [render_prompt(tok, m) for m in prompts]
+    encoded = [encode(tok, r) for r in rendered]
     log.prompt_tokens = [len(e) for e in encoded]
-    order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
     outputs: list[str | None] = [None] * len(encoded)
+    if resume is not None:
+        for i, r in enumerate(rendered):
+            if r in resume.done:
+                outputs[i] = resume.done[r]
+        log.resumed = sum(o is not None for o in outputs)
+    order = sorted((i for i in range(len(encoded)) if outputs[i] is None), key=lambda i: -len(encoded[i]))
     eos = tok.convert_tokens_to_ids(tok.eos_token) if tok.eos_token else None
     configured = getattr(model.generation_config, "eos_token_id", None)
     configured = configured if isinstance(configured, list) else [configured]
     stop = {t for t in [eos, *configured] if isinstance(t, int)}
     pad = tok.pad_token_id
     dev = next(model.parameters()).device
-    bar = tqdm(total=len(encoded), desc=desc, unit="ex", leave=False, disable=not progress)
+    bar = tqdm(total=len(encoded), initial=len(encoded) - len(order), desc=desc, unit="ex", leave=False,
+               disable=not progress)
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         width = max(len(encoded[i]) for i in idx)
@@ -63,6 +77,10 @@ def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_s
                     break
             log.generated_tokens += n
             outputs[i] = tok.decode(new[:n], skip_special_tokens=True).strip()
+            if resume is not None:
+                resume.add(rendered[i], outputs[i])
+        if resume is not None:
+            resume.flush()
         bar.update(len(idx))
     bar.close()
     return outputs, log
@@ -85,63 +103,24 @@ def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests
     return log
 
 
-# ---------------------------------------------------------------- log-probabilities
-
-@torch.inference_mode()
-def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list[str],
-                        batch_size: int = 8) -> list[tuple[float, int]]:
-    """Per row: (sum of the completion tokens' log-probabilities given the prompt, number of those tokens)."""
-    dev = next(model.parameters()).device
-    rows = [prompt_and_full(tok, m, c) for m, c in zip(prompts, completions)]
-    out: list[tuple[float, int]] = []
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
-        width = max(len(f) for f, _ in chunk)
-        ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(chunk), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, (f, n_prompt) in enumerate(chunk):
-            ids[r, :len(f)] = torch.tensor(f)
-            mask[r, :len(f)] = 1
-            labels[r, n_prompt:len(f)] = torch.tensor(f[n_prompt:])
-        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()[:, :-1]
-        target = labels[:, 1:].to(dev)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        keep = target != -100
-        for r in range(len(chunk)):
-            out.append((float(logp[r][keep[r]].sum()), int(keep[r].sum())))
-    return out
-
-
-def completion_loss(model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8) -> float:
-    """Mean cross-entropy per completion token (end-of-turn included) given each prompt."""
-    rows = completion_logprobs(model, tok, prompts, completions, batch_size)
-    return -sum(s for s, _ in rows) / max(sum(n for _, n in rows), 1)
-
-
-def preference_margins(model, tok, pairs: list[Pair], to_prompt: Callable = lambda m: m,
-                       batch_size: int = 8) -> list[float]:
-    """Per held-out pair: log p(chosen | prompt) - log p(rejected | prompt), summed over completion tokens."""
-    prompts = [to_prompt(p.messages) for p in pairs]
-    chosen = completion_logprobs(model, tok, prompts, [p.chosen for p in pairs], batch_size)
-    rejected = completion_logprobs(model, tok, prompts, [p.rejected for p in pairs], batch_size)
-    return [c - r for (c, _), (r, _) in zip(chosen, rejected)]
-
-
-def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8) -> list[str]:
-    """Per prompt, the label the model finds most likely as the whole answer (summed log-probability, as
-    lm-eval's ``multiple_choice`` ``acc``): prompting with the output constrained to the label set."""
-    flat_p = [p for p in prompts for _ in labels]
-    flat_c = [c for _ in prompts for c in labels]
-    scores = completion_logprobs(model, tok, flat_p, flat_c, batch_size)
-    out = []
-    for i in range(len(prompts)):
-        row = [s for s, _ in scores[i * len(labels):(i + 1) * len(labels)]]
-        out.append(labels[max(range(len(labels)), key=lambda j: (row[j], -j))])
-    return out
-
-
 # ---------------------------------------------------------------- one run
+
+class StepTimes:
+    """``with times("eval_val_loss"): ...``; ``times.metrics()`` → ``{"eval_val_loss_wall_s": 1.23}``
+    (``bakeoff.measure``'s ``<step>_wall_s``)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def metrics(self) -> dict[str, float]:
+        return {f"{k}_wall_s": round(v, 2) for k, v in self.seconds.items()}
+
 
 @dataclass
 class EvalPlan:
@@ -162,47 +141,58 @@ class EvalPlan:
 def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan: EvalPlan,
                       to_prompt: Callable[[Example], list[dict]] = lambda e: e.messages,
                       pairs: list[Pair] | None = None, desc: str = "evaluate",
-                      label_choice: bool = False) -> tuple[dict, list[dict]]:
+                      label_choice: bool = False, resume: "Resume | None" = None) -> tuple[dict, list[dict]]:
     """Score ``model``: generation on the test split, loss and the primary metric on val (the split that picks
     winners), preference pairs, latency at batch 1; with ``label_choice`` and a label set, also the answer chosen
-    among the labels by likelihood (on both splits).
+    among the labels by likelihood (on both splits). ``resume``: the test split's answers stream there (a killed
+    evaluation picks them up again); the caller ends it once the predictions are saved.
 
     Returns the run's metrics (``quality`` is the primary metric) and one row per test example.
     """
     from bakeoff.measure import PeakMemory
 
+    times = StepTimes()
     prompts = [to_prompt(e) for e in test]
     refs = [e.completion for e in test]
     with PeakMemory() as mem:
-        preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc)
+        preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=resume)
     value, items = score(plan.metric, preds, refs, plan.labels)
     val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
-    val_loss = completion_loss(model, tok, val_prompts, val_refs)
+    with times("eval_val_loss"):
+        val_loss = completion_loss(model, tok, val_prompts, val_refs, desc=f"{desc} val loss")
     metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
                "val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
                **gen.metrics(), **mem.metrics("eval")}
     if val:  # the split that chooses the verdict's winners (bakeoff.verdict): the test split only reports
-        val_preds, _ = generate(model, tok, val_prompts, plan.max_new_tokens, plan.batch_size, desc=f"{desc} val")
+        with times("eval_val_generate"):
+            val_preds, _ = generate(model, tok, val_prompts, plan.max_new_tokens, plan.batch_size,
+                                    desc=f"{desc} val")
         metrics.update(val_quality=round(score(plan.metric, val_preds, val_refs, plan.labels)[0], 4), n_val=len(val))
         if label_choice and plan.labels:
-            chosen = choose_labels(model, tok, val_prompts, plan.labels)
+            with times("eval_label_choice"):
+                chosen = choose_labels(model, tok, val_prompts, plan.labels, desc=f"{desc} val label choice")
             metrics["val_quality_label_choice"] = round(score(plan.metric, chosen, val_refs, plan.labels)[0], 4)
     if pairs:
-        margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")))
+        with times("eval_pref"):
+            margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")),
+                                         desc=f"{desc} preference pairs")
         metrics.update(preference_metrics(margins))
     if plan.latency_requests:
-        metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
-                               desc=f"{desc} latency").metrics())
+        with times("eval_latency"):
+            metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
+                                   desc=f"{desc} latency").metrics())
     rows = [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
              "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
              "exact_match": exact_match(p, e.completion), "loose_match": loose_match(p, e.completion)}
             for e, p, i in zip(test, preds, items)]
     if label_choice and plan.labels:
-        chosen = choose_labels(model, tok, prompts, plan.labels)
+        with times("eval_label_choice"):
+            chosen = choose_labels(model, tok, prompts, plan.labels, desc=f"{desc} label choice")
         c_value, c_items = score(plan.metric, chosen, refs, plan.labels)
         metrics["quality_label_choice"] = round(c_value, 4)
         for r, c, i in zip(rows, chosen, c_items):
             r.update(choice=c, choice_score=i if not isinstance(i, tuple) else list(i))
+    metrics.update(times.metrics())
     return metrics, rows
 
 
@@ -247,11 +237,18 @@ class EvalInputs:
 
 
 def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None,
-                dtype: str = "float32") -> dict:
-    """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``."""
+                dtype: str = "float32", mode: str = "reuse") -> dict:
+    """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``.
+    ``mode`` ``reuse``: lm-eval scores the answers in ``rows`` (``model`` is not used); ``generate``: lm-eval
+    generates them again with ``model``."""
     from bakeoff import lmeval
 
     task = lmeval.write_task(inputs.test, tok, work_dir, inputs.plan.max_new_tokens, to_prompt)
+    if mode == "reuse":
+        to_prompt = to_prompt or (lambda e: e.messages)
+        model = lmeval.replay({render_prompt(tok, to_prompt(e)): r["prediction"] for e, r in zip(inputs.test, rows)})
+    t0 = time.perf_counter()
     out = lmeval.run_task(task, model, tok, inputs.plan.batch_size, dtype=dtype)
     # lm-eval's exact_match ignores case, punctuation and spacing: the like-for-like figure is bakeoff's loose_match
-    return lmeval.agreement([r["loose_match"] for r in rows], out["per_example"])
+    return {**lmeval.agreement([r["loose_match"] for r in rows], out["per_example"]),
+            "lm_eval_generated": float(mode == "generate"), "lm_eval_wall_s": round(time.perf_counter() - t0, 2)}

@@ -1,12 +1,16 @@
 """The bridge to lm-evaluation-harness: the test split as a local lm-eval task, scored by ``simple_evaluate``.
 
     task = write_task(test, tok, "runs/lora/lm_eval", max_new_tokens=48)
-    out = run_task(task, {"pretrained": "models/base", "peft": "models/variants/lora"})
+    out = run_task(task, {"pretrained": "models/base", "peft": "models/variants/lora"})   # lm-eval generates
+    out = run_task(task, replay({prompt: answer, ...}))                                    # lm-eval scores ours
 
 The task is a YAML file and a JSONL file beside it. Each prompt is rendered by bakeoff in the base model's
 chat template (so lm-eval sees exactly the tokens bakeoff's own evaluation sees), generation is greedy up to
 the end-of-turn token, and lm-eval's own ``exact_match`` scores it with case, punctuation and whitespace
-ignored: the same rule as bakeoff's ``loose_match``, which it is checked against. Standard lm-eval tasks (a forgetting check) run where their data is reachable and are recorded as
+ignored: the same rule as bakeoff's ``loose_match``, which it is checked against. By default (``eval.lm_eval:
+reuse``) lm-eval scores the answers bakeoff already generated (``replay``): it builds each request from its own task
+file, and a request whose prompt bakeoff did not generate for is an error, so the check still covers the prompts
+and the metric without generating the split twice; ``generate`` has lm-eval's own HF model generate them again. Standard lm-eval tasks (a forgetting check) run where their data is reachable and are recorded as
 ``skipped`` with the reason where it is not.
 """
 
@@ -54,11 +58,40 @@ def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: in
     return out
 
 
+def replay(answers: dict[str, str]):
+    """An lm-eval model that answers each ``generate_until`` request with bakeoff's answer to the same prompt
+    (``answers``: rendered prompt → answer). lm-eval still builds the requests from its task file, filters and scores
+    them; only the generation is reused."""
+    from lm_eval.api.model import LM
+
+    class Replay(LM):
+        def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+            out = []
+            for r in requests:
+                context = r.args[0]
+                if context not in answers:
+                    raise KeyError(f"lm-eval asked for a prompt bakeoff did not answer (its prompt rendering "
+                                   f"differs from ours): {context[-200:]!r}")
+                out.append(answers[context])
+            return out
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            raise NotImplementedError("replayed answers have no log-probabilities: use eval.lm_eval: generate")
+
+        loglikelihood_rolling = loglikelihood
+
+    return Replay()
+
+
 def _model(model, tok, batch_size: int, dtype: str = "float32"):
-    """An lm-eval model: ``model`` is lm-eval's ``hf`` model_args (a dict, loaded in ``dtype``) or an already loaded
-    model (used as it is)."""
+    """An lm-eval model: ``model`` is lm-eval's ``hf`` model_args (a dict, loaded in ``dtype``), an lm-eval model
+    (``replay``: used as it is) or an already loaded transformers model."""
     import torch
+    from lm_eval.api.model import LM
     from lm_eval.models.huggingface import HFLM
+
+    if isinstance(model, LM):
+        return model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if isinstance(model, dict):
@@ -79,6 +112,57 @@ def run_task(task_dir: str | Path, model, tok, batch_size: int = 16, name: str =
     return {"exact_match": float(res["results"][name]["exact_match,none"]),
             "per_example": [float(s["exact_match"]) for s in samples],
             "predictions": [s["filtered_resps"][0] for s in samples]}
+
+
+PROBE = "bakeoff_general"
+PROBE_DIR = Path("data") / "probe"  # the project's own copy (a DVC dependency), read from the project's root
+
+
+def probe_dir() -> Path:
+    """``data/probe`` of the project the stage runs in, or the one bakeoff ships when it has none."""
+    return PROBE_DIR if (PROBE_DIR / "general.jsonl").exists() else \
+        Path(__file__).resolve().parents[2] / "data" / "probe"
+
+
+def write_probe_task(out_dir: str | Path, questions: str | Path | None = None) -> Path:
+    """The general-ability probe (``data/probe/make_probe.py``, CC0) as a local lm-eval ``multiple_choice`` task:
+    ``<out_dir>/bakeoff_general.yaml``; returns the folder (lm-eval's include path)."""
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "task": PROBE,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(Path(questions or probe_dir() / "general.jsonl").resolve())}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "{{answer}}",
+        "target_delimiter": " ",
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {"version": 1.0, "source": "bakeoff data/probe/make_probe.py", "license": "CC0-1.0"},
+    }
+    (out / f"{PROBE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    return out
+
+
+def run_probe(model, tok, work_dir: str | Path, batch_size: int = 16, dtype: str = "float32",
+              limit: int | None = None) -> dict:
+    """The general-ability probe on ``model`` (loaded, or lm-eval ``hf`` model_args): ``probe_acc``, the share of
+    its questions whose right choice is the most likely, ``n_probe`` and ``probe_wall_s``."""
+    import time
+
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    logging.getLogger("lm_eval").setLevel(logging.WARNING)
+    t0 = time.perf_counter()
+    manager = TaskManager(include_path=str(write_probe_task(work_dir)), include_defaults=False)
+    res = simple_evaluate(model=_model(model, tok, batch_size, dtype), tasks=[PROBE], task_manager=manager,
+                          bootstrap_iters=0, limit=limit, verbosity="WARNING")
+    n = res.get("n-samples", {}).get(PROBE, {}).get("effective")
+    return {"probe_acc": round(float(res["results"][PROBE]["acc,none"]), 4), **({"n_probe": n} if n else {}),
+            "probe_wall_s": round(time.perf_counter() - t0, 2)}
 
 
 def agreement(ours: list[float], theirs: list[float]) -> dict:

@@ -20,6 +20,8 @@ Serving
     ``latency_p50_s``, ``latency_p95_s``: wall time of one request at batch 1 (prompt in, greedy answer out),
     median and 95th percentile (linear interpolation) over the first ``eval.latency_requests`` test prompts.
     A ``_merged`` / ``_unmerged`` suffix says how an adapter was served.
+    ``<step>_wall_s``: wall time of a whole evaluation step (``eval_val_loss``, ``eval_val_generate``,
+    ``eval_label_choice``, ``eval_pref``, ``eval_latency``, ``lm_eval``, ``probe``, ``general_kl``).
 Utilisation (one convention, used by benchmarks/gpu.py and by sizing's time estimates)
     N is the parameter count without the input embedding (a table lookup, no multiply); a tied embedding counts
     once, as the output head. Model FLOPs per token: 6·N for full fine-tuning, 4·N when the base is frozen
@@ -65,7 +67,6 @@ def _cuda() -> bool:
 def _cuda_sync() -> None:
     if _cuda():
         import torch
-
         torch.cuda.synchronize()
 
 
@@ -134,7 +135,6 @@ class PeakMemory:
     def __exit__(self, *exc):
         if self.cuda:
             import torch
-
             torch.cuda.synchronize()
             self.peak_allocated_bytes = torch.cuda.max_memory_allocated()
             self.peak_reserved_bytes = torch.cuda.max_memory_reserved()
@@ -149,7 +149,6 @@ class PeakMemory:
         """The peak so far inside the window: reserved CUDA memory on a GPU, resident memory on CPU."""
         if self.cuda:
             import torch
-
             return torch.cuda.max_memory_reserved()
         if self.rss_method == "vmhwm":
             return (_read_status_kb("VmHWM") or 0) * 1024
@@ -254,6 +253,7 @@ class GenerationLog:
     prompt_tokens: list[int] = field(default_factory=list)
     generated_tokens: int = 0
     seconds: float = 0.0
+    resumed: int = 0  # answers taken from an interrupted evaluation's stream, not generated (nor timed) here
 
     def metrics(self) -> dict[str, float]:
         n = max(len(self.prompt_tokens), 1)
@@ -261,6 +261,7 @@ class GenerationLog:
             "gen_tokens_per_s": round(self.generated_tokens / self.seconds, 2) if self.seconds else 0.0,
             "prompt_tokens_per_request": round(sum(self.prompt_tokens) / n, 1),
             "gen_wall_s": round(self.seconds, 2),
+            **({"gen_resumed": self.resumed} if self.resumed else {}),
         }
 
 

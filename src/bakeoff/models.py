@@ -48,6 +48,10 @@ ALIASES = {
 class ModelError(UserError):
     """A model that cannot be resolved or loaded; the message says what to change."""
 
+# causal LMs whose output is exactly ``lm_head(decoder(...).last_hidden_state)`` (no soft-capping, logit scaling or
+# router loss): where the training loss (techniques.kernels) and scoring (logprobs) may apply the head themselves
+PLAIN_HEAD = {"llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "gemma", "olmo", "olmo2", "starcoder2"}
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get("BAKEOFF_CACHE", Path.home() / ".cache" / "bakeoff"))

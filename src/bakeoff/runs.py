@@ -158,3 +158,37 @@ def summary(record: dict, keys=("quality", "val_loss", "gen_tokens_per_s", "late
         return str(record.get("error", "")).split("\n")[0]
     m = record.get("metrics") or {}
     return ", ".join(f"{k}={m[k]}" for k in keys if k in m)
+
+
+class Resume:
+    """Answers streamed to ``path`` as each batch finishes, so a killed evaluation resumes without generating them
+    again. ``key`` names what produced them (the trained run, the serving dtype, the generation budget): a file
+    written under another key is discarded. An answer is reused only for the same rendered prompt."""
+
+    def __init__(self, path, key: str):
+        self.path, self.key, self.done = Path(path), key, {}
+        if self.path.exists():
+            lines = self.path.read_text().splitlines()
+            head = json.loads(lines[0]) if lines else {}
+            if head.get("key") == key:
+                for line in lines[1:]:
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError:  # the line the kill cut short
+                        continue
+                    self.done[row["prompt"]] = row["answer"]
+        if not self.done:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps({"key": key}) + "\n")
+        self._f = open(self.path, "a")
+
+    def add(self, prompt: str, answer: str) -> None:
+        self._f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def finish(self) -> None:
+        """All answers are in the caller's hands: the stream is no longer needed."""
+        self._f.close()
+        self.path.unlink(missing_ok=True)

@@ -35,7 +35,7 @@ def warning_lines(stats: dict) -> list[str]:
 def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: dict, prov: dict,
               images: dict[str, Path], stats: dict | None = None, pw: pd.DataFrame | None = None) -> dict[str, Path]:
     """Every report file, each written once; returns their paths (for the summary MLflow run)."""
-    tail = pairwise_lines(pw) + sizing_lines(params, sized) + forgetting(list(df["name"])) + provenance_lines(prov)
+    tail = pairwise_lines(pw) + sizing_lines(params, sized) + forgetting(list(df["name"]), df) + provenance_lines(prov)
     extra = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}}
     head = warning_lines(stats or {}) + verdict_lines(v, c)
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=extra)

@@ -122,10 +122,38 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict) -> None:
     plt.close(fig)
 
 
+def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict) -> None:
+    """The learning–forgetting trade-off: each variant's task gain over the best prompt (pp) against what it lost on
+    the general-ability probe (pp below the base model); up and left is better."""
+    from bakeoff.report.tables import base_probe
+
+    base = base_probe(ok)
+    if base is None or "gain" not in ok.columns:
+        return
+    sub = ok[(ok["kind"] == "variant") & ok["probe_acc"].notna() & ok["gain"].notna()]
+    if sub.empty:
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for _, r in sub.iterrows():
+        x, y = (base - float(r["probe_acc"])) * 100, float(r["gain"]) * 100
+        ax.scatter(x, y, color="tab:blue")
+        ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.axhline(0, color="grey", lw=0.8, ls=":")
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("general-ability loss (probe, pp below the base model)")
+    ax.set_ylabel("task gain over the best prompt (pp)")
+    ax.set_title("learning against forgetting")
+    fig.tight_layout()
+    paths["tradeoff"] = out_dir / "tradeoff.png"
+    fig.savefig(paths["tradeoff"], dpi=110)
+    plt.close(fig)
+
+
 def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str,
           pw: pd.DataFrame | None = None) -> dict[str, Path]:
     """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves,
-    per-run quality bars with their intervals and the pairwise differences."""
+    per-run quality bars with their intervals, the pairwise differences and the learning–forgetting trade-off."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     ok = df[df["status"] == "ok"]
@@ -136,4 +164,5 @@ def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, met
     _quality_bars(ok, out_dir, metric, paths)
     if pw is not None and len(pw):
         _pairwise_heatmap(pw, out_dir, paths)
+    _tradeoff(ok, out_dir, paths)
     return paths
