@@ -274,7 +274,7 @@ def _task(raw, src: Source) -> TaskConfig:
 def _eval(raw, src: Source) -> EvalConfig:
     ev = build(EvalConfig, raw, "eval", src)
     check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
-    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype", f"must be auto, fp32, bf16 or fp16; got {ev.dtype!r}")
+    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype", f"must be one of auto, fp32, bf16, fp16; got {ev.dtype!r}")
     check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
     check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
     check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
