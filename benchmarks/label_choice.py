@@ -4,8 +4,8 @@
     python benchmarks/label_choice.py --full-items 150  # the full-sequence pass on every item too (~1 h at 3 shots)
 
 The task is ``data/raw/make_intents.py``'s: 77 labels, 150 test items (the last 150 rows), shots from the rest.
-Both passes run bakeoff's own ``choose_labels`` on the same model (the serving dtype ``eval.dtype``) in the same
-process, at 0 and at 3 shots (fixed shots, as the ``few_shot`` baseline). The shared-prompt pass scores all 150
+Both passes run bakeoff's own ``choose_labels`` on the same model (loaded in the serving dtype ``eval.dtype``,
+scored in fp32 as ``choose_labels`` does) in the same process, at 0 and at 3 shots (fixed shots, as the ``few_shot`` baseline). The shared-prompt pass scores all 150
 items; the full-sequence pass scores the first ``--full-items`` of them (its cost per item does not depend on which
 items), and the speed-up is the ratio of seconds per item. Identical choices are counted on the items both scored.
 Targets: speed-up ≥ 10 and 100% identical choices at both shot counts. Writes reports/bench/label_choice.json.

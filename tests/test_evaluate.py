@@ -212,6 +212,11 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
     from bakeoff.evaluate import choose_labels
 
     assert choose_labels(model, tok, prompts, labels) == choose_labels(model, tok, prompts, labels, shared=False)
+    half = load_model(tiny_model_dir).to(torch.bfloat16).eval()          # scored in fp32, then left as it was
+    half.model.norm.weight.data = half.model.norm.weight.data.float()   # one fp32 tensor among bf16 ones
+    snapshot = {n: t.clone() for n, t in half.state_dict().items()}
+    choose_labels(half, tok, prompts, labels)
+    assert all(t.dtype == snapshot[n].dtype and torch.equal(t, snapshot[n]) for n, t in half.state_dict().items())
 
 
 def test_label_choice_takes_the_most_likely_label(tiny_model_dir):

@@ -164,7 +164,8 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batc
     dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
     upcast = dtype in (torch.bfloat16, torch.float16) and not getattr(model, "is_quantized", False) \
         and not getattr(getattr(model, "config", None), "quantization_config", None)
-    if upcast:
+    if upcast:  # each tensor's own dtype comes back, so a model with some fp32 tensors is left as it was
+        before = {n: t.dtype for n, t in [*model.named_parameters(), *model.named_buffers()]}
         model.float()
     try:
         if shared:
@@ -175,7 +176,12 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batc
             table = [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
     finally:
         if upcast:
-            model.to(dtype)
+            for n, p in model.named_parameters():
+                p.data = p.data.to(before[n])
+            for name, m in model.named_modules():
+                for b, t in m._buffers.items():
+                    if t is not None:
+                        m._buffers[b] = t.to(before.get(f"{name}.{b}" if name else b, t.dtype))
     return [labels[max(range(len(labels)), key=lambda j: (row[j], -j))] for row in table]
 
 
