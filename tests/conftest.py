@@ -94,4 +94,5 @@ def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -
     params["model"]["base"] = str(tiny_model_dir)
     params["task"].update(prefs="data/raw/prefs.jsonl" if pairs else None, val_size=8, test_size=8,
                           max_new_tokens=8)
+    params["tune"]["trials"] = 0  # the shipped default searches (4 trials per arm); a test that searches says so
     return params

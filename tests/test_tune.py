@@ -79,6 +79,19 @@ def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, ti
     assert rec["tune_tokens"] == sum(t["tokens_seen"] for t in rec["trials"])
 
 
+def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
+    """Default storage is a SQLite file beside the run's scratch folder: on a fresh clone that folder does not exist
+    yet, and the first search must create it (the first `make repro` with tuning on failed here)."""
+    from bakeoff.search import open_study
+
+    data = _prepared(tickets, tmp_path / "data")
+    work = tmp_path / "clone" / ".bakeoff_tmp" / "lora.tune"
+    study, storage = open_study(_params(TuneConfig(trials=1)), "lora", {"lr": {"low": 1e-4, "high": 1e-2}}, data, work,
+                                "minimize")
+    assert storage == f"sqlite:///{tmp_path / 'clone' / '.bakeoff_tmp' / 'tune.db'}"
+    assert (tmp_path / "clone" / ".bakeoff_tmp" / "tune.db").is_file() and len(study.trials) == 0
+
+
 @pytest.mark.slow
 def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_path):
     """The default base model, scored by json_fields on 6 validation tickets: with no shots it does not answer in

@@ -121,6 +121,8 @@ def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, d
 
     tc = params.tune
     data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
+    if not tc.storage:  # the default file's folder does not exist yet on a fresh clone
+        Path(work_dir).parent.mkdir(parents=True, exist_ok=True)
     storage = tc.storage or f"sqlite:///{(Path(work_dir).parent / 'tune.db').resolve()}"
     sampler, pruner = _sampler_and_pruner(tc, space)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
