@@ -14,7 +14,8 @@ def test_default_params_load():
     lora = p.variant("lora")
     assert lora.technique == "lora" and lora.options["r"] == 16
     assert (lora.train.effective_batch, lora.train.micro_batch, lora.train.grad_accum) == (16, 8, 2)  # params.yaml
-    assert set(p.baselines) >= {"zero_shot", "few_shot"}
+    assert set(p.baselines) >= {"zero_shot", "prompt_search"} and p.baseline("prompt_search").search["shots"] == [1, 3, 8]
+    assert p.tune.trials == 4 and p.tune.share["qlora"] == "lora"  # the shipped default searches every arm
 
 
 def _write(tmp_path, text):
