@@ -159,7 +159,9 @@ def test_library_files_and_functions_stay_readable():
 
 # values a user must replace rather than defaults: the shipped task's files and the example price and card catalog
 NOT_DEFAULTS = {"task.name", "task.train", "task.prefs", "cost.usd_per_1k_prompt_tokens", "cost.train_tokens",
-                "sizing.target", "sizing.targets", "sizing.gpus", "tune.share"}
+                "sizing.target", "sizing.targets", "sizing.gpus", "tune.share",
+                # the shipped project searches (4 trials per arm); a params.yaml without `tune.trials` does not
+                "tune.trials"}
 
 
 def test_dataclass_defaults_are_params_yaml():
