@@ -48,8 +48,10 @@ def main() -> None:
             model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)
             resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
                             f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}")
+            as_is = not b.shots and not b.instruction  # the base model as it is: the model-level checks run here
             metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan, to_prompt,
-                                              pairs=inputs.pairs, desc=name, label_choice=True, resume=resume)
+                                              pairs=inputs.pairs if as_is else None, desc=name, label_choice=True,
+                                              resume=resume)
             metrics["serving_dtype"] = serving
             write_jsonl(runs.predictions(name), rows)
             resume.finish()
@@ -57,12 +59,12 @@ def main() -> None:
                 metrics.update(run_lm_eval(inputs, rows, {"pretrained": str(BASE)}, tok,
                                            runs.work_dir(name) / "lm_eval", to_prompt, torch_name(serving),
                                            params.eval.lm_eval))
-            if params.eval.probe and not b.shots and not b.instruction:  # the base model as it is
+            if params.eval.probe and as_is:
                 from bakeoff.lmeval import run_probe
 
                 metrics.update(run_probe(model, tok, runs.work_dir(name) / "probe", params.eval.batch_size,
                                          limit=params.eval.probe_limit), general_kl=0.0)  # the base itself
-            if params.eval.lm_eval_tasks and not b.shots and not b.instruction:  # the base model as it is
+            if params.eval.lm_eval_tasks and as_is:
                 from bakeoff.lmeval import run_standard
 
                 record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,

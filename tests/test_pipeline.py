@@ -147,8 +147,12 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
         assert r["tags.status"] == "ok"
         for metric in ("quality", "exact_match", "json_fields", "val_loss", "gen_tokens_per_s",
                        "prompt_tokens_per_request", "latency_p50_s", "latency_p95_s", "lm_eval_exact_match",
-                       "lm_eval_disagree", "pref_accuracy", "pref_margin"):
+                       "lm_eval_disagree"):
             assert r[f"metrics.{metric}"] == r[f"metrics.{metric}"], f"{name} lacks {metric}"  # not NaN
+    for name in ("zero_shot", "lora", "dpo"):  # preference pairs: on the base as it is and on every trained run
+        assert 0 <= by_name[name]["metrics.pref_accuracy"] <= 1 and by_name[name]["metrics.n_pref"] > 0, name
+    for name in ("few_shot", "nearest"):  # shots do not change the model that ranks the pairs: not scored again
+        assert by_name[name]["metrics.pref_accuracy"] != by_name[name]["metrics.pref_accuracy"], name  # NaN
     for name in ("zero_shot", "lora", "dpo"):  # the offline forgetting check, on the base and on every variant
         assert 0 <= by_name[name]["metrics.probe_acc"] <= 1 and by_name[name]["metrics.probe_wall_s"] > 0, name
     assert by_name["zero_shot"]["metrics.general_kl"] == 0 and by_name["lora"]["metrics.general_kl"] > 0

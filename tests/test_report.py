@@ -126,6 +126,14 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     assert not any("instruction" in x or "task.labels" in x for x in again[0]["left"])
     assert any("Answer with the city only." in x for x in again[0]["tried"])
 
+    # another arm's search tried an instruction and 8 nearest shots: named as tried there, not offered as untried
+    searched = BaselineConfig("prompt_search", shots=3, search={"shots": [1, 8], "selection": ["fixed", "nearest"],
+                                                                "instruction": [None, "Answer with the city only."]})
+    third = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
+    assert third[0]["tried_elsewhere"] == ["an instruction (prompt_search)", "8 or more nearest shots (prompt_search)"]
+    assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
+    assert "Tried by other prompting arms: an instruction (prompt_search)" in third[0]["line"]
+
 
 def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypatch):
     """On test, `few_shot` beats `nearest_shot` and `full` beats `lora`; on validation the order is the other way

@@ -73,6 +73,30 @@ def test_prepare_records_every_check(tmp_path, tokenizer_dir, monkeypatch):
     assert not train_prompts & test_prompts
 
 
+def test_preference_pairs_get_a_val_split_and_too_few_pairs_train_unsearched(tmp_path, tokenizer_dir, monkeypatch):
+    """Val pairs (task.val_size) judge DPO's search like val rows; the test pairs are the ones a split without val
+    pairs would hold. With too few pairs to spare a val split, none is carved and stats say DPO is not searched."""
+    from bakeoff.data import load_pairs, split
+    from bakeoff.models import load_tokenizer
+    from bakeoff.prepare import prepare
+
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "t.jsonl", [{"prompt": f"question {i}", "completion": f"answer {i}"} for i in range(30)])
+    pairs = [{"prompt": f"q {i}", "chosen": f"good {i}", "rejected": f"bad {i}"} for i in range(20)]
+    write_jsonl(tmp_path / "p.jsonl", pairs)
+    (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, prefs: p.jsonl, val_size: 4, test_size: 6}\n")
+    stats = prepare(load_params(tmp_path / "params.yaml"), tmp_path / "out", load_tokenizer(tokenizer_dir))
+    assert {k: v for k, v in stats["splits"].items() if k.startswith("prefs")} == {
+        "prefs_train": 10, "prefs_val": 4, "prefs_test": 6}
+    got = {s: [p.chosen for p in load_pairs(tmp_path / "out" / f"prefs_{s}.jsonl")] for s in ("train", "val", "test")}
+    assert got["test"] == [p["chosen"] for p in split(pairs, 0, 6, 0)["test"]]
+    assert len(set(got["train"]) | set(got["val"]) | set(got["test"])) == 20
+    (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, prefs: p.jsonl, val_size: 16, test_size: 4}\n")
+    stats = prepare(load_params(tmp_path / "params.yaml"), tmp_path / "out2", load_tokenizer(tokenizer_dir))
+    assert (stats["splits"]["prefs_val"], stats["splits"]["prefs_train"]) == (0, 16)
+    assert "DPO is not searched" in stats["checks"]["prefs_val"]
+
+
 def test_preference_pair_with_same_answers_named(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "q", "chosen": "a", "rejected": "b"},
                                              {"prompt": "q", "chosen": "same", "rejected": " same"}])

@@ -1,6 +1,7 @@
 """The tune stage's search on a tiny model: Optuna's study over short runs of the shared loop, judged on validation."""
 
 import json
+import math
 import random
 from dataclasses import replace
 
@@ -39,7 +40,11 @@ def _prepared(tickets, out, shuffle_test: bool = False):
 def test_trial_variant_trains_a_share_of_the_steps_with_four_evaluations():
     params = _params(TuneConfig(trials=2, trial_steps=0.5))
     tv = trial_variant(params.variant("lora"), params.tune, {"lr": 3e-3, "r": 8})
-    assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (4, 1, 0)
+    # 4 steps: an evaluation every second step (not every step: one can cost as much as a step); 40: every 10th
+    assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (4, 2, 0)
+    long = trial_variant(replace(params.variant("lora"), train=replace(params.variant("lora").train, max_steps=80)),
+                         params.tune, {})
+    assert (long.train.max_steps, long.train.eval_steps) == (40, 10)
     assert tv.train.lr == 3e-3 and tv.options["r"] == 8 and params.variant("lora").train.lr == 1e-3
     assert apply(params.variant("lora"), {}) == params.variant("lora")
 
@@ -116,3 +121,34 @@ def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_pa
     assert by_shots[3] > by_shots[0], by_shots
     assert rec["values"] == {"shots": 3, "selection": "nearest"} and rec["best_value"] == by_shots[3]
     assert all(t["prompt_tokens_per_request"] > 0 for t in rec["trials"])
+
+
+def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, monkeypatch):
+    """DPO's trials are judged on the val pairs the data stage carves (its loss on them), as the other variants are
+    on val rows; without val pairs the search says why it did not run, and nothing else."""
+    from bakeoff.data import read_pairs
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.trainer import train
+
+    monkeypatch.chdir(tmp_path)  # the parent adapter lives where the pipeline keeps it: models/variants/lora
+    data = _prepared(tickets, tmp_path / "data")
+    pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
+    write_jsonl(data / "prefs_train.jsonl", pairs[:16])
+    write_jsonl(data / "prefs_val.jsonl", pairs[16:22])
+    params = _params(TuneConfig(trials=2, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
+                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-3]}}}))
+    lora = params.variant("lora")
+    train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
+          get_technique("lora").load_rows(data), tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w")
+    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=5e-5), parent="lora",
+                        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
+    params = replace(params, variants={**params.variants, "dpo": dpo})
+    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work")
+    assert "skipped" not in rec and len(rec["trials"]) == 2, rec
+    values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
+    # lr 1e-9 leaves the policy on its reference: DPO's loss on every val pair is log 2
+    assert values[1e-9] == pytest.approx(math.log(2), abs=1e-4) and abs(values[1e-3] - math.log(2)) > 1e-4
+    assert rec["values"] == {"lr": min(values, key=values.get)}
+    (data / "prefs_val.jsonl").unlink()
+    off = search(params, "dpo", tiny_model_dir, data, tmp_path / "work2")
+    assert off["values"] == {} and off["skipped"] == "dpo has no validation rows to judge trials on"

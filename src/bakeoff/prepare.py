@@ -194,9 +194,16 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
              "checks": checks}
     if t.prefs:
         pairs = read_pairs(t.prefs, **kw)
-        p = split(pairs, 0, t.test_size, t.seed)
-        for name in ("train", "test"):
+        try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others
+            p = split(pairs, t.val_size, t.test_size, t.seed)
+        except DataError:  # too few pairs to spare a val split: DPO trains unsearched, judged on its training loss
+            try:
+                p = split(pairs, 0, t.test_size, t.seed)
+            except DataError as e:
+                raise DataError(f"{t.prefs}: {len(pairs)} preference pairs: {e}") from None
+            stats["checks"]["prefs_val"] = f"{len(pairs)} pairs leave none for a val split: DPO is not searched"
+        for name in ("train", "val", "test"):
             write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
-        stats["splits"].update({"prefs_train": len(p["train"]), "prefs_test": len(p["test"])})
+        stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2))
     return stats

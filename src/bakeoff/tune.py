@@ -5,7 +5,7 @@ No torch, no Optuna: ``bakeoff.config`` reads ``TuneConfig``; the search itself 
     v = apply(params.variant("lora"), runs.read_json(runs.tuned_record("lora"))["values"])
 
 Every arm gets the same counted budget: ``tune.trials`` trials, each training ``tune.trial_steps`` × the variant's
-``max_steps``, with validation loss reported at four evaluations so a pruner (median or successive halving) can stop
+``max_steps``, with validation loss reported at up to four evaluations so a pruner (median or successive halving) can stop
 a hopeless trial early. The objective is the last validation loss (``val_loss``) or the primary metric on the
 validation split (``metric``); the test split is never read. A variant listed in ``tune.share`` differs from
 another only in memory levers (checkpointing, accumulation, 8-bit optimizer): it takes that variant's chosen values
@@ -107,10 +107,11 @@ def apply(variant, values: dict, **train_overrides):
 
 
 def trial_variant(variant, tc: TuneConfig, values: dict):
-    """The short run a trial trains: ``trial_steps`` of the steps, validation loss at four evaluations, no early
-    stopping (the pruner stops trials), no checkpoints."""
+    """The short run a trial trains: ``trial_steps`` of the steps, validation loss at up to four evaluations (every
+    second step at least: an evaluation can cost as much as a step), no early stopping (the pruner stops trials), no
+    checkpoints."""
     steps = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
-    return apply(variant, values, max_steps=steps, eval_steps=max(1, steps // 4), early_stopping_patience=0,
+    return apply(variant, values, max_steps=steps, eval_steps=max(2, steps // 4), early_stopping_patience=0,
                  checkpoint_steps=0, warmup_steps_excluded=min(variant.train.warmup_steps_excluded, steps - 1))
 
 

@@ -228,12 +228,23 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
 FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
 
 
+def _tried_by_arms(baselines: dict) -> dict:
+    """Which prompting arms tried each cheap fix, as written or in their search space."""
+    def values(b, key):
+        return [getattr(b, key), *((b.search or {}).get(key) or [])]
+
+    return {"an instruction": [n for n, b in baselines.items() if any(values(b, "instruction"))],
+            "8 or more nearest shots": [n for n, b in baselines.items()
+                                        if max(values(b, "shots")) >= 8 and "nearest" in values(b, "selection")]}
+
+
 def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
     """Knowledge or format, per prompting baseline: when far more of its answers *contain* the reference than
     match it (``contains_reference`` − quality ≥ ``FORMAT_GAP``), the base model knows the answers and fails on
-    their form, and a cheap fix may close the gap before any training. Each finding names what was tried (shots,
-    selection, instruction, label choice) and what is left to try."""
-    out = []
+    their form, and a cheap fix may close the gap before any training. Each finding names what it tried (shots,
+    selection, instruction, label choice), what another prompting arm tried (as written or in its search), and
+    what no arm tried."""
+    out, by_arms = [], _tried_by_arms(baselines)
     for _, r in df[(df["kind"] == "baseline") & (df["status"] == "ok")].iterrows():
         contains, quality = r.get("contains_reference"), prompting_quality(r)
         if not isinstance(contains, (int, float)) or contains != contains or contains - quality < FORMAT_GAP:
@@ -244,13 +255,21 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
                  if b else "?", f"instruction {b.instruction!r}" if b and b.instruction else "no instruction"]
         if isinstance(choice, (int, float)) and choice == choice:
             tried.append(f"label choice ({choice:.0%})")
-        left = ([] if b and b.instruction else [f"an instruction that fixes the form (baselines.{r['name']}.instruction)"])
+        fixes = {"an instruction": (bool(b and b.instruction),
+                                    f"an instruction that fixes the form (baselines.{r['name']}.instruction)"),
+                 "8 or more nearest shots": (bool(b and b.shots >= 8 and b.selection == "nearest"),
+                                             "more or nearer shots")}
+        elsewhere, left = [], []
+        for what, (done, fix) in fixes.items():
+            others = [a for a in by_arms[what] if a != r["name"]]
+            if not done:
+                (elsewhere if others else left).append(f"{what} ({', '.join(others)})" if others else fix)
         left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
-        left += ["more or nearer shots"] if not b or b.shots < 8 or b.selection != "nearest" else []
         out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
-                    "tried": tried, "left": left,
+                    "tried": tried, "tried_elsewhere": elsewhere, "left": left,
                     "line": f"`{r['name']}` fails on format, not knowledge: {contains:.0%} of its answers contain the "
                             f"reference, {quality:.0%} score on the primary metric. Tried: {', '.join(tried)}."
+                            + (f" Tried by other prompting arms: {'; '.join(elsewhere)}." if elsewhere else "")
                             + (f" Not tried: {'; '.join(left)}." if left else "")})
     return out
 

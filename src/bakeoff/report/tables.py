@@ -156,7 +156,8 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
              "points with its interval; flips −/+ counts examples that went right → wrong / wrong → right against "
              "it (each listed in `reports/flips/<variant>.jsonl`). lm-eval EM is lm-evaluation-harness's exact "
              f"match on the same split{_lm_eval_how(df)}; pref acc is the share of held-out preference pairs whose chosen answer is "
-             "more likely, pref margin its mean log-probability margin (nats). contains ref is the share of answers that "
+             "more likely, pref margin its mean log-probability margin (nats), for the base as it is and each "
+             "trained run (a prompt's shots do not change the model it ranks with). contains ref is the share of answers that "
              "hold the reference (format aside); converged? is each variant's state when training ended (validation "
              "loss every train_defaults.eval_steps; `stopped early` kept the best step's weights).", "",
              *_table(df, QUALITY), *convergence_lines(df), "",

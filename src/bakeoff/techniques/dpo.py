@@ -39,13 +39,18 @@ class Dpo(Technique):
         return Dataset.from_list([{"prompt": p.messages, "chosen": [{"role": "assistant", "content": p.chosen}],
                                    "rejected": [{"role": "assistant", "content": p.rejected}]} for p in rows])
 
-    def val_rows(self, data_dir: Path) -> None:
-        return None  # no validation pairs are carved out: DPO's convergence is judged on its training loss alone
+    def val_rows(self, data_dir: Path) -> list | None:
+        """The validation pairs (``prefs_val.jsonl``, carved like val rows): DPO's loss on them judges its search,
+        early stopping and the converged flag."""
+        from bakeoff.data import load_pairs
+
+        path = Path(data_dir) / "prefs_val.jsonl"
+        return (load_pairs(path) or None) if path.exists() else None
 
     def trainer_parts(self, variant, precision, output_dir, evaluate=False):
         from trl import DPOConfig, DPOTrainer
 
-        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir),
+        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir, evaluate),
                                      beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
                                      max_length=variant.train.max_seq_len)
 
