@@ -91,6 +91,10 @@ def test_preference_pairs_get_a_val_split_and_too_few_pairs_train_unsearched(tmp
     got = {s: [p.chosen for p in load_pairs(tmp_path / "out" / f"prefs_{s}.jsonl")] for s in ("train", "val", "test")}
     assert got["test"] == [p["chosen"] for p in split(pairs, 0, 6, 0)["test"]]
     assert len(set(got["train"]) | set(got["val"]) | set(got["test"])) == 20
+    # other splits of the same files: another data hash, so no search or checkpoint of these splits is reused
+    (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, prefs: p.jsonl, val_size: 5, test_size: 6}\n")
+    other = prepare(load_params(tmp_path / "params.yaml"), tmp_path / "out3", load_tokenizer(tokenizer_dir))
+    assert other["data_hash"] != stats["data_hash"]
     (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, prefs: p.jsonl, val_size: 16, test_size: 4}\n")
     stats = prepare(load_params(tmp_path / "params.yaml"), tmp_path / "out2", load_tokenizer(tokenizer_dir))
     assert (stats["splits"]["prefs_val"], stats["splits"]["prefs_train"]) == (0, 16)

@@ -187,7 +187,7 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
             ex.id = i
         write_jsonl(out_dir / f"{name}.jsonl", splits[name])
     stats = {"splits": {k: len(v) for k, v in splits.items()},
-             "data_hash": file_hash(t.train, t.val, t.test, t.prefs),
+             "data_hash": None,
              "tokens": {k: token_stats(tokenizer, v) for k, v in splits.items()},
              "labels": closed_labels(splits["train"], t.labels, t.metric),
              "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
@@ -205,5 +205,9 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
         for name in ("train", "val", "test"):
             write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
         stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
+    # what a run trains and is chosen on: the raw files and the splits carved from them (val_size, seed, the checks
+    # change those), so a search or a resumable checkpoint made on other splits is never taken for this one
+    carved = ["train", "val"] + (["prefs_train", "prefs_val"] if t.prefs else [])
+    stats["data_hash"] = file_hash(t.train, t.val, t.test, t.prefs, *(out_dir / f"{f}.jsonl" for f in carved))
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2))
     return stats
