@@ -1,11 +1,15 @@
 """The verdict, the cost side, the Pareto front and the one-page report, from fixed per-example results."""
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from bakeoff import report, verdict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _write(tmp_path, name: str, scores: list[float], prompt_tokens: float, kind: str):
@@ -134,6 +138,35 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
     assert "Tried by other prompting arms: an instruction (prompt_search)" in third[0]["line"]
 
+
+
+def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, monkeypatch):
+    """A searched baseline that fails on format is diagnosed with the prompt its search chose (8 nearest shots and
+    an instruction), not the shots params.yaml writes (3 fixed), and its search space still counts as tried."""
+    import importlib.util
+
+    from bakeoff import runs
+    from bakeoff.config import BaselineConfig, load_params
+    from bakeoff.metrics import all_metrics
+
+    spec = importlib.util.spec_from_file_location("compare_stage", ROOT / "stages" / "compare.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    params = load_params(ROOT / "params.yaml")
+    search = {"shots": [3, 8], "selection": ["fixed", "nearest"], "instruction": [None, "City only."]}
+    params = replace(params, baselines={"zero_shot": BaselineConfig("zero_shot"),
+                                        "prompt_search": BaselineConfig("prompt_search", shots=3, search=search)})
+    monkeypatch.chdir(tmp_path)
+    runs.write_json(runs.tuned_record("prompt_search"),
+                    {"values": {"shots": 8, "selection": "nearest", "instruction": "City only."}})
+    as_run = stage.baselines_as_run(params)
+    assert (as_run["prompt_search"].shots, as_run["prompt_search"].selection) == (8, "nearest")
+    assert as_run["prompt_search"].search == search and as_run["zero_shot"] == params.baselines["zero_shot"]
+    chatty = all_metrics(["The capital of Peru is Lima.", "It is Paris."], ["Lima", "Paris"], labels=None)
+    df = pd.DataFrame([{"name": "prompt_search", "kind": "baseline", "status": "ok", "quality": 0.0, **chatty}])
+    d = verdict.diagnose(df, as_run)[0]
+    assert d["tried"] == ["8 shots (nearest)", "instruction 'City only.'"] and "Tried: 8 shots (nearest)" in d["line"]
+    assert not any("instruction" in x or "shots" in x for x in d["left"])
 
 def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypatch):
     """On test, `few_shot` beats `nearest_shot` and `full` beats `lora`; on validation the order is the other way
