@@ -13,7 +13,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]' || { df -h . ; \
+	  echo "make: the install failed (pip's error is above). The pinned stack needs about 8 GB free here (7 GB in $(VENV), torch's CUDA wheels most of it)." >&2 ; exit 1 ; }
 	$(PY) -m pip check
 	touch $@
 
