@@ -7,7 +7,7 @@ Strategies (params `baselines:`): zero-shot, k fixed shots, or the k nearest tra
 """
 
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 from bakeoff import runs, tracking
 from bakeoff.config import load_params
@@ -16,6 +16,7 @@ from bakeoff.errors import cli
 from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval
 from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
 from bakeoff.prompts import few_shot_messages, shot_picker
+from bakeoff.tune import as_run
 
 BASE = runs.BASE
 
@@ -29,8 +30,7 @@ def describe(b) -> str:
 def main() -> None:
     name = sys.argv[1]
     params = load_params()
-    tuned = runs.read_json(runs.tuned_record(name)) or {}  # the prompting search's choice, made on validation
-    b = replace(params.baseline(name), **(tuned.get("values") or {}))
+    b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
     inputs = EvalInputs.load(runs.PREPARED, params)
     pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
 
@@ -38,7 +38,7 @@ def main() -> None:
         return few_shot_messages(e, pick(e), b.instruction)
 
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval),
-              "tuned": tuned.get("values") or {}}
+              "tuned": tuned}
     record = {"name": name, "kind": "baseline", "technique": describe(b)}
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id

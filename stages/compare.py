@@ -8,19 +8,12 @@ reports/plots/*.png (DVC plots), reports/flips/<variant>.jsonl, and a summary ML
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from bakeoff import ranking, report, runs, sizing, tracking, verdict
 from bakeoff.config import load_params
 from bakeoff.errors import cli
-
-
-def baselines_as_run(params) -> dict:
-    """Each baseline as ``baseline@<name>`` ran it: with the values its prompting search chose (shots, selection,
-    instruction), its search space kept, so the diagnosis names what was really tried."""
-    return {n: replace(b, **((runs.read_json(runs.tuned_record(n)) or {}).get("values") or {}))
-            for n, b in params.baselines.items()}
+from bakeoff.tune import as_run
 
 
 @cli
@@ -34,7 +27,7 @@ def main() -> None:
     sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
     v = verdict.verdict(df, params.verdict.min_gain)
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
-    v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
+    v["diagnosis"] = verdict.diagnose(df, {n: as_run(params, n)[0] for n in params.baselines}, stats.get("labels"))
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     parent = params.variants[v["variant"]].parent if v.get("variant") else None

@@ -28,8 +28,7 @@ def main() -> None:
     params = load_params()
     from bakeoff import runs, tune
 
-    tuned = runs.read_json(runs.tuned_record(name)) or {}  # the tune stage's choice, judged on validation
-    v = tune.apply(params.variant(name), tuned.get("values") or {})
+    v, tuned = tune.as_run(params, name)  # with the tune stage's choice, judged on validation
     if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:
         from bakeoff.techniques.trainer import launch
 
@@ -49,7 +48,7 @@ def main() -> None:
     base, data, work = runs.BASE, runs.PREPARED, runs.work_dir(name)
     data_hash = runs.read_json(data / "stats.json")["data_hash"]
     logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train),
-              "tuned": tuned.get("values") or {}}
+              "tuned": tuned}
     parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
     fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
     resume, resume_run_id = resumable(work, fp, v.train.checkpoint_steps)

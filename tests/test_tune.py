@@ -10,7 +10,7 @@ import pytest
 from bakeoff.config import TrainConfig, VariantConfig, load_params
 from bakeoff.data import read_examples, write_jsonl
 from bakeoff.search import search_variant as search
-from bakeoff.tune import TuneConfig, apply, trial_variant
+from bakeoff.tune import TuneConfig, apply, as_run, trial_variant
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,22 @@ def test_trial_variant_trains_a_share_of_the_steps_with_four_evaluations():
     assert (long.train.max_steps, long.train.eval_steps) == (40, 10)
     assert tv.train.lr == 3e-3 and tv.options["r"] == 8 and params.variant("lora").train.lr == 1e-3
     assert apply(params.variant("lora"), {}) == params.variant("lora")
+
+
+def test_a_stage_runs_its_arm_with_the_values_its_search_chose(tmp_path, monkeypatch):
+    """``as_run``, which train@, baseline@ and compare read: params.yaml's variant with runs/<name>/tuned.json's
+    values applied (a technique option too); as written when there is no record or the search was skipped."""
+    from bakeoff import runs
+
+    params = _params(TuneConfig())
+    monkeypatch.chdir(tmp_path)
+    assert as_run(params, "lora") == (params.variant("lora"), {})
+    runs.write_json(runs.tuned_record("lora"), {"values": {"lr": 2.5e-3, "r": 16}})
+    v, chosen = as_run(params, "lora")
+    assert (v.train.lr, v.options["r"], chosen) == (2.5e-3, 16, {"lr": 2.5e-3, "r": 16})
+    assert v.train.max_steps == params.variant("lora").train.max_steps and params.variant("lora").train.lr == 1e-3
+    runs.write_json(runs.tuned_record("lora"), {"values": {}, "skipped": "no val split"})
+    assert as_run(params, "lora") == (params.variant("lora"), {})
 
 
 def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_model_dir, tickets, tmp_path):
@@ -125,7 +141,9 @@ def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_pa
 
 def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, monkeypatch):
     """DPO's trials are judged on the val pairs the data stage carves (its loss on them), as the other variants are
-    on val rows; without val pairs the search says why it did not run, and nothing else."""
+    on val rows; without val pairs the search says why it did not run, and nothing else. The val pairs here are
+    training pairs with chosen and rejected swapped: a rate that learns the training pairs loses on them, so the
+    search keeps the rate that learns nothing (judged on the training pairs it would keep the other)."""
     from bakeoff.data import read_pairs
     from bakeoff.techniques import get_technique
     from bakeoff.techniques.trainer import train
@@ -134,9 +152,9 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     data = _prepared(tickets, tmp_path / "data")
     pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
     write_jsonl(data / "prefs_train.jsonl", pairs[:16])
-    write_jsonl(data / "prefs_val.jsonl", pairs[16:22])
+    write_jsonl(data / "prefs_val.jsonl", [replace(p, chosen=p.rejected, rejected=p.chosen) for p in pairs[:6]])
     params = _params(TuneConfig(trials=2, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
-                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-3]}}}))
+                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}))
     lora = params.variant("lora")
     train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
           get_technique("lora").load_rows(data), tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w")
@@ -146,9 +164,10 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work")
     assert "skipped" not in rec and len(rec["trials"]) == 2, rec
     values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
-    # lr 1e-9 leaves the policy on its reference: DPO's loss on every val pair is log 2
-    assert values[1e-9] == pytest.approx(math.log(2), abs=1e-4) and abs(values[1e-3] - math.log(2)) > 1e-4
-    assert rec["values"] == {"lr": min(values, key=values.get)}
+    # lr 1e-9 leaves the policy on its reference: DPO's loss on every val pair is log 2; 1e-2 learns the training
+    # pairs, so it does worse than log 2 on their swapped copies
+    assert values[1e-9] == pytest.approx(math.log(2), abs=1e-4) and values[1e-2] > math.log(2) + 1e-3
+    assert rec["values"] == {"lr": 1e-9}
     (data / "prefs_val.jsonl").unlink()
     off = search(params, "dpo", tiny_model_dir, data, tmp_path / "work2")
     assert off["values"] == {} and off["skipped"] == "dpo has no validation rows to judge trials on"

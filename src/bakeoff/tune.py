@@ -2,7 +2,7 @@
 No torch, no Optuna: ``bakeoff.config`` reads ``TuneConfig``; the search itself is ``search.py``.
 
     python stages/tune.py lora                 # writes runs/lora/tuned.json, which train@lora reads
-    v = apply(params.variant("lora"), runs.read_json(runs.tuned_record("lora"))["values"])
+    v, chosen = as_run(params, "lora")       # train@lora's variant: params.yaml's, with the chosen values
 
 Every arm gets the same counted budget: ``tune.trials`` trials, each training ``tune.trial_steps`` × the variant's
 ``max_steps``, with validation loss reported at up to four evaluations so a pruner (median or successive halving) can stop
@@ -104,6 +104,18 @@ def apply(variant, values: dict, **train_overrides):
     train = replace(variant.train, **{k: v for k, v in values.items() if k in train_keys}, **train_overrides)
     options = {**variant.options, **{k: v for k, v in values.items() if k not in train_keys}}
     return replace(variant, train=train, options=options)
+
+
+def as_run(params, name: str) -> tuple:
+    """``(config, values)``: ``name``, a variant or a prompting baseline, as its stage runs it, with the ``values`` its
+    tune stage chose on validation (``runs/<name>/tuned.json``; ``{}`` when it was not searched). The search space
+    stays in the config, so a report can say what the search tried as well as what it chose."""
+    from bakeoff import runs
+
+    values = (runs.read_json(runs.tuned_record(name)) or {}).get("values") or {}
+    if name in params.variants:
+        return apply(params.variant(name), values), values
+    return replace(params.baseline(name), **values), values
 
 
 def trial_variant(variant, tc: TuneConfig, values: dict):

@@ -228,14 +228,14 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
 FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
 
 
-def _tried_by_arms(baselines: dict) -> dict:
-    """Which prompting arms tried each cheap fix, as written or in their search space."""
-    def values(b, key):
-        return [getattr(b, key), *((b.search or {}).get(key) or [])]
+def _cheap_fixes(b, searched: bool) -> dict[str, bool]:
+    """Which cheap fixes prompting arm ``b`` ran (``searched=False``: the prompt it ran with) or tried (``True``: that
+    prompt or any value of its search space)."""
+    def values(key):
+        return [getattr(b, key), *(((b.search or {}).get(key) or []) if searched else [])]
 
-    return {"an instruction": [n for n, b in baselines.items() if any(values(b, "instruction"))],
-            "8 or more nearest shots": [n for n, b in baselines.items()
-                                        if max(values(b, "shots")) >= 8 and "nearest" in values(b, "selection")]}
+    return {"an instruction": any(values("instruction")),
+            "8 or more nearest shots": max(values("shots")) >= 8 and "nearest" in values("selection")}
 
 
 def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
@@ -244,7 +244,10 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
     their form, and a cheap fix may close the gap before any training. Each finding names what it tried (shots,
     selection, instruction, label choice), what another prompting arm tried (as written or in its search), and
     what no arm tried."""
-    out, by_arms = [], _tried_by_arms(baselines)
+    out, by_arms = [], {}
+    for n, b in baselines.items():
+        for what in (what for what, yes in _cheap_fixes(b, True).items() if yes):
+            by_arms.setdefault(what, []).append(n)
     for _, r in df[(df["kind"] == "baseline") & (df["status"] == "ok")].iterrows():
         contains, quality = r.get("contains_reference"), prompting_quality(r)
         if not isinstance(contains, (int, float)) or contains != contains or contains - quality < FORMAT_GAP:
@@ -255,15 +258,20 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
                  if b else "?", f"instruction {b.instruction!r}" if b and b.instruction else "no instruction"]
         if isinstance(choice, (int, float)) and choice == choice:
             tried.append(f"label choice ({choice:.0%})")
-        fixes = {"an instruction": (bool(b and b.instruction),
-                                    f"an instruction that fixes the form (baselines.{r['name']}.instruction)"),
-                 "8 or more nearest shots": (bool(b and b.shots >= 8 and b.selection == "nearest"),
-                                             "more or nearer shots")}
+        ran, searched = (_cheap_fixes(b, False), _cheap_fixes(b, True)) if b else ({}, {})
+        fixes = {"an instruction": f"an instruction that fixes the form (baselines.{r['name']}.instruction)",
+                 "8 or more nearest shots": "more or nearer shots"}
         elsewhere, left = [], []
-        for what, (done, fix) in fixes.items():
-            others = [a for a in by_arms[what] if a != r["name"]]
-            if not done:
-                (elsewhere if others else left).append(f"{what} ({', '.join(others)})" if others else fix)
+        for what, fix in fixes.items():
+            others = [a for a in by_arms.get(what, []) if a != r["name"]]
+            if ran.get(what):  # in the prompt it ran with, named above
+                continue
+            if searched.get(what):  # its own search tried it and chose otherwise on validation
+                tried.append(f"{what} (in its search, not chosen)")
+            elif others:
+                elsewhere.append(f"{what} ({', '.join(others)})")
+            else:
+                left.append(fix)
         left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
         out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
                     "tried": tried, "tried_elsewhere": elsewhere, "left": left,
