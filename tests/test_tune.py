@@ -9,6 +9,7 @@ import pytest
 
 from bakeoff.config import TrainConfig, VariantConfig, load_params
 from bakeoff.data import read_examples, write_jsonl
+from bakeoff.schema import ParamsError
 from bakeoff.search import search_variant as search
 from bakeoff.tune import TuneConfig, apply, as_run, trial_variant
 
@@ -63,6 +64,8 @@ def test_a_stage_runs_its_arm_with_the_values_its_search_chose(tmp_path, monkeyp
     assert v.train.max_steps == params.variant("lora").train.max_steps and params.variant("lora").train.lr == 1e-3
     runs.write_json(runs.tuned_record("lora"), {"values": {}, "skipped": "no val split"})
     assert as_run(params, "lora") == (params.variant("lora"), {})
+    with pytest.raises(ParamsError, match=r"params.yaml: no variant or baseline named 'lroa'.*lora"):
+        as_run(params, "lroa")
 
 
 def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_model_dir, tickets, tmp_path):

@@ -20,6 +20,8 @@ import json
 import math
 from dataclasses import dataclass, field, fields, replace
 
+from bakeoff.schema import ParamsError, suggest
+
 # centred by technique on the published figures (../shared/fairness-facts.md): LoRA's best rate is ~10× full
 # fine-tuning's; DPO runs one to two orders below supervised fine-tuning
 DEFAULT_SPACES = {
@@ -112,6 +114,9 @@ def as_run(params, name: str) -> tuple:
     stays in the config, so a report can say what the search tried as well as what it chose."""
     from bakeoff import runs
 
+    if name not in params.variants and name not in params.baselines:
+        raise ParamsError(f"{params.path}: no variant or baseline named {name!r}"
+                          + suggest(name, [*params.variants, *params.baselines]))
     values = (runs.read_json(runs.tuned_record(name)) or {}).get("values") or {}
     if name in params.variants:
         return apply(params.variant(name), values), values
