@@ -16,6 +16,11 @@ from bakeoff.errors import cli
 from bakeoff.tune import as_run
 
 
+def baselines_as_run(params) -> dict:
+    """Each baseline as ``baseline@<name>`` ran it (its search's choice, its space kept): what the diagnosis reads."""
+    return {n: as_run(params, n)[0] for n in params.baselines}
+
+
 @cli
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "reports")
@@ -27,7 +32,7 @@ def main() -> None:
     sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
     v = verdict.verdict(df, params.verdict.min_gain)
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
-    v["diagnosis"] = verdict.diagnose(df, {n: as_run(params, n)[0] for n in params.baselines}, stats.get("labels"))
+    v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     parent = params.variants[v["variant"]].parent if v.get("variant") else None
