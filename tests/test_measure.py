@@ -111,3 +111,56 @@ def test_convergence_judgement():
     assert convergence(flat, val_down, False, 0.05) == "converged"
     assert convergence(falling, [], False, 0.05) == "still improving"  # no validation: training loss alone
     assert convergence(falling, val_down, True, 0.05) == "stopped early"
+
+
+def _curve(rng, steps, level, rows=40, noise=0.03):
+    """Per-row validation losses at each step: each row has its own difficulty, the curve its level(step), and every
+    evaluation its own noise per row."""
+    difficulty = [rng.uniform(0.0, 0.6) for _ in range(rows)]
+    return [(s, [max(0.0, d + level(s) + rng.gauss(0, noise)) for d in difficulty]) for s in steps]
+
+
+def test_a_noisy_falling_validation_curve_does_not_stop_early_and_a_flat_one_does():
+    """The issue's curve: 300 steps, an evaluation every 10, validation loss falling from 0.6 to 0.15 with noise and
+    bumps of +0.05 on two evaluations in a row (what stopped the old patience-2 rule at step 180). The noise-aware
+    rule with a patience of 30% of the run never stops it; the same run once its curve has flattened (level constant
+    after step 100) stops a patience after the flattening (plus the smoothing's lag), and is not called still improving."""
+    import random
+
+    from bakeoff.measure import EarlyStop, SMOOTHING
+
+    steps = list(range(10, 301, 10))
+
+    def falling(s):
+        return 0.6 * (1 - s / 330) + (0.05 if s in (170, 180) else 0.0)
+
+    for seed in range(5):
+        rule = EarlyStop(patience_steps=90, noise_z=2.0)
+        stops = [s for s, rows in _curve(random.Random(seed), steps, falling) if rule.update(s, rows)]
+        assert stops == [], (seed, stops)
+        assert rule.still_improving() is True
+
+    for seed in range(5):
+        rule = EarlyStop(patience_steps=90, noise_z=2.0)
+        flat = [s for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - min(s, 100) / 330))
+                if rule.update(s, rows)]
+        assert flat and 100 + 90 <= flat[0] <= 100 + 90 + 20 * SMOOTHING, (seed, flat)  # the smoothing's lag
+        assert rule.still_improving() is False
+
+
+def test_the_old_patience_of_two_evaluations_would_have_stopped_the_noisy_curve():
+    """The control for the test above: on the same curves, stopping after two evaluations without a new raw best
+    (transformers' EarlyStoppingCallback, the previous rule) stops at least one of the five runs before step 300."""
+    import random
+
+    steps = list(range(10, 301, 10))
+    stopped = 0
+    for seed in range(5):
+        best, waited = float("inf"), 0
+        for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - s / 330) + (0.05 if s in (170, 180) else 0)):
+            mean = sum(rows) / len(rows)
+            best, waited = (mean, 0) if mean < best else (best, waited + 1)
+            if waited >= 2:
+                stopped += 1
+                break
+    assert stopped >= 1

@@ -244,3 +244,53 @@ def test_forgetting_table_and_tradeoff_plot_read_the_probe_against_the_base(tmp_
     paths = plots(df, {}, tmp_path / "plots", "exact_match")
     assert paths["tradeoff"].exists() and paths["tradeoff"].stat().st_size > 1000
     assert "tradeoff" not in plots(df.drop(columns=["probe_acc"]), {}, tmp_path / "p2", "exact_match")
+
+
+def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatch):
+    """A baseline whose label choice scores better than its free generation (40 items: free 0%, choice 50%): the
+    quality column's interval is free generation's (0%–0%), label choice's interval sits in its own column, and the
+    report's header pairs each with its figure."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "zero_shot", [0.0] * 40, 100, "baseline")
+    rec = tmp_path / "runs" / "zero_shot" / "eval.json"
+    r = json.loads(rec.read_text())
+    r["metrics"]["quality_label_choice"] = 0.5
+    rec.write_text(json.dumps(r))
+    pred = tmp_path / "runs" / "zero_shot" / "predictions.jsonl"
+    rows = [json.loads(x) for x in pred.read_text().splitlines()]
+    pred.write_text("".join(json.dumps({**x, "choice_score": float(x["id"] % 2)}) + "\n" for x in rows))
+    _write(tmp_path, "lora", [1.0] * 30 + [0.0] * 10, 100, "variant")
+    df = verdict.collect(["zero_shot"], ["lora"])
+    verdict.add_confidence(df, "exact_match", resamples=500)
+    row = df.set_index("name").loc["zero_shot"]
+    assert row["quality"] == 0.0 and row["quality_ci"] == "0.0%–0.0%"
+    lo, hi = (float(x.rstrip("%")) / 100 for x in row["quality_label_choice_ci"].split("–"))
+    assert lo < 0.5 < hi and lo > 0.2
+    # the gain is still over the better of the two (label choice): 75% − 50%
+    assert df.set_index("name").loc["lora", "gain"] == pytest.approx(0.25)
+    from bakeoff.report import tables
+    header = tables._table(df, tables.QUALITY)[0].split(" | ")
+    assert header.index("label choice 95% CI") == header.index("label choice") + 1
+    assert header.index("95% CI") == header.index("quality") + 1
+
+
+def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
+    from bakeoff import runs
+    from bakeoff.report import tables
+
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "lora", [1.0] * 10, 100, "variant")
+    _write(tmp_path, "full", [1.0] * 10, 100, "variant")
+    runs.write_json(runs.tuned_record("lora"), {
+        "values": {"lr": 1e-3}, "best_value": 0.2, "best_trial": 0, "objective": "val_loss", "trial_steps": 300,
+        "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
+        "beat_recipe": False, "widened": [{"param": "lr", "side": "high", "from": 3e-3, "to": 0.0164}]})
+    runs.write_json(runs.tuned_record("full"), {
+        "values": {"lr": 2e-4}, "best_value": 0.1, "best_trial": 2, "objective": "val_loss", "trial_steps": 300,
+        "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
+        "beat_recipe": True, "widened": []})
+    text = "\n".join(tables.search_lines(verdict.collect([], ["lora", "full"])))
+    assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; the search did not " \
+           "beat it, so the recipe trains; a choice at the high edge widened lr's range from 0.003 to 0.0164." in text
+    assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search's " \
+           "choice beat it (0.1)." in text

@@ -38,16 +38,59 @@ def _prepared(tickets, out, shuffle_test: bool = False):
     return out
 
 
-def test_trial_variant_trains_a_share_of_the_steps_with_four_evaluations():
+def test_a_trial_trains_the_full_horizon_with_evaluations_at_its_rungs():
     params = _params(TuneConfig(trials=2, trial_steps=0.5))
     tv = trial_variant(params.variant("lora"), params.tune, {"lr": 3e-3, "r": 8})
-    # 4 steps: an evaluation every second step (not every step: one can cost as much as a step); 40: every 10th
-    assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (4, 2, 0)
+    # the variant's own 8 steps and schedule, judged every 4 (the first rung); 80 steps at 0.5: every 40th
+    assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (8, 4, 0)
     long = trial_variant(replace(params.variant("lora"), train=replace(params.variant("lora").train, max_steps=80)),
                          params.tune, {})
-    assert (long.train.max_steps, long.train.eval_steps) == (40, 10)
+    assert (long.train.max_steps, long.train.eval_steps) == (80, 40)
     assert tv.train.lr == 3e-3 and tv.options["r"] == 8 and params.variant("lora").train.lr == 1e-3
     assert apply(params.variant("lora"), {}) == params.variant("lora")
+
+
+def test_a_choice_at_the_edge_of_its_range_widens_it_on_that_side():
+    from bakeoff.search import widened
+
+    space = {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "r": {"choices": [8, 16]}}
+    wide, w = widened(space, {"lr": 2.5e-3, "r": 16}, [])  # 2.5e-3: 95% of the log range
+    assert wide["lr"]["high"] == pytest.approx(3e-3 * math.sqrt(30), rel=1e-2) and wide["lr"]["low"] == 1e-4
+    assert w == [{"param": "lr", "side": "high", "from": 3e-3, "to": wide["lr"]["high"]}]
+    assert wide["r"] == space["r"] and space["lr"]["high"] == 3e-3  # choices stay; the input is not changed
+    low, w2 = widened(space, {"lr": 1.1e-4}, [])
+    assert low["lr"]["low"] == pytest.approx(1e-4 / math.sqrt(30), rel=1e-2) and w2[0]["side"] == "low"
+    assert widened(space, {"lr": 6e-4}, []) == (space, [])  # inside: unchanged
+    lin, _ = widened({"x": {"low": 0.0, "high": 1.0}}, {"x": 0.95}, [])
+    assert lin["x"]["high"] == 1.5
+    capped, w3 = widened(space, {"lr": 3e-3}, [{"param": "lr", "side": "high"}] * 2)  # at most twice a side
+    assert capped == space and len(w3) == 2
+
+
+def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_widens(tiny_model_dir, tickets,
+                                                                                       tmp_path):
+    """Trial 0 is the plain recipe (params.yaml's lr 1e-3) and, the first at every rung, trains the full 8 steps. The
+    space here holds only rates too small to learn (1e-9 to 1e-8): every other trial is worse at the first rung
+    (step 4) and successive halving stops it there (one that ties the rung's better half may go on), its tokens
+    still counted. The best finished trial, the recipe,
+    sits above the space's high edge, so the second half widens the range upwards (twice at most). The choice is the
+    recipe, and the record says the search did not beat it."""
+    tune = TuneConfig(trials=4, trial_steps=0.5, pruner="halving", storage=f"sqlite:///{tmp_path / 't.db'}",
+                      spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}})
+    rec = search(_params(tune), "lora", tiny_model_dir, _prepared(tickets, tmp_path / "data"), tmp_path / "work")
+    trials = {t["number"]: t for t in rec["trials"]}
+    assert trials[0]["recipe"] and trials[0]["values"] == {"lr": 1e-3} and trials[0]["state"] == "complete"
+    assert [p["step"] for p in trials[0]["val_curve"]] == [4, 8]  # judged at the horizon that is trained
+    assert all(trials[n]["state"] == "pruned" for n in (1, 2, 3)), rec["trials"]
+    assert rec["values"] == {"lr": 1e-3} and rec["beat_recipe"] is False
+    assert rec["recipe"] == {"values": {"lr": 1e-3}, "state": "complete", "value": trials[0]["value"]}
+    assert [w["side"] for w in rec["widened"]] == ["high", "high"] and rec["searched"]["lr"]["high"] > 1e-8
+    assert rec["space_written"]["lr"]["high"] == 1e-8
+    assert trials[3]["values"]["lr"] <= rec["searched"]["lr"]["high"]
+    full = trials[0]["tokens_seen"]
+    assert [len(trials[n]["val_curve"]) for n in (1, 2)] == [1, 1]  # stopped at the first rung (a tie may go on)
+    assert all(0 < trials[n]["tokens_seen"] < full for n in (1, 2)), rec["trials"]  # and its steps counted
+    assert rec["tune_tokens"] == sum(t["tokens_seen"] for t in rec["trials"])
 
 
 def test_a_stage_runs_its_arm_with_the_values_its_search_chose(tmp_path, monkeypatch):
@@ -80,7 +123,7 @@ def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_mod
         assert rec["values"] == {"lr": 3e-3}, rec["trials"]
         values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
         assert set(values) == {1e-9, 3e-3} and values[3e-3] < values[1e-9]
-        assert rec["tune_tokens"] > 0 and rec["trial_steps"] == 4
+        assert rec["tune_tokens"] > 0 and (rec["trial_steps"], rec["rung_steps"]) == (8, 4)
         found[shuffle_test] = values
         # the same study again: complete already, so no trial runs and the same choice comes back
         again = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")

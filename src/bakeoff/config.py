@@ -42,7 +42,7 @@ class TaskConfig:
     columns: dict = field(default_factory=dict)  # ours → the user's column, e.g. {prompt: text, completion: label}
     prompt_template: str | None = None  # e.g. "Classify the review: {prompt}"
     system_prompt: str | None = None
-    val_size: float = 40  # < 1: a fraction of train; ≥ 1: a count
+    val_size: float | str = "auto"  # auto: 10% of train, 40 to 400 rows (bakeoff.data.auto_val); < 1: a fraction; ≥ 1: a count
     test_size: float = 60
     metric: str = "exact_match"
     labels: list | str | None = None  # closed label set: a list, "auto" (the distinct train answers, any count) or a
@@ -77,7 +77,9 @@ class TrainConfig:
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
     checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
     eval_steps: int = 10  # validation loss every N steps, for early stopping and the convergence flag (0: never)
-    early_stopping_patience: int = 2  # stop after N evaluations without a new best, keep the best (0: run to max_steps)
+    early_stopping_patience: float = 0.3  # stop after this share of max_steps without a real improvement of the
+    # validation loss (bakeoff.measure.EarlyStop), keep the best evaluation's weights (0: run to max_steps)
+    early_stopping_noise: float = 2.0  # a real improvement: the smoothed per-row drop beats this many standard errors
     improving_drop: float = 0.05  # "still improving": loss fell more than this share over the last quarter, val at best
     processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
     accelerate_config: str | None = None  # accelerate config for several GPUs, e.g. configs/accelerate/fsdp.yaml
@@ -192,8 +194,12 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
     check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
            f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
            f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
-    for k in ("checkpoint_steps", "eval_steps", "early_stopping_patience"):
+    for k in ("checkpoint_steps", "eval_steps", "early_stopping_noise"):
         check(getattr(t, k) >= 0, src, f"{key}.{k}", f"must be ≥ 0, got {getattr(t, k)}")
+    check(0 <= t.early_stopping_patience <= 1, src, f"{key}.early_stopping_patience",
+          f"is a share of max_steps in [0, 1] (0.3: stop after 30% of the run without a real improvement; 0: never "
+          f"stop early), got {t.early_stopping_patience}" + (" — it no longer counts evaluations" if
+                                                            t.early_stopping_patience > 1 else ""))
     check(t.seeds == 1 or t.processes == 1, src, f"{key}.seeds", "several seeds train in one process: set "
           f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
@@ -264,6 +270,10 @@ def _task(raw, src: Source) -> TaskConfig:
     for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
                        ("leakage", ("drop", "keep", "error"))):
         check(getattr(task, k) in allowed, src, f"task.{k}", f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
+    for k in ("val_size", "test_size"):
+        v = getattr(task, k)
+        check((k == "val_size" and v == "auto") or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
+              src, f"task.{k}", f"must be a fraction < 1, a count ≥ 1{' or auto' if k == 'val_size' else ''}; got {v!r}")
     check(task.labels is None or (isinstance(task.labels, str) and task.labels.strip() != "")
           or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
           src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "

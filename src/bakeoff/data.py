@@ -199,15 +199,25 @@ def read_pairs(path: str | Path, fmt: str = "auto", columns: dict | None = None,
 
 # ---------------------------------------------------------------- splitting
 
+VAL_SHARE, VAL_FLOOR, VAL_CAP = 0.1, 40, 400  # val_size: auto — a tenth of what the test split leaves, 40 to 400 rows
+
+
 def _count(size: float, n: int) -> int:
     return int(round(size * n)) if size < 1 else int(size)
 
 
-def split(items: list, val_size: float, test_size: float, seed: int) -> dict[str, list]:
-    """Seeded shuffle, then test, val and train slices (sizes: a fraction < 1 or a count)."""
+def auto_val(n_rest: int) -> int:
+    """``val_size: auto``: a share of the rows the test split leaves, between a floor and a cap (and never more than
+    half of them): more data, a steadier validation loss and search."""
+    return min(VAL_CAP, max(VAL_FLOOR, round(VAL_SHARE * n_rest)), n_rest // 2)
+
+
+def split(items: list, val_size, test_size: float, seed: int) -> dict[str, list]:
+    """Seeded shuffle, then test, val and train slices (sizes: a fraction < 1 or a count; val_size also ``auto``)."""
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
-    n_test, n_val = _count(test_size, len(items)), _count(val_size, len(items))
+    n_test = _count(test_size, len(items))
+    n_val = auto_val(len(items) - n_test) if val_size == "auto" else _count(val_size, len(items))
     if n_test + n_val >= len(items):
         raise DataError(f"task.val_size + task.test_size ({n_val} + {n_test}) leave no training rows "
                         f"out of {len(items)}")

@@ -161,6 +161,16 @@ def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tupl
                   "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
 
 
+def small_val(n_val: int, labels) -> str | None:
+    """A warning when the validation split is too small for the label set to judge a search or early stopping: under
+    two rows per label most labels are never seen there."""
+    n_labels = len(labels) if isinstance(labels, list) else 0
+    if n_labels and n_val < 2 * n_labels:
+        return (f"the validation split has {n_val} rows for {n_labels} labels (under 2 a label): searches and early "
+                f"stopping judge on few of them; set task.val_size to {2 * n_labels} or more if train can spare it")
+    return None
+
+
 def prepare(params, out_dir: str | Path, tokenizer) -> dict:
     """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record."""
     t = params.task
@@ -192,6 +202,10 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
              "labels": closed_labels(splits["train"], t.labels, t.metric),
              "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
              "checks": checks}
+    few = small_val(len(splits["val"]), stats["labels"])
+    if few:
+        checks["val_labels"] = few
+        _warn(few)
     if t.prefs:
         pairs = read_pairs(t.prefs, **kw)
         try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others

@@ -18,18 +18,61 @@ from pathlib import Path
 from bakeoff.tune import study_name, trial_variant
 
 
-def _sampler_and_pruner(tc, space: dict):
+def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None):
     import optuna
 
-    if all("choices" in spec for spec in space.values()):  # a finite space: each point at most once (seeded order)
+    if finite(space):  # a finite space: each point at most once (seeded order)
         grid = {k: spec["choices"] for k, spec in space.items()}
         sampler = optuna.samplers.GridSampler(grid, seed=tc.seed)
     else:
         sampler = optuna.samplers.TPESampler(seed=tc.seed, n_startup_trials=max(1, tc.trials // 2))
     pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
-              "halving": optuna.pruners.SuccessiveHalvingPruner(),
+              # rungs at rung_steps × 2^k: a trial goes on to the next only while it is in the better half there
+              "halving": optuna.pruners.SuccessiveHalvingPruner(min_resource=rung_steps or "auto", reduction_factor=2),
               "none": optuna.pruners.NopPruner()}[tc.pruner]
     return sampler, pruner
+
+
+def finite(space: dict) -> bool:
+    return all("choices" in spec for spec in space.values())
+
+
+def recipe_values(variant, space: dict) -> dict:
+    """The plain recipe's point of ``space``: the values params.yaml writes for the variant (its twin, trial 0)."""
+    from dataclasses import fields
+
+    train = {f.name for f in fields(variant.train)}
+    return {k: getattr(variant.train, k) if k in train else variant.options.get(k) for k in space}
+
+
+EDGE, WIDEN_MAX = 0.1, 2  # a choice within 10% of its range's end (log scale where the range is) is at the edge
+
+
+def widened(space: dict, best: dict, widenings: list) -> tuple[dict, list]:
+    """``space`` widened on every side where ``best`` (the best finished trial's values) sits at its edge: the bound
+    moves out by half the range (log scale: by √(high/low)), at most ``WIDEN_MAX`` times a side; returns the space
+    and the widenings so far (each {param, side, from, to})."""
+    import math
+
+    space, widenings = {k: dict(v) for k, v in space.items()}, list(widenings)
+    for k, spec in space.items():
+        if "choices" in spec or k not in best:
+            continue
+        lo, hi, log, x = spec["low"], spec["high"], bool(spec.get("log")), best[k]
+        f = (lambda v: math.log(v)) if log else (lambda v: v)
+        pos = (f(x) - f(lo)) / (f(hi) - f(lo))
+        for side, at in (("high", pos >= 1 - EDGE), ("low", pos <= EDGE)):
+            if not at or sum(w["param"] == k and w["side"] == side for w in widenings) >= WIDEN_MAX:
+                continue
+            if log:
+                new = hi * math.sqrt(hi / lo) if side == "high" else lo / math.sqrt(hi / lo)
+            else:
+                new = hi + (hi - lo) / 2 if side == "high" else lo - (hi - lo) / 2
+            if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not log:
+                new = int(round(new))
+            widenings.append({"param": k, "side": side, "from": spec[side], "to": float(f"{new:.3g}")})
+            spec[side] = float(f"{new:.3g}") if not isinstance(new, int) else new
+    return space, widenings
 
 
 def suggest(trial, name: str, spec: dict):
@@ -79,12 +122,23 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
                else f"{v.technique} has no validation rows to judge trials on")
         return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
     direction = "minimize" if tc.objective == "val_loss" else "maximize"
-    study, storage = open_study(params, name, space, data_dir, work_dir, direction)
+    rung = trial_variant(v, tc, {}).train.eval_steps
+    study, storage = open_study(params, name, space, data_dir, work_dir, direction, rung)
     precision = resolve_precision(v.train.precision)
     parent = runs.variant_dir(v.parent) if v.parent else None
+    recipe = recipe_values(v, space)
+    if not finite(space) and not study.get_trials(deepcopy=False):  # trial 0: the plain recipe, at full length
+        study.enqueue_trial(recipe, user_attrs={"recipe": True})
 
     def objective(trial):
-        values = {k: suggest(trial, k, spec) for k, spec in space.items()}
+        current = study.user_attrs.get("space") or space
+        if trial.number >= max(2, tc.trials // 2) and not finite(space):  # the second half follows the evidence
+            best = _best_finished(study, direction)
+            if best is not None:
+                current, widenings = widened(current, best.params, study.user_attrs.get("widened") or [])
+                study.set_user_attr("space", current)
+                study.set_user_attr("widened", widenings)
+        values = {k: suggest(trial, k, spec) for k, spec in current.items()}
         tv = trial_variant(v, tc, values)
         out = Path(work_dir) / f"trial-{trial.number}"
         result = {"state": "pruned"}
@@ -108,11 +162,28 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
             shutil.rmtree(out, ignore_errors=True)
 
     rec = run_study(study, objective, tc.trials)
-    return {"variant": name, "storage": storage.split("://")[0], "searched": space, "objective": tc.objective,
-            "trial_steps": trial_variant(v, tc, {}).train.max_steps, **rec}
+    twin = next((t for t in rec["trials"] if t.get("recipe")), None)
+    out = {"variant": name, "storage": storage.split("://")[0], "searched": study.user_attrs.get("space") or space,
+           "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": tc.objective,
+           "trial_steps": v.train.max_steps, "rung_steps": rung, **rec}
+    if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
+        out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
+        out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
+    return out
 
 
-def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, direction: str):
+def _best_finished(study, direction: str):
+    """The best trial that ran to the full length (pruned ones stopped at a rung), or None."""
+    import optuna
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    if not done:
+        return None
+    return (min if direction == "minimize" else max)(done, key=lambda t: t.value)
+
+
+def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, direction: str,
+               rung_steps: int | None = None):
     """(study, storage URL): the study of ``name`` in ``tune.storage`` (default: .bakeoff_tmp/tune.db), created or
     continued."""
     import optuna
@@ -124,7 +195,7 @@ def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, d
     if not tc.storage:  # the default file's folder does not exist yet on a fresh clone
         Path(work_dir).parent.mkdir(parents=True, exist_ok=True)
     storage = tc.storage or f"sqlite:///{(Path(work_dir).parent / 'tune.db').resolve()}"
-    sampler, pruner = _sampler_and_pruner(tc, space)
+    sampler, pruner = _sampler_and_pruner(tc, space, rung_steps)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
     study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
                                 load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
@@ -143,6 +214,7 @@ def run_study(study, objective, trials: int) -> dict:
                        gc_after_trial=True)
     done = study.get_trials(deepcopy=False, states=finished)
     listed = [{"number": t.number, "values": t.params, "state": t.state.name.lower(), "value": t.value,
+               "val_curve": [{"step": k, "loss": round(x, 5)} for k, x in sorted(t.intermediate_values.items())],
                **t.user_attrs} for t in done]
     common = {"study": study.study_name, "trials": listed,
               "n_pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in done),
@@ -151,7 +223,7 @@ def run_study(study, objective, trials: int) -> dict:
               "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}
     if not any(t.state == optuna.trial.TrialState.COMPLETE for t in done):
         return {**common, "values": {}, "skipped": f"all {len(done)} trials were pruned: params.yaml's values stand"}
-    return {**common, "values": study.best_params, "best_value": study.best_value}
+    return {**common, "values": study.best_params, "best_value": study.best_value, "best_trial": study.best_trial.number}
 
 
 def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, log_trial=None) -> dict:

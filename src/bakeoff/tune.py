@@ -4,9 +4,14 @@ No torch, no Optuna: ``bakeoff.config`` reads ``TuneConfig``; the search itself 
     python stages/tune.py lora                 # writes runs/lora/tuned.json, which train@lora reads
     v, chosen = as_run(params, "lora")       # train@lora's variant: params.yaml's, with the chosen values
 
-Every arm gets the same counted budget: ``tune.trials`` trials, each training ``tune.trial_steps`` × the variant's
-``max_steps``, with validation loss reported at up to four evaluations so a pruner (median or successive halving) can stop
-a hopeless trial early. The objective is the last validation loss (``val_loss``) or the primary metric on the
+Every arm gets the same counted budget: ``tune.trials`` trials, each with the variant's full ``max_steps`` and
+schedule (short trials favour high learning rates: a choice is made at the horizon that will be trained). Validation
+loss is reported every ``tune.trial_steps`` × max_steps steps, and successive halving (``pruner: halving``) stops a
+trial at a rung (that share, then twice it, ...) unless it is in the better half there, so only promising trials
+reach the full length; every step a trial trains is counted. Trial 0 is the plain recipe, the values params.yaml
+writes, so the choice is never worse on validation than the recipe it replaces (``beat_recipe`` says whether the
+search found better). In the second half of the trials a choice at the edge of its range widens the range on that
+side (``search.widened``; recorded as ``widened``). The objective is the last validation loss (``val_loss``) or the primary metric on the
 validation split (``metric``); the test split is never read. A variant listed in ``tune.share`` differs from
 another only in memory levers (checkpointing, accumulation, 8-bit optimizer): it takes that variant's chosen values
 instead of searching again. ``tune.storage`` may name a database URL so several machines work on one study
@@ -35,9 +40,10 @@ DEFAULT_SPACES = {
 @dataclass(frozen=True)
 class TuneConfig:
     trials: int = 0  # trials per variant (0: no search: each variant trains with the values params.yaml gives)
-    trial_steps: float = 0.25  # each trial trains this share of its variant's max_steps
+    trial_steps: float = 0.25  # the first rung: every trial is judged after this share of max_steps, and only those
+    # in the better half at each rung (×2 steps) go on; survivors train the full max_steps
     objective: str = "val_loss"  # val_loss (the trial's last validation loss) | metric (primary metric on val)
-    pruner: str = "median"  # median | halving (successive halving) | none
+    pruner: str = "halving"  # halving (successive halving over training steps) | median | none
     storage: str | None = None  # None: sqlite under .bakeoff_tmp/; a database URL shares one study among machines
     seed: int = 0
     spaces: dict = field(default_factory=lambda: json.loads(json.dumps(DEFAULT_SPACES)))  # technique → space
@@ -124,12 +130,11 @@ def as_run(params, name: str) -> tuple:
 
 
 def trial_variant(variant, tc: TuneConfig, values: dict):
-    """The short run a trial trains: ``trial_steps`` of the steps, validation loss at up to four evaluations (every
-    second step at least: an evaluation can cost as much as a step), no early stopping (the pruner stops trials), no
-    checkpoints."""
-    steps = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
-    return apply(variant, values, max_steps=steps, eval_steps=max(2, steps // 4), early_stopping_patience=0,
-                 checkpoint_steps=0, warmup_steps_excluded=min(variant.train.warmup_steps_excluded, steps - 1))
+    """The run a trial trains: the variant's full ``max_steps`` (its schedule too: a choice is judged at the horizon
+    that will be trained), validation loss every ``trial_steps`` × max_steps steps (every second step at least: an
+    evaluation can cost as much as a step), where the pruner may stop it; no early stopping, no checkpoints."""
+    rung = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
+    return apply(variant, values, eval_steps=rung, early_stopping_patience=0, checkpoint_steps=0)
 
 
 def study_name(params, name: str, space: dict, data_hash: str) -> str:

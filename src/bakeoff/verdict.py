@@ -144,7 +144,7 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
     df["best_baseline"] = best
     for col in ("quality_ci_low", "quality_ci_high", "gain", "gain_ci_low", "gain_ci_high"):
         df[col] = float("nan")
-    for col in ("quality_ci", "gain_vs_prompting", "flips"):
+    for col in ("quality_ci", "quality_label_choice_ci", "gain_vs_prompting", "flips"):
         df[col] = None
     for i, r in df.iterrows():
         it = items.get(r["name"])
@@ -152,11 +152,19 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
             continue
         ids = sorted(it)
         seeds = [[s[k] for k in ids] for s in _seed_items(r["name"])] if r["kind"] == "variant" else []
-        q, lo, hi = bootstrap_ci([it[k] for k in ids], figure, resamples=resamples, seeds=seeds or None)
-        if seeds:  # several training seeds: the quality is their mean, the interval holds their spread
-            df.loc[i, "quality"] = round(q, 4)
-        df.loc[i, ["quality_ci_low", "quality_ci_high"]] = [lo, hi]
-        df.loc[i, "quality_ci"] = f"{lo:.1%}–{hi:.1%}"
+        # each interval beside the figure it belongs to: free generation's under "quality", label choice's under
+        # "label choice" (a baseline's verdict items may be either)
+        free = it if r["kind"] == "variant" else (_items(r["name"], "score") or {})
+        if free:
+            q, lo, hi = bootstrap_ci([free[k] for k in ids], figure, resamples=resamples, seeds=seeds or None)
+            if seeds:  # several training seeds: the quality is their mean, the interval holds their spread
+                df.loc[i, "quality"] = round(q, 4)
+            df.loc[i, ["quality_ci_low", "quality_ci_high"]] = [lo, hi]
+            df.loc[i, "quality_ci"] = f"{lo:.1%}–{hi:.1%}"
+        choice = _items(r["name"], "choice_score") if r["kind"] == "baseline" else None
+        if choice:
+            _, clo, chi = bootstrap_ci([choice[k] for k in ids], figure, resamples=resamples)
+            df.loc[i, "quality_label_choice_ci"] = f"{clo:.1%}–{chi:.1%}"
         if r["kind"] != "variant" or not base_items:
             continue
         if set(ids) != set(base_items):

@@ -17,6 +17,7 @@ COLUMNS = {
     "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
     "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
+    "quality_label_choice_ci": ("label choice 95% CI", "{}"),
     "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
     "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
     "val_loss": ("val loss", "{:.3f}"), "val_quality": ("val quality", "{:.1%}"),
@@ -48,7 +49,7 @@ def _fmt(value, spec: str) -> str:
 
 
 QUALITY = ["name", "rank_group", "kind", "technique", "status", "quality", "quality_ci", "seed_spread", "quality_label_choice",
-           "gain_vs_prompting", "flips", "format_misses", "contains_reference",
+           "quality_label_choice_ci", "gain_vs_prompting", "flips", "format_misses", "contains_reference",
            "lm_eval_exact_match", "pref_accuracy", "pref_margin", "val_quality", "val_quality_label_choice",
            "val_loss", "convergence", "stopped_at_step", "best_step"]
 
@@ -60,9 +61,32 @@ def convergence_lines(df: pd.DataFrame) -> list[str]:
     still = [r["name"] for _, r in df.iterrows() if r.get("convergence") == "still improving"]
     if not still:
         return []
-    return ["", "**Still improving at max_steps:** " + ", ".join(f"`{n}`" for n in still) + " — the last validation "
-            "loss was the lowest and the training loss was still falling (train_defaults.improving_drop): "
-            "their rank may change with more steps."]
+    return ["", "**Still improving at max_steps:** " + ", ".join(f"`{n}`" for n in still) + " — the validation "
+            "loss was still falling by more than its noise (train_defaults.early_stopping_noise standard errors) over "
+            "the run's last stretch: their rank may change with more steps."]
+
+
+def search_lines(df: pd.DataFrame) -> list[str]:
+    """What each variant's search did, from its record (runs/<name>/tuned.json): the plain recipe's validation score
+    against the choice (measured on the validation split, each at the full max_steps), and any widened range."""
+    out = []
+    for name in df[df["kind"] == "variant"]["name"]:
+        rec = runs.read_json(runs.tuned_record(name)) or {}
+        if rec.get("shared_from") or not rec.get("trials"):
+            continue
+        recipe, said = rec.get("recipe") or {}, []
+        if recipe.get("value") is not None and rec.get("best_value") is not None:
+            values = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in recipe["values"].items())
+            said.append(f"the plain recipe ({values}) scored {recipe['value']:.4g} {rec.get('objective', '')} on "
+                        f"validation at {rec.get('trial_steps')} steps; "
+                        + ("the search's choice beat it (" + f"{rec['best_value']:.4g})" if rec.get("beat_recipe")
+                           else "the search did not beat it, so the recipe trains"))
+        for w in rec.get("widened") or []:
+            said.append(f"a choice at the {w['side']} edge widened {w['param']}'s range from {w['from']:.3g} to "
+                        f"{w['to']:.3g}")
+        if said:
+            out.append(f"- `{name}`: " + "; ".join(said) + ".")
+    return ["", "**Searches** (on the validation split, the test split never read):", *out] if out else []
 
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
@@ -160,7 +184,7 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
              "trained run (a prompt's shots do not change the model it ranks with). contains ref is the share of answers that "
              "hold the reference (format aside); converged? is each variant's state when training ended (validation "
              "loss every train_defaults.eval_steps; `stopped early` kept the best step's weights).", "",
-             *_table(df, QUALITY), *convergence_lines(df), "",
+             *_table(df, QUALITY), *convergence_lines(df), *search_lines(df), "",
              "## Cost: training and serving", "",
              "Figures are defined in `src/bakeoff/measure.py`; CPU memory is peak resident memory. Latency is "
              "one request at batch 1 (as served: adapters merged, QLoRA on its 4-bit base; unmerged beside it), every "

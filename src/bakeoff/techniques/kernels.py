@@ -79,8 +79,7 @@ def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> d
     if attention == "auto":
         attention = "eager_fp32" if not cuda and t.max_seq_len <= EAGER_MAX_LEN else current
     loss = t.loss_logits
-    plain = (getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder")
-             and inner.get_output_embeddings() is not None)
+    plain = plain_head(model)
     if loss == "auto":
         loss = "labelled" if sft and not cuda and t.processes == 1 and plain else "all"
     elif loss == "labelled" and not (sft and t.processes == 1 and plain):
@@ -111,8 +110,16 @@ def summary(k: dict) -> str:
     return f"{k['attention']} attn · {k['loss_logits']} logits{cast} · {k['optimizer']}"
 
 
-def labelled_loss(model, inputs: dict, num_items_in_batch=None):
-    """The causal-LM loss with the output head applied only where a label is (see the module's text)."""
+def plain_head(model) -> bool:
+    """Whether ``model``'s logits are its plain output head over the decoder's last hidden state."""
+    inner = _inner(model)
+    return (getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder")
+            and inner.get_output_embeddings() is not None)
+
+
+def labelled_loss(model, inputs: dict, num_items_in_batch=None, rows: list | None = None):
+    """The causal-LM loss with the output head applied only where a label is (see the module's text); ``rows``: a
+    list to append each row's mean per-token loss to (validation's stopping rule)."""
     import torch
     import torch.nn.functional as F
 
@@ -123,7 +130,13 @@ def labelled_loss(model, inputs: dict, num_items_in_batch=None):
     target = labels[:, 1:]
     keep = target != -100
     logits = inner.get_output_embeddings()(hidden[:, :-1][keep])
-    loss = F.cross_entropy(logits.float(), target[keep], reduction="sum")
+    per_token = F.cross_entropy(logits.float(), target[keep], reduction="none")
+    loss = per_token.sum()
+    if rows is not None:
+        which = keep.nonzero()[:, 0]
+        sums = torch.zeros(labels.shape[0], device=loss.device).index_add_(0, which, per_token.detach())
+        counts = keep.sum(dim=1).clamp(min=1)
+        rows.extend((sums / counts).tolist())
     if num_items_in_batch is None:
         return loss / keep.sum().clamp(min=1)
     if torch.is_tensor(num_items_in_batch):

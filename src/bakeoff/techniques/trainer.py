@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from bakeoff.measure import MB, PeakMemory, StepLog, convergence, count_params, dir_mb, loss_drop
+from bakeoff.measure import (MB, EarlyStop, PeakMemory, StepLog, convergence, count_params, dir_mb, loss_drop,
+                             row_stats)
 from bakeoff.runs import Skipped
 from bakeoff.techniques import kernels
 from bakeoff.techniques.base import Technique
@@ -30,9 +31,10 @@ class MemoryBudgetExceeded(MemoryError):
 
 
 def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False,
-              loss_logits: str = "all"):
+              loss_logits: str = "all", val_rows: list | None = None):
     """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget;
-    ``loss_logits="labelled"``: the SFT loss with the output head at labelled tokens only (``kernels.labelled_loss``)."""
+    ``loss_logits="labelled"``: the SFT loss with the output head at labelled tokens only (``kernels.labelled_loss``);
+    ``val_rows``: a list each evaluation appends its per-row validation losses to (SFT only)."""
     from transformers import Trainer, TrainerCallback
     from trl import SFTTrainer
 
@@ -61,6 +63,10 @@ def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | Non
             return super().training_step(model, inputs, num_items_in_batch)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if val_rows is not None and not model.training and "labels" in inputs and isinstance(self, SFTTrainer):
+                with self.accelerator.autocast():  # per-row losses for the stopping rule, and the same mean loss
+                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch, rows=val_rows)
+                return (loss, {"loss": loss}) if return_outputs else loss
             if loss_logits == "labelled" and "labels" in inputs:
                 with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
                     loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
@@ -133,7 +139,7 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     speed benchmark's "before" side).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
-    from transformers import EarlyStoppingCallback, set_seed
+    from transformers import set_seed
 
     from bakeoff.models import load_tokenizer
     from bakeoff.techniques.backends import trl_cpu
@@ -156,11 +162,16 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
                       f"which would let packed rows attend to each other (use group_by_length instead)")
     sizes = count_params(model)
+    row_losses: list = []  # this evaluation's per-row validation losses (the stopping rule reads them)
+    per_row = evaluate and kernels.plain_head(model) and variant.backend != "unsloth"  # else each evaluation's mean alone
+    # without early stopping the rule still judges "still improving", over the run's last quarter
+    rule = EarlyStop(patience_steps(t) or max(1, t.max_steps // 4), t.early_stopping_noise)
     with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
         try:
-            cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate, chosen["loss_logits"])
-            callbacks = [steps_cb, *extra_callbacks] + ([EarlyStoppingCallback(t.early_stopping_patience)]
-                                                        if evaluate and t.early_stopping_patience else [])
+            cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate, chosen["loss_logits"],
+                                      row_losses if per_row else None)
+            callbacks = [steps_cb, *extra_callbacks] + ([Stopping(rule, row_losses, bool(t.early_stopping_patience))]
+                                                        if evaluate else [])
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
                           eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks)
             t0 = time.perf_counter()
@@ -176,6 +187,9 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     history = [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]
     val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in trainer.state.log_history
                  if "eval_loss" in h]
+    for point, (_, rows_) in zip(val_curve, rule.evals):
+        if len(rows_) > 1:
+            point["se"] = round(row_stats(rows_)[1], 5)
     stopped_early = trainer.state.global_step < t.max_steps
     drop = loss_drop(history)
     return {
@@ -195,11 +209,35 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "stopped_at_step": trainer.state.global_step,
         "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else trainer.state.global_step,
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
-        "convergence": convergence(history, val_curve, stopped_early, t.improving_drop),
+        "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,
+                                   rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None),
+        "patience_steps": patience_steps(t) if t.early_stopping_patience else 0,
         "val_curve": val_curve,
         **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),
         "history": history,
     }
+
+
+def patience_steps(t) -> int:
+    """Early stopping's patience in steps: ``early_stopping_patience`` × ``max_steps`` (0: never stops)."""
+    return max(1, round(t.early_stopping_patience * t.max_steps)) if t.early_stopping_patience else 0
+
+
+def Stopping(rule: EarlyStop, rows: list, stop: bool):
+    """A TrainerCallback feeding each evaluation's per-row losses (every process's, in order) to ``rule`` and, when
+    ``stop``, ending the run when the rule says so (the best evaluation's weights are kept by the trainer)."""
+    from transformers import TrainerCallback
+
+    class _Stopping(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            gathered = [x for part in _gather(list(rows)) for x in part]
+            rows.clear()
+            if not gathered and metrics and "eval_loss" in metrics:  # no per-row losses (DPO): the mean alone
+                gathered = [metrics["eval_loss"]]
+            if gathered and rule.update(state.global_step, gathered) and stop:
+                control.should_training_stop = True
+
+    return _Stopping()
 
 
 def _peak(mem: PeakMemory) -> dict:
