@@ -116,3 +116,28 @@ def test_few_shot_turns_precede_the_question(tmp_path):
     assert [m["role"] for m in msgs[1:]] == ["user", "assistant", "user", "assistant", "user"]
     assert msgs[2]["content"] == shots[0].completion and msgs[-1]["content"] == "q4"
     assert fixed_shots(exs[:4], 2, seed=0) == shots  # the same shots for every test item
+
+
+def test_the_shipped_clinc150_sample_reads_through_columns_with_its_150_intents():
+    """data/raw/clinc150: CLINC150's own queries (CC BY 3.0, LICENSE shipped), 8 train and 1 test a label."""
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data/raw/clinc150"
+    cols = {"prompt": "text", "completion": "intent"}
+    train, test = read_examples(root / "train.csv", columns=cols), read_examples(root / "test.csv", columns=cols)
+    assert (len(train), len(test)) == (1200, 150)
+    assert set(Counter(e.completion for e in train).values()) == {8} and len({e.completion for e in test}) == 150
+    assert {e.completion for e in test} == {e.completion for e in train}
+    assert "Attribution 3.0" in (root / "LICENSE").read_text()
+
+
+def test_val_size_auto_grows_with_the_data_and_a_small_val_split_for_many_labels_is_warned():
+    from bakeoff.data import auto_val
+    from bakeoff.prepare import small_val
+
+    assert [auto_val(n) for n in (60, 460, 1200, 9000)] == [30, 46, 120, 400]  # half at most, floor 40, cap 400
+    assert [len(split(list(range(1350)), "auto", 150, 0)[k]) for k in ("test", "val", "train")] == [150, 120, 1080]
+    assert small_val(40, [f"l{i}" for i in range(77)]).startswith("the validation split has 40 rows for 77 labels")
+    assert "task.val_size to 154" in small_val(40, [f"l{i}" for i in range(77)])
+    assert small_val(120, [f"l{i}" for i in range(50)]) is None and small_val(10, None) is None
