@@ -5,6 +5,11 @@
 A variant that fails ends with status `oom`, `skipped` or `failed` in runs/<variant>/train.json and in its
 MLflow run; the stage still exits 0 so `dvc repro` goes on with the other variants.
 
+When the tune stage's chosen trial is the very run this stage would train (finished at full length, not one the
+variant's early stopping would have cut, same values, seed, data and parent: `adopt` in runs/<variant>/tuned.json),
+the stage adopts its model and measured record instead of training it again; the record says `adopted_from_trial`
+and where it was measured.
+
 With `checkpoint_steps: N` the trainer keeps its newest checkpoint in .bakeoff_tmp/<variant>/; a run that was
 killed continues from it on the next `dvc repro` (same params and data), in the same MLflow run. With
 `processes: N > 1` the stage starts itself N times under `torchrun` (CPU, gloo) or `accelerate launch` (GPUs,
@@ -14,7 +19,7 @@ with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and t
 import os
 import shutil
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from bakeoff.config import load_params
@@ -47,15 +52,22 @@ def main() -> None:
 
     base, data, work = runs.BASE, runs.PREPARED, runs.work_dir(name)
     data_hash = runs.read_json(data / "stats.json")["data_hash"]
-    logged = {"variant": {"technique": v.technique, "backend": v.backend, **v.options}, "train": asdict(v.train),
-              "tuned": tuned}
+    logged = tune.run_identity(v, tuned)
     parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
     fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
     resume, resume_run_id = resumable(work, fp, v.train.checkpoint_steps)
+    adopt = (runs.read_json(runs.tuned_record(name)) or {}).get("adopt") or {}
+    adopt = adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() else {}
 
     def work_fn():
         if v.parent and (parent_rec or {}).get("status") != "ok":
             raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
+        if adopt:  # the search already trained this very run (same values, seed, data, schedule): take it
+            print(f"[{name}] adopting trial {adopt['trial']} of its search (the same run; not trained again)", flush=True)
+            shutil.copytree(Path(adopt["dir"]) / "model", out, dirs_exist_ok=True)
+            rec = runs.read_json(Path(adopt["dir"]) / "record.json")
+            return {**rec, "adopted_from_trial": adopt["trial"],
+                    "measured_in": f"tune@{name} (trial {adopt['trial']}, the search's process)"}
         technique = get_technique(v.technique)
         return train(technique, v, base, technique.load_rows(data), out, resolve_precision(v.train.precision),
                      work_dir=work, parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=resume,
@@ -123,6 +135,8 @@ def main() -> None:
             (out / "NOT_TRAINED").write_text(f"{record['status']}: {record['error']}\n")
         else:
             shutil.rmtree(work, ignore_errors=True)  # finished: its checkpoints are no longer needed
+            if adopt:
+                shutil.rmtree(adopt["dir"], ignore_errors=True)
         tracking.log_metrics({k: v for k, v in record["metrics"].items() if not k.endswith("_per_process")})
         tracking.mark(record)
     runs.write_json(runs.train_record(name), record)

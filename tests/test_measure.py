@@ -88,7 +88,7 @@ def test_flop_params_leave_out_an_untied_input_embedding(tokenizer_dir):
 
 
 def test_loss_drop_over_the_last_quarter_by_hand():
-    from bakeoff.measure import loss_drop
+    from bakeoff.stopping import loss_drop
 
     hist = [{"step": s, "loss": l} for s, l in [(5, 2.0), (10, 1.6), (20, 1.2), (30, 1.0), (35, 0.8), (40, 0.64)]]
     # last quarter of 40 steps: steps 30, 35, 40. Least squares: slope −0.036/step, line at step 30: 0.99333;
@@ -100,7 +100,7 @@ def test_loss_drop_over_the_last_quarter_by_hand():
 
 
 def test_convergence_judgement():
-    from bakeoff.measure import convergence
+    from bakeoff.stopping import convergence
 
     falling = [{"step": s, "loss": 2.0 - s / 25} for s in (10, 20, 30, 40)]  # 0.4 at step 30 → 0.4 … 0.8
     flat = [{"step": s, "loss": 0.5} for s in (10, 20, 30, 40)]
@@ -127,7 +127,7 @@ def test_a_noisy_falling_validation_curve_does_not_stop_early_and_a_flat_one_doe
     after step 100) stops a patience after the flattening (plus the smoothing's lag), and is not called still improving."""
     import random
 
-    from bakeoff.measure import EarlyStop, SMOOTHING
+    from bakeoff.stopping import EarlyStop, SMOOTHING
 
     steps = list(range(10, 301, 10))
 

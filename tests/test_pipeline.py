@@ -327,3 +327,40 @@ def test_dvc_remote_push_and_pull_bring_back_identical_outputs(repo, tmp_path):
     sh("dvc pull", repo)
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in outs} == digest
     assert "Running stage" not in sh("dvc repro", repo)      # nothing to redo: the pulled outputs are current
+
+
+def test_train_adopts_the_search_trial_that_is_its_very_run(tmp_path, tiny_model_dir):
+    """The search's best trial (here trial 0, the plain recipe: the space's rates are too small to learn) is the run
+    train@lora would train (same values, seed, data, schedule; its early stopping would not have cut it), so the
+    stage adopts its adapter and record instead of training again. Trained afresh, with the adoption withheld, the
+    adapter comes out the same: the trial was the very run."""
+    import torch
+    from safetensors.torch import load_file
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    params = make_dvc_repo(repo, tiny_model_dir, rows=48)
+    params["train_defaults"].update(max_steps=4, effective_batch=4, micro_batch=4, precision="fp32", eval_steps=2,
+                                    warmup_steps_excluded=1, logging_steps=1)
+    params["baselines"] = {"zero_shot": {"shots": 0}}
+    params["variants"], params["derived"] = {"lora": {"technique": "lora", "r": 4, "alpha": 8}}, {}
+    params["tune"].update(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh("git init -q && git config user.email t@t && git config user.name t && git add -A && git commit -qm init", repo)
+    sh("python stages/model.py models/base && python stages/data.py models/base data/prepared", repo)
+    out = sh("python stages/tune.py lora && python stages/train.py lora", repo)
+    tuned = json.loads((repo / "runs/lora/tuned.json").read_text())
+    assert tuned["best_trial"] == 0 and tuned["adopt"]["trial"] == 0, tuned
+    assert "adopting trial 0 of its search" in out
+    rec = json.loads((repo / "runs/lora/train.json").read_text())
+    assert rec["status"] == "ok" and rec["metrics"]["adopted_from_trial"] == 0
+    assert rec["metrics"]["stopped_at_step"] == 4 and rec["metrics"]["tokens_seen"] > 0
+    assert not Path(tuned["adopt"]["dir"]).exists()  # taken, then cleared
+    adopted = load_file(repo / "models/variants/lora/adapter_model.safetensors")
+    tuned.pop("adopt")
+    (repo / "runs/lora/tuned.json").write_text(json.dumps(tuned))
+    again = sh("python stages/train.py lora", repo)
+    assert "adopting" not in again
+    fresh = load_file(repo / "models/variants/lora/adapter_model.safetensors")
+    assert adopted.keys() == fresh.keys() and all(torch.allclose(adopted[k], fresh[k], atol=1e-6) for k in fresh)
+    assert "adopted_from_trial" not in json.loads((repo / "runs/lora/train.json").read_text())["metrics"]

@@ -283,14 +283,23 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
     _write(tmp_path, "full", [1.0] * 10, 100, "variant")
     runs.write_json(runs.tuned_record("lora"), {
         "values": {"lr": 1e-3}, "best_value": 0.2, "best_trial": 0, "objective": "val_loss", "trial_steps": 300,
-        "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
+        "trials": [{"number": 0, "tokens_seen": 700, "wall_s": 70.0}, {"number": 1, "tokens_seen": 300, "wall_s": 30.0}],
+        "tune_tokens": 1000, "tune_wall_s": 100.0,
+        "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
         "beat_recipe": False, "widened": [{"param": "lr", "side": "high", "from": 3e-3, "to": 0.0164}]})
+    runs.write_json(runs.train_record("lora"), {"status": "ok", "metrics": {"adopted_from_trial": 0, "tokens_seen": 700}})
     runs.write_json(runs.tuned_record("full"), {
         "values": {"lr": 2e-4}, "best_value": 0.1, "best_trial": 2, "objective": "val_loss", "trial_steps": 300,
         "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
         "beat_recipe": True, "widened": []})
-    text = "\n".join(tables.search_lines(verdict.collect([], ["lora", "full"])))
+    df = verdict.collect([], ["lora", "full"])
+    text = "\n".join(tables.search_lines(df))
     assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; the search did not " \
-           "beat it, so the recipe trains; a choice at the high edge widened lr's range from 0.003 to 0.0164." in text
+           "beat it, so the recipe trains; its training run is the search's trial 0, the same run, adopted rather " \
+           "than trained again (its speed and memory were measured in the tune stage's process); a choice at the " \
+           "high edge widened lr's range from 0.003 to 0.0164." in text
+    # the adopted trial is the training run: the search's cost is the other trials alone
+    lora = df.set_index("name").loc["lora"]
+    assert (lora["tune_tokens"], lora["tune_wall_s"]) == (300, 30.0)
     assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search's " \
            "choice beat it (0.1)." in text

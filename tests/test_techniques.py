@@ -182,7 +182,7 @@ def test_early_stopping_stops_a_run_whose_validation_loss_rises_and_keeps_the_be
     evaluations; with a patience of 10% of the run (4 steps, so the rule's floor of SMOOTHING evaluations decides)
     the run stops soon after its best, and the saved weights are that best evaluation's checkpoint, not the last
     step's. Each point of the curve carries its standard error over the validation rows."""
-    from bakeoff.measure import SMOOTHING
+    from bakeoff.stopping import SMOOTHING
     from safetensors.torch import load_file
 
     rows = read_examples(tickets)

@@ -19,7 +19,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 def _params(tune: TuneConfig, lr: float = 1e-3):
     params = load_params(ROOT / "params.yaml")
     t = TrainConfig(max_steps=8, effective_batch=4, micro_batch=4, lr=lr, lr_scheduler="constant", warmup_ratio=0.0,
-                    max_seq_len=128, precision="fp32", logging_steps=1, warmup_steps_excluded=1)
+                    max_seq_len=128, precision="fp32", logging_steps=1, warmup_steps_excluded=1, eval_steps=4)
     lora = VariantConfig(name="lora", technique="lora", train=t, options={"r": 4, "alpha": 8, "dropout": 0.0,
                                                                            "targets": "all-linear"})
     return replace(params, variants={"lora": lora}, tune=tune)
@@ -39,13 +39,21 @@ def _prepared(tickets, out, shuffle_test: bool = False):
 
 
 def test_a_trial_trains_the_full_horizon_with_evaluations_at_its_rungs():
+    from bakeoff.tune import rung_steps
+
     params = _params(TuneConfig(trials=2, trial_steps=0.5))
     tv = trial_variant(params.variant("lora"), params.tune, {"lr": 3e-3, "r": 8})
-    # the variant's own 8 steps and schedule, judged every 4 (the first rung); 80 steps at 0.5: every 40th
+    # the variant's own 8 steps, schedule and evaluations (every 4), judged first at step 4, then 8
     assert (tv.train.max_steps, tv.train.eval_steps, tv.train.early_stopping_patience) == (8, 4, 0)
-    long = trial_variant(replace(params.variant("lora"), train=replace(params.variant("lora").train, max_steps=80)),
-                         params.tune, {})
-    assert (long.train.max_steps, long.train.eval_steps) == (80, 40)
+    assert rung_steps(params.variant("lora"), params.tune) == 4
+    lora = params.variant("lora")
+    long = replace(lora, train=replace(lora.train, max_steps=80, eval_steps=10))
+    assert (trial_variant(long, params.tune, {}).train.max_steps, rung_steps(long, params.tune)) == (80, 40)
+    # a rung falls where the variant evaluates: 0.25 x 20 = 5 steps, evaluations every 10 -> the first rung at 10
+    dpo_like = replace(lora, train=replace(lora.train, max_steps=20, eval_steps=10))
+    assert rung_steps(dpo_like, TuneConfig(trial_steps=0.25)) == 10
+    never = replace(lora, train=replace(lora.train, eval_steps=0))  # a variant that never evaluates: every rung
+    assert trial_variant(never, params.tune, {}).train.eval_steps == 4
     assert tv.train.lr == 3e-3 and tv.options["r"] == 8 and params.variant("lora").train.lr == 1e-3
     assert apply(params.variant("lora"), {}) == params.variant("lora")
 

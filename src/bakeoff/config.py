@@ -11,7 +11,6 @@ Every error names the file, the line and the dotted key at fault, for example
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import yaml
 
 from bakeoff.metrics import METRICS
 from bakeoff.runs import repo_root
-from bakeoff.schema import ParamsError, Source, build, check, key_lines, suggest
+from bakeoff.schema import ParamsError, Source, build, check, key_lines, renamed, suggest
 from bakeoff.techniques import get_technique, technique_names
 from bakeoff.tune import TuneConfig, check_prompt_search, check_spaces
 
@@ -77,8 +76,7 @@ class TrainConfig:
     warmup_steps_excluded: int = 2  # steps left out of the steady-state speed
     checkpoint_steps: int = 0  # save a resumable checkpoint every N steps (0: none)
     eval_steps: int = 10  # validation loss every N steps, for early stopping and the convergence flag (0: never)
-    early_stopping_patience: float = 0.3  # stop after this share of max_steps without a real improvement of the
-    # validation loss (bakeoff.measure.EarlyStop), keep the best evaluation's weights (0: run to max_steps)
+    early_stopping_patience: float = 0.3  # share of max_steps without a real improvement, then stop (bakeoff.stopping)
     early_stopping_noise: float = 2.0  # a real improvement: the smoothed per-row drop beats this many standard errors
     improving_drop: float = 0.05  # "still improving": loss fell more than this share over the last quarter, val at best
     processes: int = 1  # training processes (DDP): torchrun on CPU, accelerate launch on GPUs
@@ -196,10 +194,8 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
            f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
     for k in ("checkpoint_steps", "eval_steps", "early_stopping_noise"):
         check(getattr(t, k) >= 0, src, f"{key}.{k}", f"must be ≥ 0, got {getattr(t, k)}")
-    check(0 <= t.early_stopping_patience <= 1, src, f"{key}.early_stopping_patience",
-          f"is a share of max_steps in [0, 1] (0.3: stop after 30% of the run without a real improvement; 0: never "
-          f"stop early), got {t.early_stopping_patience}" + (" — it no longer counts evaluations" if
-                                                            t.early_stopping_patience > 1 else ""))
+    check(0 <= t.early_stopping_patience <= 1, src, f"{key}.early_stopping_patience", "is a share of max_steps in [0, 1] "
+          f"(0.3: stop after 30% of the run without a real improvement; 0: never), got {t.early_stopping_patience}")
     check(t.seeds == 1 or t.processes == 1, src, f"{key}.seeds", "several seeds train in one process: set "
           f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
@@ -270,10 +266,8 @@ def _task(raw, src: Source) -> TaskConfig:
     for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
                        ("leakage", ("drop", "keep", "error"))):
         check(getattr(task, k) in allowed, src, f"task.{k}", f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
-    for k in ("val_size", "test_size"):
-        v = getattr(task, k)
-        check((k == "val_size" and v == "auto") or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
-              src, f"task.{k}", f"must be a fraction < 1, a count ≥ 1{' or auto' if k == 'val_size' else ''}; got {v!r}")
+    check(task.val_size == "auto" or isinstance(task.val_size, (int, float)) and task.val_size >= 0, src,
+          "task.val_size", f"must be a fraction < 1, a count ≥ 1 or auto; got {task.val_size!r}")
     check(task.labels is None or (isinstance(task.labels, str) and task.labels.strip() != "")
           or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
           src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "
@@ -335,7 +329,8 @@ def parse_params(raw: dict, src: Source) -> Params:
     verdict = build(VerdictConfig, raw.get("verdict"), "verdict", src)
     cost = build(CostConfig, raw.get("cost"), "cost", src)
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
-    sizing = build(SizingConfig, _renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src), "sizing", src)
+    sizing = build(SizingConfig, renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src,
+                                       "it sizes the target card, not this run's training"), "sizing", src)
     _check_sizing(sizing, src)
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
     for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
@@ -347,21 +342,6 @@ def parse_params(raw: dict, src: Source) -> Params:
 
 # old name → new name; the old ones still work, with a warning naming the line
 RENAMED_SIZING = {"seq_len": "target_seq_len", "micro_batch": "target_micro_batch"}
-
-
-def _renamed(section, prefix: str, renames: dict[str, str], src: Source):
-    """``section`` with deprecated keys renamed, each announced on stderr as ``file:line: old → new``."""
-    if not isinstance(section, dict):
-        return section
-    out = dict(section)
-    for old, new in renames.items():
-        if old not in out:
-            continue
-        check(new not in out, src, f"{prefix}.{old}", f"the old name of {prefix}.{new}, which is set too: keep one")
-        print(f"warning: {src.line(f'{prefix}.{old}')}: {prefix}.{old} is deprecated, rename it {prefix}.{new} "
-              f"(it sizes the target card, not this run's training)", file=sys.stderr)
-        out[new] = out.pop(old)
-    return out
 
 
 def _check_tracking_uri(uri: str | None, src: Source) -> None:

@@ -112,3 +112,21 @@ def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
 def check(cond: bool, src: Source, key: str, msg: str) -> None:
     if not cond:
         raise src.error(key, msg)
+
+
+def renamed(section, prefix: str, renames: dict[str, str], src: Source, why: str = ""):
+    """``section`` with deprecated keys renamed, each announced on stderr as ``file:line: old → new`` (``why``: the
+    reason the name changed)."""
+    import sys
+
+    if not isinstance(section, dict):
+        return section
+    out = dict(section)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        check(new not in out, src, f"{prefix}.{old}", f"the old name of {prefix}.{new}, which is set too: keep one")
+        print(f"warning: {src.line(f'{prefix}.{old}')}: {prefix}.{old} is deprecated, rename it {prefix}.{new}"
+              + (f" ({why})" if why else ""), file=sys.stderr)
+        out[new] = out.pop(old)
+    return out

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bakeoff.tune import study_name, trial_variant
+from bakeoff.tune import apply, rung_steps, run_identity, study_name, trial_variant
 
 
 def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None):
@@ -122,7 +122,7 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
                else f"{v.technique} has no validation rows to judge trials on")
         return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
     direction = "minimize" if tc.objective == "val_loss" else "maximize"
-    rung = trial_variant(v, tc, {}).train.eval_steps
+    rung = rung_steps(v, tc)
     study, storage = open_study(params, name, space, data_dir, work_dir, direction, rung)
     precision = resolve_precision(v.train.precision)
     parent = runs.variant_dir(v.parent) if v.parent else None
@@ -143,12 +143,16 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
         out = Path(work_dir) / f"trial-{trial.number}"
         result = {"state": "pruned"}
         t_start = time.perf_counter()
+        kept = False
         try:
             rec = train(technique, tv, base_dir, rows, out / "model", precision, out / "work", parent_dir=parent,
-                        val_rows=val, extra_callbacks=[pruning_callback(trial)])
+                        val_rows=val, extra_callbacks=[pruning_callback(trial)],
+                        judge_patience=v.train.early_stopping_patience)
             value = rec["val_curve"][-1]["loss"] if tc.objective == "val_loss" else score_fn(tv, out / "model")
             result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
                       "val_curve": rec["val_curve"]}
+            trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
+            kept = _keep_if_best(study, direction, value, out, rec, work_dir)
             return value
         except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
             result["tokens_seen"] = (getattr(e, "partial_metrics", None) or {}).get("tokens_seen")
@@ -159,7 +163,9 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
             trial.set_user_attr("wall_s", result["wall_s"])
             if log_trial:
                 log_trial(trial.number, values, result)
-            shutil.rmtree(out, ignore_errors=True)
+            if not kept:
+                shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out / "work", ignore_errors=True)
 
     rec = run_study(study, objective, tc.trials)
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
@@ -169,7 +175,46 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
     if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
         out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
         out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
-    return out
+    adopt = adoptable(v, rec, Path(work_dir), data_dir, parent)
+    return {**out, **({"adopt": adopt} if adopt else {})}
+
+
+def _keep_if_best(study, direction: str, value: float, out: Path, rec: dict, work_dir: Path) -> bool:
+    """Keep this finished trial's model and record (``out``) when it is the best finished so far, dropping the one
+    kept before: train@ can adopt it instead of training the same run again (``adoptable``)."""
+    best = _best_finished(study, direction)
+    if best is not None and not (value < best.value if direction == "minimize" else value > best.value):
+        return False
+    for old in Path(work_dir).glob("trial-*"):
+        if old != out:
+            shutil.rmtree(old, ignore_errors=True)
+    from bakeoff import runs
+
+    runs.write_json(out / "record.json", rec)
+    return True
+
+
+def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None) -> dict | None:
+    """{trial, dir, fingerprint} when the chosen trial is the very run train@ would train: it finished at the full
+    length, the variant's own early stopping would not have stopped it and would have kept its last weights (its
+    best evaluation was its last), and its model and record were kept. train@ adopts it when its fingerprint
+    (bakeoff.tune.run_identity, the data, the parent's run) matches; else it trains as usual."""
+    from bakeoff import runs
+    from bakeoff.techniques.trainer import fingerprint
+
+    if "best_trial" not in rec or v.train.seeds > 1 or v.train.processes > 1:
+        return None
+    trial = next(t for t in rec["trials"] if t["number"] == rec["best_trial"])
+    folder = Path(work_dir) / f"trial-{trial['number']}"
+    saved = runs.read_json(folder / "record.json")
+    if not saved or trial.get("would_stop_at") is not None or not (folder / "model").exists():
+        return None
+    if v.train.early_stopping_patience and saved["best_step"] != saved["stopped_at_step"]:
+        return None  # the variant's own run would end on its best evaluation's weights, not the last step's
+    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
+    parent_run = (runs.read_json(runs.train_record(v.parent)) or {}).get("run_id") if parent else None
+    fp = fingerprint(run_identity(apply(v, rec["values"]), rec["values"]), data_hash, parent_run)
+    return {"trial": trial["number"], "dir": str(folder), "fingerprint": fp}
 
 
 def _best_finished(study, direction: str):

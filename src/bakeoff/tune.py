@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from bakeoff.schema import ParamsError, suggest
 
@@ -129,12 +129,27 @@ def as_run(params, name: str) -> tuple:
     return replace(params.baseline(name), **values), values
 
 
+def rung_steps(variant, tc: TuneConfig) -> int:
+    """The first rung of successive halving: ``trial_steps`` × max_steps (2 at least), rounded up to a multiple of
+    the variant's ``eval_steps`` so a trial is judged where the variant's own run evaluates."""
+    share = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
+    every = variant.train.eval_steps
+    return every * math.ceil(share / every) if every else share
+
+
 def trial_variant(variant, tc: TuneConfig, values: dict):
-    """The run a trial trains: the variant's full ``max_steps`` (its schedule too: a choice is judged at the horizon
-    that will be trained), validation loss every ``trial_steps`` × max_steps steps (every second step at least: an
-    evaluation can cost as much as a step), where the pruner may stop it; no early stopping, no checkpoints."""
-    rung = max(2, math.ceil(tc.trial_steps * variant.train.max_steps))
-    return apply(variant, values, eval_steps=rung, early_stopping_patience=0, checkpoint_steps=0)
+    """The run a trial trains: the variant's own run with ``values`` (its full ``max_steps`` and schedule: a choice is
+    judged at the horizon that will be trained, and evaluated where it evaluates; every rung when it never does),
+    where the pruner may stop it; no early stopping of its own (the pruner stops trials), no checkpoints."""
+    every = variant.train.eval_steps or rung_steps(variant, tc)
+    return apply(variant, values, eval_steps=every, early_stopping_patience=0, checkpoint_steps=0)
+
+
+def run_identity(variant, tuned: dict) -> dict:
+    """What makes two training runs the same run (with the data and the parent's run): the variant as run and the
+    chosen values. train@ resumes a checkpoint, or adopts a search's trial, only when this matches."""
+    return {"variant": {"technique": variant.technique, "backend": variant.backend, **variant.options},
+            "train": asdict(variant.train), "tuned": tuned}
 
 
 def study_name(params, name: str, space: dict, data_hash: str) -> str:

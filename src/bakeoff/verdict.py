@@ -42,8 +42,12 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                                      for k, v in tuned["values"].items())
             shared = tuned.get("shared_from")  # its search was another variant's, counted there
             row["tuned"] += f" (search of `{shared}`)" if shared else ""
-            row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0),
-                       tune_wall_s=0 if shared else tuned.get("tune_wall_s", 0))
+            # an adopted trial is the training run itself, counted there, not again as search
+            adopted = [t for t in tuned.get("trials") or [] if t.get("number") == row.get("adopted_from_trial")]
+            row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0) - sum(t.get("tokens_seen") or 0
+                                                                                     for t in adopted),
+                       tune_wall_s=0 if shared else round(tuned.get("tune_wall_s", 0) - sum(t.get("wall_s") or 0
+                                                                                            for t in adopted), 1))
         if (row.get("seeds") or 1) > 1:  # mean and spread over training seeds (stages/evaluate.py)
             row["seed_spread"] = (f"{row['seeds']}: sd {row['quality_seed_sd'] * 100:.1f} pp, "
                                   f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}")

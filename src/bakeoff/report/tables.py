@@ -81,6 +81,11 @@ def search_lines(df: pd.DataFrame) -> list[str]:
                         f"validation at {rec.get('trial_steps')} steps; "
                         + ("the search's choice beat it (" + f"{rec['best_value']:.4g})" if rec.get("beat_recipe")
                            else "the search did not beat it, so the recipe trains"))
+        row = df[df["name"] == name].iloc[0]
+        if row.get("adopted_from_trial") == row.get("adopted_from_trial") and row.get("adopted_from_trial") is not None:
+            said.append(f"its training run is the search's trial {int(row['adopted_from_trial'])}, the same run, "
+                        "adopted rather than trained again (its speed and memory were measured in the tune stage's "
+                        "process)")
         for w in rec.get("widened") or []:
             said.append(f"a choice at the {w['side']} edge widened {w['param']}'s range from {w['from']:.3g} to "
                         f"{w['to']:.3g}")

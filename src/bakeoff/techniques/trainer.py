@@ -15,13 +15,14 @@ import hashlib
 import json
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from bakeoff.measure import (MB, EarlyStop, PeakMemory, StepLog, convergence, count_params, dir_mb, loss_drop,
-                             row_stats)
+from bakeoff.measure import MB, PeakMemory, StepLog, count_params, dir_mb
 from bakeoff.runs import Skipped
+from bakeoff.stopping import EarlyStop, convergence, loss_drop, row_stats
 from bakeoff.techniques import kernels
 from bakeoff.techniques.base import Technique
 
@@ -127,16 +128,19 @@ def combine(per_process: list[dict]) -> dict:
 
 def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
           work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
-          val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None) -> dict:
+          val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None,
+          judge_patience: float | None = None) -> dict:
     # long: build, measure, train, save and record, in the order they happen
     """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
 
     ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
     ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
-    evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.measure.convergence``).
+    evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.stopping``).
     ``extra_callbacks``: more TrainerCallbacks (the tune stage's pruning report).
     ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the
     speed benchmark's "before" side).
+    ``judge_patience``: the patience the stopping rule judges by when the run itself never stops early (a tune
+    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
     from transformers import set_seed
@@ -165,7 +169,8 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     row_losses: list = []  # this evaluation's per-row validation losses (the stopping rule reads them)
     per_row = evaluate and kernels.plain_head(model) and variant.backend != "unsloth"  # else each evaluation's mean alone
     # without early stopping the rule still judges "still improving", over the run's last quarter
-    rule = EarlyStop(patience_steps(t) or max(1, t.max_steps // 4), t.early_stopping_noise)
+    judged = replace(t, early_stopping_patience=judge_patience) if judge_patience else t
+    rule = EarlyStop(patience_steps(judged) or max(1, t.max_steps // 4), t.early_stopping_noise)
     with PeakMemory() as mem:  # the training window: the model is loaded, the trainer not yet built
         try:
             cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate, chosen["loss_logits"],
@@ -211,7 +216,8 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
         "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,
                                    rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None),
-        "patience_steps": patience_steps(t) if t.early_stopping_patience else 0,
+        "patience_steps": patience_steps(judged),
+        "would_stop_at": rule.first_stop,
         "val_curve": val_curve,
         **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),
         "history": history,
