@@ -75,6 +75,19 @@ def test_a_choice_at_the_edge_of_its_range_widens_it_on_that_side():
     assert capped == space and len(w3) == 2
 
 
+def test_successive_halving_stops_a_trial_only_beyond_the_validation_noise():
+    """The default task's LoRA search (issue 24's rerun): at the first rung lr 2.5e-3 had val loss 0.1759 against the
+    recipe's 0.1610, with a standard error of 0.011 over the 46 validation rows: a gap of 1.4 se, which plain
+    successive halving pruned and the noise-aware rule lets go on; 6.5e-4 at 0.1964 (3.2 se) is still stopped."""
+    from bakeoff.search import beyond_noise
+
+    assert not beyond_noise(0.17585, [0.16097], 0.01097, 2.0)
+    assert beyond_noise(0.19642, [0.16097], 0.01097, 2.0)
+    assert beyond_noise(0.17585, [0.16097], None, 2.0)  # no per-row losses (DPO): any gap, as before
+    assert beyond_noise(0.5, [], 0.01, 2.0)  # the first at a rung: Optuna's own rule alone
+    assert not beyond_noise(0.70, [0.75], 0.05, 2.0, minimize=False) and beyond_noise(0.70, [0.75], 0.01, 2.0, False)
+
+
 def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_widens(tiny_model_dir, tickets,
                                                                                        tmp_path):
     """Trial 0 is the plain recipe (params.yaml's lr 1e-3) and, the first at every rung, trains the full 8 steps. The

@@ -83,17 +83,36 @@ def suggest(trial, name: str, spec: dict):
     return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
 
 
-def pruning_callback(trial):
-    """A TrainerCallback reporting each evaluation's loss to ``trial`` and stopping the run when Optuna prunes it."""
+def beyond_noise(value: float, others: list[float], se: float | None, z: float, minimize: bool = True) -> bool:
+    """Whether ``value`` is worse than the best of ``others`` (the other trials at the same step) by more than ``z``
+    standard errors of the validation loss: successive halving may stop a trial only then, not on a gap that the
+    validation rows' noise could make (``se`` None: no per-row losses; any gap counts)."""
+    if not others:
+        return True
+    gap = value - min(others) if minimize else max(others) - value
+    return gap > (z * se if se else 0.0)
+
+
+def pruning_callback(trial, noise_z: float = 2.0):
+    """A TrainerCallback reporting each evaluation's loss to ``trial`` and stopping the run when Optuna prunes it and
+    its loss is worse than the best at that step beyond the noise (``beyond_noise``; the trainer's stopping rule puts
+    the evaluation's standard error in ``eval_loss_se``)."""
     import optuna
     from transformers import TrainerCallback
 
     class Report(TrainerCallback):
         def on_evaluate(self, args, state, control, metrics=None, **kw):
             if metrics and "eval_loss" in metrics:
-                trial.report(metrics["eval_loss"], state.global_step)
-                if trial.should_prune():
-                    raise optuna.TrialPruned(f"validation loss {metrics['eval_loss']:.4f} at step {state.global_step}")
+                step, value = state.global_step, metrics["eval_loss"]
+                trial.report(value, step)
+                if not trial.should_prune():
+                    return
+                done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+                others = [t.intermediate_values[step] for t in trial.study.get_trials(deepcopy=False, states=done)
+                          if step in t.intermediate_values]
+                minimize = trial.study.direction == optuna.study.StudyDirection.MINIMIZE
+                if beyond_noise(value, others, metrics.get("eval_loss_se"), noise_z, minimize):
+                    raise optuna.TrialPruned(f"validation loss {value:.4f} at step {step}")
 
     return Report()
 
@@ -146,7 +165,7 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
         kept = False
         try:
             rec = train(technique, tv, base_dir, rows, out / "model", precision, out / "work", parent_dir=parent,
-                        val_rows=val, extra_callbacks=[pruning_callback(trial)],
+                        val_rows=val, extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise)],
                         judge_patience=v.train.early_stopping_patience)
             value = rec["val_curve"][-1]["loss"] if tc.objective == "val_loss" else score_fn(tv, out / "model")
             result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),

@@ -175,8 +175,9 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         try:
             cls, steps_cb = _measured(trainer_cls, log, mem, t.memory_budget_gb, evaluate, chosen["loss_logits"],
                                       row_losses if per_row else None)
-            callbacks = [steps_cb, *extra_callbacks] + ([Stopping(rule, row_losses, bool(t.early_stopping_patience))]
-                                                        if evaluate else [])
+            # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
+            callbacks = [steps_cb, *([Stopping(rule, row_losses, bool(t.early_stopping_patience))] if evaluate else []),
+                         *extra_callbacks]
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
                           eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks)
             t0 = time.perf_counter()
@@ -240,6 +241,8 @@ def Stopping(rule: EarlyStop, rows: list, stop: bool):
             rows.clear()
             if not gathered and metrics and "eval_loss" in metrics:  # no per-row losses (DPO): the mean alone
                 gathered = [metrics["eval_loss"]]
+            elif len(gathered) > 1 and metrics is not None:
+                metrics["eval_loss_se"] = row_stats(gathered)[1]
             if gathered and rule.update(state.global_step, gathered) and stop:
                 control.should_training_stop = True
 
