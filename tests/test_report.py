@@ -294,12 +294,12 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
         "beat_recipe": True, "widened": []})
     df = verdict.collect([], ["lora", "full"])
     text = "\n".join(tables.search_lines(df))
-    assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; the search did not " \
-           "beat it, so the recipe trains; its training run is the search's trial 0, the same run, adopted rather " \
+    assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored " \
+           "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted rather " \
            "than trained again (its speed and memory were measured in the tune stage's process); a choice at the " \
            "high edge widened lr's range from 0.003 to 0.0164." in text
     # the adopted trial is the training run: the search's cost is the other trials alone
     lora = df.set_index("name").loc["lora"]
     assert (lora["tune_tokens"], lora["tune_wall_s"]) == (300, 30.0)
-    assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search's " \
-           "choice beat it (0.1)." in text
+    assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search " \
+           "chose lr=0.0002, which scored 0.1 there." in text

@@ -238,3 +238,22 @@ def test_training_seeds_differ_in_data_order_and_initial_adapter_weights(tiny_mo
     assert len(seen[0]) == len(seen[1]) == 6 and seen[0] != seen[1], "the data order did not change with the seed"
     assert initial[0] and all(not torch.equal(initial[0][n], initial[1][n]) for n in initial[0]), \
         "the seeds share their initial adapter weights"
+
+
+def test_each_evaluation_hands_its_standard_error_to_the_callbacks_after_the_stopping_rule(tiny_model_dir, tickets,
+                                                                                          tmp_path):
+    """The search's noise-aware pruning reads ``eval_loss_se`` from the evaluation's metrics: the stopping rule must
+    put it there before any extra callback (the pruner) runs, and it is the curve's own standard error."""
+    from transformers import TrainerCallback
+
+    seen = []
+
+    class Capture(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            seen.append((state.global_step, metrics.get("eval_loss_se")))
+
+    rows = read_examples(tickets)
+    rec = train(get_technique("full"), _evaluated(4, 1e-3, 0.0), tiny_model_dir, rows[:16], tmp_path / "out", "fp32",
+                tmp_path / "w", val_rows=rows[16:22], extra_callbacks=[Capture()])
+    assert [s for s, _ in seen] == [p["step"] for p in rec["val_curve"]] == [2, 4]
+    assert all(se and se == pytest.approx(p["se"], abs=1e-5) for (_, se), p in zip(seen, rec["val_curve"]))

@@ -66,6 +66,10 @@ def convergence_lines(df: pd.DataFrame) -> list[str]:
             "the run's last stretch: their rank may change with more steps."]
 
 
+def _values(values: dict) -> str:
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
 def search_lines(df: pd.DataFrame) -> list[str]:
     """What each variant's search did, from its record (runs/<name>/tuned.json): the plain recipe's validation score
     against the choice (measured on the validation split, each at the full max_steps), and any widened range."""
@@ -76,11 +80,10 @@ def search_lines(df: pd.DataFrame) -> list[str]:
             continue
         recipe, said = rec.get("recipe") or {}, []
         if recipe.get("value") is not None and rec.get("best_value") is not None:
-            values = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in recipe["values"].items())
-            said.append(f"the plain recipe ({values}) scored {recipe['value']:.4g} {rec.get('objective', '')} on "
+            said.append(f"the plain recipe ({_values(recipe['values'])}) scored {recipe['value']:.4g} {rec.get('objective', '')} on "
                         f"validation at {rec.get('trial_steps')} steps; "
-                        + ("the search's choice beat it (" + f"{rec['best_value']:.4g})" if rec.get("beat_recipe")
-                           else "the search did not beat it, so the recipe trains"))
+                        + (f"the search chose {_values(rec['values'])}, which scored {rec['best_value']:.4g} there"
+                           if rec.get("beat_recipe") else "no trial scored better there, so the recipe trains"))
         row = df[df["name"] == name].iloc[0]
         if row.get("adopted_from_trial") == row.get("adopted_from_trial") and row.get("adopted_from_trial") is not None:
             said.append(f"its training run is the search's trial {int(row['adopted_from_trial'])}, the same run, "
