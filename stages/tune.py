@@ -8,13 +8,15 @@ search the run's values on the validation split, write runs/<name>/tuned.json, w
 With `tune.trials: 0` it writes an empty choice (the variant trains as params.yaml says) without loading torch. A
 variant named in `tune.share` works on the study of the variant it names (one search for variants that differ
 only in memory levers): DVC runs that one first, so this stage finds the study complete and reads its choice.
-Every trial is an MLflow child run of the `<variant>.tune` run.
+Every trial is an MLflow child run of the `<variant>.tune` run. A trial that runs out of memory (or past
+`memory_budget_gb`), is unsupported or crashes is recorded with its status, peak and tokens, and the study goes on; a
+search that cannot run at all leaves the values params.yaml writes (the stage still exits 0).
 """
 
 import sys
 
 from bakeoff.config import load_params
-from bakeoff.errors import cli
+from bakeoff.errors import UserError, cli
 
 
 @cli
@@ -32,7 +34,14 @@ def main() -> None:
         runs.write_json(runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "skipped": why})
         print(f"[{name}] not tuned: {why}")
         return
-    rec = tune_prompt(params, name) if baseline else tune_one(params, name, target)
+    try:
+        rec = tune_prompt(params, name) if baseline else tune_one(params, name, target)
+    except UserError:
+        raise
+    except Exception as e:  # a search that cannot run is this arm's note, not the pipeline's end: it trains as written
+        status, reason = runs.classify(e)
+        rec = {"name": name, "values": {}, "trials": [], "status": status, "error": reason,
+               "skipped": f"the search stopped ({status}: {reason.splitlines()[0][:300]}): params.yaml's values stand"}
     runs.write_json(runs.tuned_record(name), rec)
     print(f"[{name}] {'shares ' + repr(target) + ': ' if target != name else ''}"
           f"{rec.get('skipped') or rec['values']} ({len(rec['trials'])} trials, {rec.get('n_pruned', 0)} pruned)")

@@ -10,7 +10,10 @@ Memory (never one number that mixes kinds)
     CPU: ``*_peak_rss_mb``, the peak resident set size of the process within the window, read from the
     kernel's high-water mark (VmHWM) after resetting it at the window's start (/proc/self/clear_refs).
     CUDA: ``*_peak_allocated_mb`` (live tensors) and ``*_peak_reserved_mb`` (caching allocator), reset at the
-    window's start.
+    window's start, after emptying the allocator's cache (an earlier trial's, seed's or step's reserve is not
+    counted). Windows: ``train_`` the training run (the model loaded, the trainer not yet built, to the last
+    step); ``eval_`` every step of ``evaluate_examples`` (generation, validation loss and answers, label choice,
+    preference pairs, latency).
 Size
     ``trainable_params``, ``total_params`` (a 4-bit weight counts as its logical element count),
     ``adapter_mb``: bytes on disk of what a variant saves, in MiB.
@@ -22,7 +25,7 @@ Serving
     A ``_merged`` / ``_unmerged`` suffix says how an adapter was served.
     ``<step>_wall_s``: wall time of a whole evaluation step (``eval_val_loss``, ``eval_val_generate``,
     ``eval_label_choice``, ``eval_pref``, ``eval_latency``, ``lm_eval``, ``probe``, ``general_kl``).
-Utilisation (one convention, used by benchmarks/gpu.py and by sizing's time estimates)
+Utilisation (one convention, used by benchmarks/gpu_check.py and by sizing's time estimates)
     N is the parameter count without the input embedding (a table lookup, no multiply); a tied embedding counts
     once, as the output head. Model FLOPs per token: 6·N for full fine-tuning, 4·N when the base is frozen
     (adapters: no weight gradients), plus 2·N for DPO's reference forward. ``mfu`` = tokens/s × model FLOPs per
@@ -116,10 +119,11 @@ class PeakMemory:
     def __enter__(self):
         gc.collect()
         _malloc_trim()  # start from a trimmed heap: memory freed before the window is not counted in it
-        if self.cuda:
-            import torch
+        if self.cuda:  # the caching allocator emptied first: what an earlier trial, seed or step reserved is not
+            import torch  # counted in this window (nor trips memory_budget_gb)
 
             torch.cuda.synchronize()
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         try:
             Path("/proc/self/clear_refs").write_text("5")

@@ -176,6 +176,11 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
         except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
             result["tokens_seen"] = (getattr(e, "partial_metrics", None) or {}).get("tokens_seen")
             raise
+        except Exception as e:  # out of memory, unsupported, a crash: this trial's result, not the study's end
+            result.update(trial_failure(e))
+            for k in ("status", "error", "peak_mb"):
+                trial.set_user_attr(k, result[k])
+            raise  # Optuna records the trial as failed (run_study catches it) and the study goes on
         finally:
             result["wall_s"] = round(time.perf_counter() - t_start, 1)
             trial.set_user_attr("tokens_seen", result.get("tokens_seen") or 0)
@@ -196,6 +201,19 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
         out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
     adopt = adoptable(v, rec, Path(work_dir), data_dir, parent)
     return {**out, **({"adopt": adopt} if adopt else {})}
+
+
+def trial_failure(e: BaseException) -> dict:
+    """What a trial that raised leaves in its record: its status (``runs.classify``: oom, skipped or failed), the
+    reason's first line, the tokens it trained and the peak memory it reached (MB; reserved CUDA memory on a GPU,
+    resident memory on CPU), both from the trainer's partial measurement."""
+    from bakeoff import runs
+
+    status, reason = runs.classify(e)
+    partial = getattr(e, "partial_metrics", None) or {}
+    peaks = [partial[k] for k in ("train_peak_reserved_mb", "train_peak_rss_mb") if partial.get(k)]
+    return {"state": status, "status": status, "error": reason.split("\n")[0][:500],
+            "tokens_seen": partial.get("tokens_seen") or 0, "peak_mb": peaks[0] if peaks else None}
 
 
 def _keep_if_best(study, direction: str, value: float, out: Path, rec: dict, work_dir: Path) -> bool:
@@ -271,22 +289,29 @@ def run_study(study, objective, trials: int) -> dict:
     return its choice and every finished trial."""
     import optuna
 
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    # a trial that failed (out of memory, unsupported, crashed) counts in the budget like one that finished
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     left = trials - len(study.get_trials(deepcopy=False, states=finished))
     if left > 0:  # the callback caps the total when other machines work on the same study
         study.optimize(objective, n_trials=left, callbacks=[optuna.study.MaxTrialsCallback(trials, finished)],
-                       gc_after_trial=True)
+                       gc_after_trial=True, catch=(Exception,))
     done = study.get_trials(deepcopy=False, states=finished)
-    listed = [{"number": t.number, "values": t.params, "state": t.state.name.lower(), "value": t.value,
+    listed = [{"number": t.number, "values": t.params, "value": t.value,
                "val_curve": [{"step": k, "loss": round(x, 5)} for k, x in sorted(t.intermediate_values.items())],
-               **t.user_attrs} for t in done]
+               **t.user_attrs, "state": t.user_attrs.get("status") or t.state.name.lower()} for t in done]
+    failed = [t for t in listed if t["state"] not in ("complete", "pruned")]
     common = {"study": study.study_name, "trials": listed,
               "n_pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in done),
+              "n_failed": len(failed),
               # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
               "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
               "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}
     if not any(t.state == optuna.trial.TrialState.COMPLETE for t in done):
-        return {**common, "values": {}, "skipped": f"all {len(done)} trials were pruned: params.yaml's values stand"}
+        counts = {}
+        for t in listed:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        how = ", ".join(f"{n} {state}" for state, n in counts.items())
+        return {**common, "values": {}, "skipped": f"no trial finished ({how}): params.yaml's values stand"}
     return {**common, "values": study.best_params, "best_value": study.best_value, "best_trial": study.best_trial.number}
 
 
@@ -336,6 +361,13 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
             trial.set_user_attr("free_generation", free)
             result = {"state": "complete", "value": value}
             return value
+        except optuna.TrialPruned:
+            raise
+        except Exception as e:  # out of memory on long prompts, a crash: this trial's result
+            result.update(trial_failure(e))
+            for k in ("status", "error", "peak_mb"):
+                trial.set_user_attr(k, result[k])
+            raise
         finally:
             result["wall_s"] = round(time.perf_counter() - t_start, 1)
             trial.set_user_attr("wall_s", result["wall_s"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bakeoff.errors import UserError
+from bakeoff.runs import Skipped
 from bakeoff.techniques.base import Technique, common_args
 
 
@@ -29,8 +30,9 @@ class Dpo(Technique):
         from bakeoff.data import load_pairs
 
         path = Path(data_dir) / "prefs_train.jsonl"
-        if not path.exists():
-            raise UserError(f"task.prefs: DPO needs preference pairs (prompt, chosen, rejected); {path} is missing")
+        if not path.exists():  # this arm cannot run on this task: its status, not the pipeline's end
+            raise Skipped(f"DPO needs preference pairs (prompt, chosen, rejected) and this task has none: set "
+                          f"task.prefs to a file of them ({path} is missing)")
         return load_pairs(path)
 
     def dataset(self, rows: list):
