@@ -14,7 +14,7 @@ from bakeoff import runs, tracking
 from bakeoff.config import load_params
 from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import EvalInputs, evaluate_examples, latency, run_lm_eval, score_seed
+from bakeoff.evaluate import EvalInputs, KlToBase, evaluate_examples, latency, run_lm_eval, score_seed
 from bakeoff.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.techniques import get_technique
 
@@ -39,20 +39,6 @@ def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], prim
             "quality_seed_max": round(max(qualities), 4)}
 
 
-def kl_to_base(model, tok, serving: str, name: str) -> dict:
-    """``general_kl`` (``bakeoff.evaluate.general_kl``) against the base model, loaded in the same serving dtype."""
-    import time
-
-    from bakeoff.evaluate import general_instructions, general_kl
-    from bakeoff.models import load_for_eval
-
-    t0, base = time.perf_counter(), load_for_eval(BASE, precision=serving)
-    kl = general_kl(model, base, tok, general_instructions(), desc=f"{name} KL to base")
-    del base
-    gc.collect()
-    return {"general_kl": round(kl, 5), "general_kl_wall_s": round(time.perf_counter() - t0, 2)}
-
-
 def general_checks(params, name: str, lm, tok, serving: str, record: dict) -> dict:
     """The forgetting checks lm-eval runs on ``lm`` (a loaded model or its ``hf`` model_args): the offline probe
     (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
@@ -70,6 +56,7 @@ def general_checks(params, name: str, lm, tok, serving: str, record: dict) -> di
 
 @cli
 def main() -> None:
+    # long: the evaluation's steps in the order they run, one model resident at a time, and their records
     name = sys.argv[1]
     params = load_params()
     v = params.variant(name)
@@ -98,8 +85,9 @@ def main() -> None:
                 write_jsonl(runs.predictions(name), rows)
                 resume.finish()
                 metrics.update(served=technique.served_as(out), serving_dtype=technique.serving_dtype(v, serving))
-                if params.eval.probe:  # how far training moved the model from the base on general text
-                    metrics.update(kl_to_base(model, tok, serving, name))
+                kl = KlToBase(BASE, name, serving) if params.eval.probe else None
+                if kl:  # how far training moved the model from the base on general text (finished below)
+                    kl.take(model, tok)
                 lm_model = technique.lm_eval_model(BASE, out)
                 if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
                     del model
@@ -118,6 +106,10 @@ def main() -> None:
                     metrics.update(run_lm_eval(inputs, rows, lm, tok, runs.work_dir(name) / "lm_eval",
                                                dtype=torch_name(serving), mode=params.eval.lm_eval))
                 metrics.update(general_checks(params, name, lm, tok, serving, record))
+                if kl:  # the base, where it is loaded, only once the evaluated model is freed
+                    del model, lm
+                    gc.collect()
+                    metrics.update(kl.finish(tok))
                 return metrics
 
             runs.guarded(record, work)

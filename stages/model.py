@@ -1,4 +1,5 @@
-"""Stage `model`: resolve `model.base` into models/base/ (safetensors, tokenizer, chat template).
+"""Stage `model`: resolve `model.base` into models/base/ (safetensors in shards, tokenizer, chat template), stored in
+the dtype the runs use (`model.dtype: auto`: bf16 where every variant and the serving dtype resolve to bf16 here).
 
     python stages/model.py models/base
 """
@@ -8,15 +9,20 @@ import sys
 
 from bakeoff.config import load_params
 from bakeoff.errors import cli
-from bakeoff.models import resolve_base
+from bakeoff.models import resolve_base, run_dtype
 from bakeoff.runs import fresh_dir
 
 
 @cli
 def main() -> None:
     out = sys.argv[1] if len(sys.argv) > 1 else "models/base"
-    m = load_params().model
-    record = resolve_base(m.base, fresh_dir(out), dtype=m.dtype, trust_remote_code=m.trust_remote_code)
+    params = load_params()
+    m = params.model
+    # train_defaults and the serving dtype decide (what dvc.yaml lists): a variant with a precision of its own reads
+    # the stored weights converted on load
+    runs_in = run_dtype([params.train_defaults.precision, params.eval.dtype])
+    record = resolve_base(m.base, fresh_dir(out), dtype=m.dtype, trust_remote_code=m.trust_remote_code,
+                          run_precision=runs_in)
     print(json.dumps(record, indent=2))
 
 

@@ -38,10 +38,13 @@ def main() -> None:
         from bakeoff.techniques.trainer import launch
 
         sys.exit(launch(str(Path(__file__).resolve()), name, v.train))
-    if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL
+    no_unsloth = None
+    if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL; on a CPU, not at all
         from bakeoff.techniques.backends import unsloth
 
-        unsloth.preload()
+        no_unsloth = unsloth.cpu_reason()
+        if no_unsloth is None:
+            unsloth.preload()
     from bakeoff import tracking
     from bakeoff.models import resolve_precision
     from bakeoff.techniques import get_technique
@@ -60,6 +63,8 @@ def main() -> None:
     adopt = adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() else {}
 
     def work_fn():
+        if no_unsloth:
+            raise runs.Skipped(no_unsloth)
         if v.parent and (parent_rec or {}).get("status") != "ok":
             raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
         if adopt:  # the search already trained this very run (same values, seed, data, schedule): take it

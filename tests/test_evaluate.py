@@ -298,3 +298,139 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     assert got["base"]["n_probe"] == got["forgot"]["n_probe"] == 80
     assert got["base"]["kl"] == pytest.approx(0.0, abs=1e-6) and got["forgot"]["kl"] > 0.5, got
     assert got["forgot"]["probe_acc"] <= got["base"]["probe_acc"] - 0.1, got
+
+
+@pytest.fixture(scope="module")
+def wide_model_dir(tokenizer_dir, tmp_path_factory):
+    """A 4-layer Llama of ~64M parameters (128 MB in bf16) with the real tokenizer, stored in bf16: large enough that
+    a copy of it stands out from the process's other memory."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=768, intermediate_size=2048, num_hidden_layers=4,
+                         num_attention_heads=12, num_key_value_heads=4, tie_word_embeddings=True,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    out = tmp_path_factory.mktemp("wide") / "model"
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+MEASURE = """
+import gc, json, sys
+import torch
+from bakeoff import measure
+from bakeoff.evaluate import KlToBase, choose_labels, general_instructions
+from bakeoff.models import load_model, load_tokenizer
+
+mode, model_dir = sys.argv[1], sys.argv[2]
+tok = load_tokenizer(model_dir)
+prompts = [[{"role": "user", "content": f"ticket {i}: my card was charged twice"}] for i in range(4)]
+labels = ["refund", "billing: double charge", "card arrival status", "bug", "how_to"]
+out, held, grew = {}, {}, []
+
+
+def load():
+    held["model"] = load_model(model_dir, dtype=torch.bfloat16).eval()
+    out["footprint"] = sum(w.numel() * w.element_size() for w in held["model"].parameters())
+    if mode == "kl":
+        with torch.no_grad():
+            torch.manual_seed(1)
+            for w in held["model"].model.layers.parameters():
+                w.add_(torch.randn_like(w) * 0.05)
+
+
+def window(work):
+    gc.collect()
+    measure._malloc_trim()
+    before = measure._current_rss_bytes()
+    with measure.PeakMemory() as mem:
+        work()
+    grew.append(mem.peak_rss_bytes - before)
+
+
+load()
+if mode == "labels":  # a first call pays the libraries' one-time set-up (and pages the mapped weights in)
+    choose_labels(held["model"], tok, prompts, labels)
+for _ in range(3):
+    if mode == "labels":
+        window(lambda: out.update(choice=choose_labels(held["model"], tok, prompts, labels)))
+    else:  # take() runs the same forward first; then the evaluated model is freed and the base loaded
+        if "model" not in held:
+            load()
+        kl = KlToBase(model_dir, "moved", "bf16", general_instructions()[:4])
+        kl.take(held["model"], tok)
+
+        def work():
+            held.pop("model")
+            gc.collect()
+            out.update(kl.finish(tok))
+        window(work)
+out["grew"] = min(grew)  # a copy made on every call shows in every call; a library's occasional scratch does not
+out["grew_each"] = grew
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _measured(mode: str, model_dir) -> dict:
+    """``MEASURE`` in a fresh process (a long test session's heap would blur a resident-memory figure): how far
+    resident memory rose above the served model's at the peak of label choice (``labels``) or of KL to the base
+    once the evaluated model is freed (``kl``), the least of three calls (a bf16 matmul's weight scratch sometimes
+    adds ~the model's size for a moment, in one call of several), and the model's own bytes."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", MEASURE, mode, str(model_dir)], capture_output=True, text=True,
+                       timeout=300)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, r.stderr[-3000:]
+    return json.loads(line[len("RESULT "):])
+
+
+MARGIN = 0.5  # of the serving footprint: activations, the fp32 logits at scored positions, an fp32 slice of the
+# head (8192 of its rows: 0.2 of this model, whose head is 60% of its weights; 0.8% of an 8B model's)
+
+
+def test_label_choice_holds_no_fp32_copy_of_the_model(wide_model_dir):
+    """Label choice on a bf16 model grows resident memory by under half the model's own bytes (measured in a fresh
+    process): the decoder runs as served, only the scored positions' logits are fp32. Before, ``model.float()``
+    added a whole copy (+100%)."""
+    got = _measured("labels", wide_model_dir)
+    assert len(got["choice"]) == 4
+    assert got["grew"] < MARGIN * got["footprint"], (got["grew"] / 2 ** 20, got["footprint"] / 2 ** 20)
+
+
+def test_kl_to_base_keeps_one_model_resident_and_matches_the_two_model_figure(wide_model_dir):
+    """KL to the base of a changed model: the evaluated model's distributions first, then the base loaded once the
+    evaluated model is freed: resident memory never holds the two (growth under half of one model, measured in a
+    fresh process), and the figure is the one computed with both loaded. A PEFT model served unmerged takes its base
+    by disabling its adapter, with no load at all."""
+    from peft import LoraConfig, get_peft_model
+
+    from bakeoff.evaluate import KlToBase, general_instructions, general_kl
+
+    got = _measured("kl", wide_model_dir)
+    assert got["grew"] < MARGIN * got["footprint"], (got["grew"] / 2 ** 20, got["footprint"] / 2 ** 20)
+    tok = load_tokenizer(wide_model_dir)
+    items = general_instructions()[:4]
+    both = general_kl(_moved(wide_model_dir), load_model(wide_model_dir, dtype=torch.bfloat16).eval(), tok, items)
+    assert got["general_kl"] == pytest.approx(both, abs=1e-4) and both > 0
+    assert got["general_kl_against"] == "the base model in bf16"
+
+    peft = get_peft_model(load_model(wide_model_dir, dtype=torch.bfloat16),
+                          LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    unmerged = KlToBase(wide_model_dir, "peft", "bf16", items)
+    unmerged.take(peft.eval(), tok)
+    assert unmerged.metrics["general_kl_against"] == "the served model with its adapter disabled"
+    assert unmerged.metrics["general_kl"] > 0 and unmerged.finish(tok) is unmerged.metrics
+
+
+def _moved(model_dir):
+    m = load_model(model_dir, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        for p in m.model.layers.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return m

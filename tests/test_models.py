@@ -74,3 +74,61 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     assert 0 < record["trainable_params"] < 0.02 * record["total_params"]
     tuned = load_for_eval(out, tmp_path / "adapter")
     assert sum(p.numel() for p in tuned.parameters()) == record["total_params"] - record["trainable_params"]
+
+
+def test_the_stored_base_is_in_the_run_dtype_sharded_and_loads_memory_mapped(tiny_model_dir, tmp_path, monkeypatch):
+    """models/base in the dtype the runs use (bf16 here), in shards, read memory-mapped: the file's pages are mapped
+    into the process rather than copied. Before: fp32 in one shard, read whole with mmap disabled."""
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    from bakeoff import models
+
+    monkeypatch.setattr(models, "SHARD", "2MB")  # the tiny model's 6 MB in shards, as an 8B model's 16 GB are
+    out = tmp_path / "base"
+    resolve_base(str(tiny_model_dir), out, run_precision="bf16")
+    shards = sorted(out.glob("model-*.safetensors"))
+    assert len(shards) >= 2 and (out / "model.safetensors.index.json").exists()
+    for shard in shards:
+        with safe_open(shard, "pt") as f:
+            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"BF16"}
+    model = load_model(out, dtype=torch.bfloat16)
+    mapped = Path("/proc/self/maps").read_text()
+    assert any(str(s) in mapped for s in shards), "no shard is memory-mapped"
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    ref = load_model(tiny_model_dir).state_dict()
+    got = model.state_dict()
+    assert all(torch.equal(got[k], ref[k].to(torch.bfloat16)) for k in ref)
+
+
+def test_model_dtype_auto_is_what_the_runs_use(monkeypatch):
+    from bakeoff import models
+
+    monkeypatch.setattr(models, "cpu_bf16_fast", lambda: True)
+    assert models.run_dtype(["auto", "auto"]) == "bf16"
+    assert models.run_dtype(["auto", "fp32"]) == "fp32"  # a run in fp32 must not read rounded weights
+    assert models.run_dtype(["auto", "fp16"]) == "bf16"  # fp16 on a CPU is skipped: it does not decide
+    monkeypatch.setattr(models, "cpu_bf16_fast", lambda: False)
+    assert models.run_dtype(["auto", "auto"]) == "fp32"
+
+
+@pytest.mark.parametrize("capability, want", [((7, 5), "fp16"), ((7, 0), "fp16"), ((8, 0), "bf16"), ((9, 0), "bf16")])
+def test_auto_precision_takes_bf16_only_where_the_gpu_has_it_natively(monkeypatch, capability, want):
+    """A simulated GPU: a T4 (7.5) or V100 (7.0) reports bf16 as supported (emulated), and gets fp16."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    assert resolve_precision("auto") == want
+
+
+def test_qlora_places_its_base_on_this_process_gpu(monkeypatch):
+    from bakeoff.techniques.qlora import device_map
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert device_map() == {"": 3}
+    monkeypatch.delenv("LOCAL_RANK")
+    assert device_map() == {"": 0}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_map() == "cpu"

@@ -74,9 +74,11 @@ def repo(tmp_path_factory, tiny_model_dir):
     params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe_limit=40)
     params["variants"] = {
         "lora": {"technique": "lora", "r": 4, "alpha": 8, "seeds": 2},  # a second training seed, seed 1
-        "lora_oom": {"technique": "lora", "r": 4, "alpha": 8, "memory_budget_gb": 0.05},  # forced out-of-memory
-        "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},
+        "full": {"technique": "full", "memory_budget_gb": 0.05},  # cannot fit: its search and its run end `oom`
+        "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},  # no CUDA here: skipped at once
     }
+    # full alone is searched (2 trials), on a budget no trial fits in
+    params["tune"].update(trials=2, trial_steps=0.5, spaces={"full": {"lr": {"low": 1.0e-5, "high": 1.0e-4, "log": True}}})
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 1.0e-4}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("git init -q && git config user.email t@t && git config user.name t && dvc init -q", repo)
@@ -93,7 +95,7 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     for stage in ("model", "data", "tune_prompt@zero_shot", "tune@lora", "tune_from@dpo",
                   "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
                   "evaluate@lora",
-                  "train@lora_oom", "evaluate@lora_oom", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
+                  "tune@full", "train@full", "evaluate@full", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
                   "compare"):
         assert f"Running stage '{stage}'" in out
     # the child trains after its parent
@@ -103,30 +105,35 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
         assert f"| {name} |" in report
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     status = {r: v["status"] for r, v in metrics["runs"].items()}
-    assert status == {"zero_shot": "ok", "few_shot": "ok", "nearest": "ok", "lora": "ok", "lora_oom": "oom", "dpo": "ok",
-                      "unsloth": "ok"}
-    # Unsloth's CPU fallback trains here: the record shows its own code path ran, not a plain PEFT model
+    assert status == {"zero_shot": "ok", "few_shot": "ok", "nearest": "ok", "lora": "ok", "full": "oom", "dpo": "ok",
+                      "unsloth": "skipped"}
+    # Unsloth without a CUDA GPU: skipped before anything loads, with the reason, in the report too
     unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
-    backend = unsloth["metrics"]["backend_evidence"]
-    assert backend["unsloth_version"] and backend["patched"], backend
-    assert "backend_evidence" not in json.loads((repo / "runs" / "lora" / "train.json").read_text())["metrics"]
+    assert "CUDA GPU" in unsloth["error"] and unsloth["metrics"] == {}
+    assert "| unsloth |" in report and "CUDA GPU" in report
+    # every trial of full's search ran out of its budget: each is a recorded result (status, peak, tokens), the
+    # study went on to the second, and train@full then trained as written and ended `oom` too
+    tuned = json.loads((repo / "runs" / "full" / "tuned.json").read_text())
+    assert [t["state"] for t in tuned["trials"]] == ["oom", "oom"] and tuned["n_failed"] == 2
+    assert all("memory_budget_gb" in t["error"] and t["peak_mb"] > 50 for t in tuned["trials"]), tuned["trials"]
+    assert tuned["values"] == {} and "2 oom" in tuned["skipped"]
     # every run is served in one dtype, and the report names it
     served = {n: json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"].get("serving_dtype")
-              for n in ("zero_shot", "few_shot", "nearest", "lora", "unsloth", "dpo")}
+              for n in ("zero_shot", "few_shot", "nearest", "lora", "dpo")}
     assert len(set(served.values())) == 1 and None not in served.values(), served
     assert "serving dtype" in report and f"| {served['lora']} |" in report
     # the out-of-memory variant records its peak and why; its failure touched nothing of lora's
-    oom = json.loads((repo / "runs" / "lora_oom" / "train.json").read_text())
+    oom = json.loads((repo / "runs" / "full" / "train.json").read_text())
     assert "memory_budget_gb" in oom["error"] and oom["metrics"]["train_peak_rss_mb"] > 50
     assert (repo / "models" / "variants" / "lora" / "adapter_model.safetensors").exists()
     assert (repo / "runs" / "lora" / "predictions.jsonl").read_text().count("\n") == 8
-    assert "lora_oom" in report and "oom" in report
+    assert "| full |" in report and "oom" in report
     train = json.loads((repo / "runs" / "lora" / "train.json").read_text())
     assert train["metrics"]["tokens_seen"] > 0 and train["metrics"]["train_steps"] == 2
     # validation loss at the last step (eval_steps 10 > max_steps 2), a judgement, and winners chosen on validation
     assert [p["step"] for p in train["val_curve"]] == [2] and train["metrics"]["convergence"] in (
         "converged", "still improving")
-    assert json.loads((repo / "runs" / "lora" / "tuned.json").read_text())["skipped"] == "tune.trials is 0"
+    assert json.loads((repo / "runs" / "lora" / "tuned.json").read_text())["skipped"] == "tune.spaces has no 'lora' space"
     assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
                for n in ("zero_shot", "lora", "dpo"))
     assert "chosen on the validation split" in report and "converged?" in report
@@ -140,8 +147,11 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
     mlflow.set_tracking_uri(SERVER["uri"])
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
-    assert set(by_name) == {"zero_shot", "few_shot", "nearest", "lora", "lora_oom", "unsloth", "dpo", "comparison"}
-    assert by_name["lora_oom"]["tags.status"] == "oom" and by_name["lora_oom"]["metrics.train_peak_rss_mb"] > 50
+    assert set(by_name) == {"zero_shot", "few_shot", "nearest", "lora", "full", "unsloth", "dpo", "comparison",
+                            "full.tune", "lora.tune", "unsloth.tune", "dpo.tune"}  # tune.trials > 0: a search run each
+    trials = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.kind = 'trial'")
+    assert sorted(trials["tags.state"]) == ["oom", "oom"]  # full's two trials, each its own MLflow child run
+    assert by_name["full"]["tags.status"] == "oom" and by_name["full"]["metrics.train_peak_rss_mb"] > 50
     for name in ("zero_shot", "few_shot", "nearest", "lora", "dpo"):
         r = by_name[name]
         assert r["tags.status"] == "ok"
@@ -200,8 +210,8 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     # evaluation, no baseline. Every variant's tune stage reruns (a variant in tune.share works on another's study,
     # so each reads the whole variants section), but with nothing to search (or a study already complete) each
     # writes the same choice at once, and nothing downstream of an unchanged choice reruns
-    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo", "tune@lora",
-                   "tune@lora_oom", "tune@unsloth", "tune_from@dpo"]
+    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo", "tune@full",
+                   "tune@lora", "tune@unsloth", "tune_from@dpo"]
 
 
 def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
@@ -268,7 +278,7 @@ def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo)
     # the rank groups and the recommendation as tags; the pairwise tests as a table the UI shows
     assert summary["tags.rank_groups"].startswith("A: ") and "Recommendation" in summary["tags.recommendation"]
     table = client.load_table(summary["experiment_id"], "pairwise.json", run_ids=[summary["run_id"]])
-    assert {"a", "b", "p", "p_holm"} <= set(table.columns) and len(table) == 6 * 5 / 2  # six finished runs
+    assert {"a", "b", "p", "p_holm"} <= set(table.columns) and len(table) == 5 * 4 / 2  # five finished runs
 
 
 def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
@@ -276,7 +286,7 @@ def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
 
     repo, _ = repo
     pw = pd.read_csv(repo / "reports" / "pairwise.csv")
-    assert len(pw) == 15 and (pw["p_holm"] >= pw["p"] - 1e-12).all() and pw["p"].between(0, 1).all()
+    assert len(pw) == 10 and (pw["p_holm"] >= pw["p"] - 1e-12).all() and pw["p"].between(0, 1).all()
     assert set(pw["test"]) == {"exact McNemar"}  # exact match is 0/1
     # the discordant counts are the items the two runs disagree on, recounted from their predictions
     row = pw[(pw["a"] == "zero_shot") & (pw["b"] == "lora")].iloc[0]

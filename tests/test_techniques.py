@@ -257,3 +257,78 @@ def test_each_evaluation_hands_its_standard_error_to_the_callbacks_after_the_sto
                 tmp_path / "w", val_rows=rows[16:22], extra_callbacks=[Capture()])
     assert [s for s, _ in seen] == [p["step"] for p in rec["val_curve"]] == [2, 4]
     assert all(se and se == pytest.approx(p["se"], abs=1e-5) for (_, se), p in zip(seen, rec["val_curve"]))
+
+
+def test_qlora_holds_its_unquantized_weights_and_activations_in_the_compute_dtype(tiny_model_dir, tickets, tmp_path,
+                                                                                   monkeypatch):
+    """QLoRA as its paper and PEFT run it, in bf16: the weights bitsandbytes leaves unquantized (embeddings, norms,
+    head) and every MLP output (what backward saves) in bf16, the adapters in bf16 as TRL casts them for a quantized
+    base, checkpointing on by default (LoRA's stays off), and the record says what the trainer held. Before, the 4-bit base loaded in fp32 and PEFT's preparation upcast
+    every 16-bit weight, so the whole hidden-state stream was fp32."""
+    tech = get_technique("qlora")
+    t = TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, lr=1e-3, max_seq_len=128, precision="bf16",
+                    logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
+    v = VariantConfig(name="qlora", technique="qlora", train=t, options=dict(tech.defaults))
+    assert v.train.gradient_checkpointing is True
+    assert VariantConfig(name="lora", technique="lora", train=t, options={}).train.gradient_checkpointing is False
+    built, seen = {}, []
+    orig = tech.build
+
+    def build(*a, **k):
+        built["model"] = model = orig(*a, **k)
+        for name, m in model.named_modules():
+            if name.endswith(".mlp"):
+                m.register_forward_hook(lambda mod, args, out: seen.append(out.dtype))
+        return model
+
+    monkeypatch.setattr(tech, "build", build)
+    rec = train(tech, v, tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out", "bf16", tmp_path / "w")
+    model = built["model"]
+    plain = {n: p.dtype for n, p in model.named_parameters()
+             if not p.requires_grad and type(p).__name__ != "Params4bit" and p.is_floating_point()}
+    assert plain and set(plain.values()) == {torch.bfloat16}, plain
+    assert {p.dtype for p in model.parameters() if p.requires_grad} == {torch.bfloat16}
+    assert seen and set(seen) == {torch.bfloat16}
+    assert rec["gradient_checkpointing"] is True
+    assert rec["dtypes"] == {"base": "nf4 4-bit", "unquantized": "bfloat16", "head": "bfloat16",
+                             "trainable": "bfloat16", "compute": "bfloat16", "activations": "bfloat16"}
+
+
+@pytest.mark.parametrize("fault, status", [
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), "failed"),
+    (KeyError("lm_head"), "failed"),
+    (NotImplementedError("Unsloth: this model type is not supported yet"), "skipped"),
+    (RuntimeError("Unsloth currently only supports CUDA, Intel and AMD GPUs"), "skipped"),
+])
+def test_an_unsloth_crash_is_failed_and_what_it_cannot_run_is_skipped(monkeypatch, fault, status):
+    """Unsloth's loader forced to raise (a fake module stands in for it: the fault is the point): a crash ends
+    `failed` with its traceback, Unsloth's "unsupported" ends `skipped` with its own words."""
+    import sys
+    import types
+    from dataclasses import replace
+    from pathlib import Path
+
+    from bakeoff.runs import guarded
+    from bakeoff.techniques.backends import unsloth
+
+    def from_pretrained(**kw):
+        raise fault
+
+    fake = types.ModuleType("unsloth")
+    fake.FastLanguageModel = types.SimpleNamespace(from_pretrained=from_pretrained)
+    monkeypatch.setitem(sys.modules, "unsloth", fake)
+    monkeypatch.setattr(unsloth, "_IMPORT_ERROR", None)
+    v = replace(_variant("lora"), backend="unsloth")
+    rec = guarded({}, lambda: get_technique("lora").build(Path("unused"), v, "fp32"))
+    assert rec["status"] == status, rec
+    assert str(fault).strip("'") in rec["error"]
+    assert ("from_pretrained" in rec["error"]) == (status == "failed")  # the traceback, for a failure only
+
+
+def test_unsloth_without_cuda_is_skipped_at_once_with_the_reason(monkeypatch):
+    from bakeoff.techniques.backends import unsloth
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "CUDA GPU" in unsloth.cpu_reason()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert unsloth.cpu_reason() is None

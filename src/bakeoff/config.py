@@ -67,7 +67,8 @@ class TrainConfig:
     optimizer: str = "adamw_torch_fused"
     attention: str = "auto"  # auto | eager_fp32 | eager | sdpa | flash_attention_2 | flex_attention (bakeoff.techniques.kernels)
     loss_logits: str = "auto"  # auto | labelled (head and loss at labelled tokens only) | all (the model's own)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | str = "auto"  # auto: on for QLoRA (as PEFT prepares a k-bit model), off otherwise;
+    # a variant's resolved value (true/false) is what it runs and records
     batching: str = "padded"  # padded | group_by_length | padding_free
     memory_budget_gb: float | None = None  # stand-in for a card's memory: passing it ends the run as `oom`
     seed: int = 0
@@ -120,6 +121,10 @@ class VariantConfig:
     options: dict = field(default_factory=dict)  # technique-specific, validated by the technique
     parent: str | None = None  # for `derived:` variants: the variant whose output this one starts from
 
+    def __post_init__(self):  # gradient_checkpointing auto: on for QLoRA (its point is memory, as PEFT prepares it)
+        if self.train.gradient_checkpointing == "auto":
+            object.__setattr__(self, "train", replace(self.train, gradient_checkpointing=self.technique == "qlora"))
+
 
 @dataclass(frozen=True)
 class TrackingConfig:
@@ -144,7 +149,7 @@ class SizingConfig:
     targets: list = field(default_factory=list)  # [{name, layers, hidden, intermediate, heads, kv_heads, vocab, tied}]
     gpus: list = field(default_factory=list)  # [{name, memory_gb, usd_per_hour, bf16_tflops}]
     margin: float = 0.1  # share of a card's memory kept free
-    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu.py)
+    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu_check.py)
     target_seq_len: int | None = 1024  # tokens per row on the target card (None: the variant's max_seq_len)
     target_micro_batch: int | None = 1  # rows per forward pass on the target card (None: the variant's)
     cuda_overhead_gb: float = 1.0  # CUDA context and library workspaces, per process
@@ -203,6 +208,8 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
                        ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS),
                        ("batching", ("padded", "group_by_length", "padding_free", "sequential"))):
         check(getattr(t, k) in allowed, src, f"{key}.{k}", f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}")
+    check(t.gradient_checkpointing in (True, False, "auto"), src, f"{key}.gradient_checkpointing",
+          f"must be true, false or auto; got {t.gradient_checkpointing!r}")
     check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb", f"must be > 0 (or null), got {t.memory_budget_gb}")
 
 

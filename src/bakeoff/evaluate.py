@@ -9,6 +9,7 @@ loss of the completion given that run's own prompt (a few-shot baseline is score
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import time
@@ -19,8 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from bakeoff.data import Example, Pair
-from bakeoff.logprobs import (choose_labels, completion_logprobs, completion_loss, general_instructions,  # noqa: F401
-                              general_kl, label_logprobs, preference_margins)
+from bakeoff.logprobs import (answer_distributions, choose_labels, completion_logprobs, completion_loss,  # noqa: F401
+                              general_instructions, general_kl, kl_of, label_logprobs, preference_margins)
 from bakeoff.measure import GenerationLog, LatencyLog
 from bakeoff.runs import Resume
 from bakeoff.metrics import all_metrics, exact_match, loose_match, preference_metrics, score
@@ -147,22 +148,28 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
     among the labels by likelihood (on both splits). ``resume``: the test split's answers stream there (a killed
     evaluation picks them up again); the caller ends it once the predictions are saved.
 
-    Returns the run's metrics (``quality`` is the primary metric) and one row per test example.
+    Returns the run's metrics (``quality`` is the primary metric) and one row per test example. The peak memory
+    (``eval_peak_*``) covers every one of these steps, not generation alone.
     """
     from bakeoff.measure import PeakMemory
 
+    with PeakMemory() as mem:
+        metrics, rows = _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice, resume)
+    return {**metrics, **mem.metrics("eval")}, rows
+
+
+def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice, resume):
     times = StepTimes()
     prompts = [to_prompt(e) for e in test]
     refs = [e.completion for e in test]
-    with PeakMemory() as mem:
-        preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=resume)
+    preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=resume)
     value, items = score(plan.metric, preds, refs, plan.labels)
     val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
     with times("eval_val_loss"):
         val_loss = completion_loss(model, tok, val_prompts, val_refs, desc=f"{desc} val loss")
     metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
                "val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
-               **gen.metrics(), **mem.metrics("eval")}
+               **gen.metrics()}
     if val:  # the split that chooses the verdict's winners (bakeoff.verdict): the test split only reports
         with times("eval_val_generate"):
             val_preds, _ = generate(model, tok, val_prompts, plan.max_new_tokens, plan.batch_size,
@@ -252,3 +259,41 @@ def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_p
     # lm-eval's exact_match ignores case, punctuation and spacing: the like-for-like figure is bakeoff's loose_match
     return {**lmeval.agreement([r["loose_match"] for r in rows], out["per_example"]),
             "lm_eval_generated": float(mode == "generate"), "lm_eval_wall_s": round(time.perf_counter() - t0, 2)}
+
+
+class KlToBase:
+    """``general_kl`` against the base model with one model resident at a time: the evaluated model's answer
+    distributions are taken first (``take``); the base's then come from the same model with its adapter disabled
+    where it is served unmerged (QLoRA on its 4-bit base), else from the base loaded in the serving dtype once the
+    evaluated model is freed (``finish``)."""
+
+    def __init__(self, base_dir, name: str, serving: str, items: list[Example] | None = None):
+        self.base_dir, self.name, self.serving = base_dir, name, serving
+        self.items, self.ours, self.metrics, self.wall = items or general_instructions(), None, {}, 0.0
+
+    def take(self, model, tok) -> None:
+        t0 = time.perf_counter()
+        self.ours = answer_distributions(model, tok, self.items, desc=f"{self.name} KL to base")
+        if hasattr(model, "disable_adapter"):  # the base is this very model with its adapter off
+            with model.disable_adapter():
+                theirs = answer_distributions(model, tok, self.items, desc=f"{self.name} KL (adapter off)")
+            self._done(kl_of(theirs, self.ours), "the served model with its adapter disabled", t0)
+        self.wall = time.perf_counter() - t0
+
+    def finish(self, tok) -> dict:
+        """The KL metrics; loads the base first when ``take`` could not disable an adapter (call it with the
+        evaluated model freed)."""
+        from bakeoff.models import load_for_eval
+
+        if self.ours is not None and not self.metrics:
+            t0 = time.perf_counter() - self.wall
+            base = load_for_eval(self.base_dir, precision=self.serving)
+            theirs = answer_distributions(base, tok, self.items, desc=f"{self.name} KL (base)")
+            del base
+            gc.collect()
+            self._done(kl_of(theirs, self.ours), f"the base model in {self.serving}", t0)
+        return self.metrics
+
+    def _done(self, kl: float, against: str, t0: float) -> None:
+        self.metrics = {"general_kl": round(kl, 5), "general_kl_wall_s": round(time.perf_counter() - t0, 2),
+                        "general_kl_against": against}

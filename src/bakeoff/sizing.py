@@ -211,7 +211,7 @@ def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | Non
 def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False) -> float:
     """Estimated hours to train ``tokens``: hardware FLOPs (recompute included) at ``mfu`` of the card's peak bf16
     FLOP/s, ``mfu`` being the utilisation of a run without checkpointing (an assumption, not a measurement: set
-    sizing.mfu from benchmarks/gpu.py on your card; conventions in ``bakeoff.measure``)."""
+    sizing.mfu from benchmarks/gpu_check.py on your card; conventions in ``bakeoff.measure``)."""
     flops = hardware_flops_per_token(shape.flop_params, technique, checkpointing)
     return tokens * flops / (gpu.bf16_tflops * 1e12 * mfu) / 3600
 
@@ -293,7 +293,9 @@ def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
     for r, err in zip(rows, errors):
         r["predicted_gb"] = round(r["model_gb"] + overhead / GB, 3)
         r["error"] = round(err, 4)
+    cuda = any((r.get("metrics") or {}).get("train_peak_reserved_mb") for r in records.values())
     return {"overhead_gb": round(overhead / GB, 3), "rows": rows,
+            "measured_on": "CUDA peak reserved" if cuda else "peak resident memory (RSS) on this machine's CPU",
             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
 
 

@@ -53,6 +53,12 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                                   f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}")
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
+        if isinstance(row.get("dtypes"), dict):  # what the run held its weights and saved activations in
+            d = row.pop("dtypes")
+            base = d.get("base", "?") + (f" ({d['compute']} compute)" if d.get("compute") else "")
+            row["held_dtypes"] = (f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · "
+                                  f"activations {d.get('activations', '?')}"
+                                  + (" · checkpointed" if row.get("gradient_checkpointing") else ""))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -30,7 +30,8 @@ COLUMNS = {
     "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
     "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
     "tokens_seen": ("tokens seen", "{:,.0f}"),
-    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"), "serving_dtype": ("serving dtype", "{}"),
+    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"), "held_dtypes": ("dtypes held in training", "{}"),
+    "serving_dtype": ("serving dtype", "{}"),
     "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
     "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p95_s": ("p95 s", "{:.2f}"),
     "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
@@ -284,25 +285,29 @@ def sizing_lines(params, sized: dict) -> list[str]:
     from bakeoff.sizing import Fit, markdown as fits_table
 
     calib = sized["calibration"]
+    kind = calib.get("measured_on") or "this machine's peaks"
     lines = ["## GPU sizing", "",
              "Memory model (`src/bakeoff/sizing.py`): weights by dtype, gradients, optimizer state, activations and "
-             "a fixed overhead, calibrated on this run's measured peaks:", "",
+             f"a fixed overhead. Measured here, against this run's peaks ({kind}):", "",
              "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
              "|---|---|---|---|---|---|---|"]
     for r in calib["rows"]:
         lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
                      f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
     if calib["rows"]:
-        lines += ["", f"Fitted overhead {calib['overhead_gb']:.2f} GB (the runtime besides tensors); mean absolute "
-                      f"error {calib['mean_abs_error']:.1%}."]
+        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
+                if "CPU" in kind else "CUDA context and workspaces")
+        lines += ["", f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                      f"mean absolute error {calib['mean_abs_error']:.1%}."]
     s = params.sizing
     tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
         else "the tokens each variant saw here"
     seq = s.target_seq_len or "each variant's max_seq_len"
     mb = s.target_micro_batch or "each variant's micro_batch"
-    return lines + ["", f"Projected to the target shapes at {seq} tokens per row, micro-batch {mb}, "
-                        f"{s.margin:.0%} of each card kept free; hours and dollars for {tok} at an assumed "
-                        f"{s.mfu:.0%} MFU (estimates, not measurements):", "",
+    return lines + ["", f"Projected (a projection, not measured) to the target shapes at {seq} tokens per row, "
+                        f"micro-batch {mb}, with {s.cuda_overhead_gb:g} GB of CUDA context per process "
+                        f"(`sizing.cuda_overhead_gb`, assumed), {s.margin:.0%} of each card kept free; hours and "
+                        f"dollars for {tok} at an assumed {s.mfu:.0%} MFU (estimates, not measurements):", "",
                     *fits_table([Fit(**f) for f in sized["fits"]]), ""]
 
 

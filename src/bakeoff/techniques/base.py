@@ -54,7 +54,7 @@ class Technique:
 
         from bakeoff.models import DTYPES, device, load_model
 
-        model = PeftModel.from_pretrained(load_model(base_dir), out_dir)
+        model = PeftModel.from_pretrained(load_model(base_dir, dtype=DTYPES[precision]), out_dir)
         return model.to(device(), DTYPES[precision]).eval()
 
     def lm_eval_model(self, base_dir: Path, out_dir: Path):

@@ -17,7 +17,8 @@ What each lever does and why ``auto`` picks it (figures: ``benchmarks/step_profi
   is the model's own definition: the sum over labelled tokens of the fp32 cross-entropy of the shifted labels,
   divided by the accumulated batch's label count (``num_items_in_batch``), or their mean without it. Used only where
   the head is a plain projection (no soft-capping or scaling) and the step runs in one process (DDP's gradient
-  hooks live in the wrapper's forward).
+  hooks live in the wrapper's forward), on CPU and GPU alike (on a GPU it also spares the [batch × length × vocab]
+  logits, 1 GB at 1 × 1024 tokens of a 128k vocabulary in fp32, and their gradient).
 - **adapter input cast** off under autocast: PEFT casts each LoRA layer's bf16 input to the adapter's fp32 and
   autocast casts it straight back for the matmul, an exact round trip that copies every activation twice.
 """
@@ -81,7 +82,7 @@ def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> d
     loss = t.loss_logits
     plain = plain_head(model)
     if loss == "auto":
-        loss = "labelled" if sft and not cuda and t.processes == 1 and plain else "all"
+        loss = "labelled" if sft and t.processes == 1 and plain else "all"
     elif loss == "labelled" and not (sft and t.processes == 1 and plain):
         loss = "all"  # asked for, but this model's head or this run cannot use it: the model's own loss
     adapters = any(getattr(m, "cast_input_dtype_enabled", None) is not None for m in model.modules())
@@ -142,3 +143,48 @@ def labelled_loss(model, inputs: dict, num_items_in_batch=None, rows: list | Non
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(loss.device)
     return loss / num_items_in_batch
+
+
+def _name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def weight_dtypes(model) -> dict:
+    """The dtypes a run holds its weights in: the frozen base (its 4-bit format where bitsandbytes quantized it), the
+    unquantized weights beside it (embeddings, norms), the output head, and the weights that train (adapters, or
+    every weight in full fine-tuning)."""
+    inner = _inner(model)
+    quantized = [p for p in model.parameters() if type(p).__name__ in ("Params4bit", "Int8Params")]
+    qc = getattr(inner.config, "quantization_config", None)
+    qc = qc.to_dict() if hasattr(qc, "to_dict") else (qc or {})
+    frozen = [p for p in model.parameters() if not p.requires_grad and p.is_floating_point()
+              and type(p).__name__ not in ("Params4bit", "Int8Params")]
+    trainable = {_name(p.dtype) for p in model.parameters() if p.requires_grad}
+    head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
+    out = {"base": (f"{qc.get('bnb_4bit_quant_type', 'nf4')} 4-bit" if qc.get("load_in_4bit") else "int8")
+           if quantized else (_name(max(frozen, key=lambda p: p.numel()).dtype) if frozen else
+                              "/".join(sorted(trainable))),
+           "unquantized": "/".join(sorted({_name(p.dtype) for p in frozen})) or "-",
+           "head": _name(head.weight.dtype) if head is not None and hasattr(head, "weight") else "?",
+           "trainable": "/".join(sorted(trainable)) or "-"}
+    if quantized and qc.get("bnb_4bit_compute_dtype"):
+        out["compute"] = str(qc["bnb_4bit_compute_dtype"]).removeprefix("torch.")
+    return out
+
+
+class ActivationDtype:
+    """The dtype of the first decoder layer's MLP output in a training forward (what backward saves), seen once:
+    ``probe = ActivationDtype(model)`` before training, ``probe.seen`` after."""
+
+    def __init__(self, model):
+        self.seen, self._handle = None, None
+        mlp = next((m for n, m in model.named_modules() if n.endswith("layers.0.mlp")), None)
+        if mlp is not None:
+            self._handle = mlp.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output):
+        import torch
+
+        if module.training and torch.is_tensor(output):
+            self.seen = _name(output.dtype)
+            self._handle.remove()

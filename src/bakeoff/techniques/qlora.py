@@ -1,10 +1,21 @@
-"""QLoRA: the frozen base quantized by bitsandbytes (4-bit NF4 with double quantization by default, or 8-bit),
-``prepare_model_for_kbit_training``, then LoRA adapters in the compute dtype."""
+"""QLoRA as its paper and PEFT run it: the frozen base quantized by bitsandbytes (4-bit NF4 with double
+quantization by default, or 8-bit), the weights it leaves unquantized and the activations in the compute dtype (the
+training precision), LoRA adapters in bf16 (TRL's SFTTrainer casts a quantized base's adapters to bf16, after the
+paper), and gradient checkpointing on by default (``gradient_checkpointing: auto``)."""
 
 from __future__ import annotations
 
 from bakeoff.runs import Skipped
 from bakeoff.techniques.lora import Lora
+
+
+def device_map():
+    """Where the quantized base goes: this process's GPU (``LOCAL_RANK``, 0 alone), or the CPU."""
+    import os
+
+    import torch
+
+    return {"": int(os.environ.get("LOCAL_RANK", "0"))} if torch.cuda.is_available() else "cpu"
 
 
 class QLora(Lora):
@@ -32,17 +43,17 @@ class QLora(Lora):
                                   bnb_4bit_compute_dtype=DTYPES[precision])
 
     def _load_quantized(self, base_dir, variant, precision: str):
-        """The base quantized by bitsandbytes, on the GPU when there is one."""
-        import torch
+        """The base quantized by bitsandbytes, on this process's GPU when there is one (``LOCAL_RANK`` under
+        torchrun / accelerate launch), its weights that stay unquantized (embeddings, norms, the head) in the compute
+        dtype: an fp32 embedding would carry the whole hidden-state stream, and every activation saved for backward,
+        in fp32."""
+        from bakeoff.models import DTYPES, load_model
 
-        from bakeoff.models import load_model
-
-        device_map = {"": 0} if torch.cuda.is_available() else "cpu"
-        return load_model(base_dir, quantization_config=self.quantization_config(variant.options, precision),
-                          device_map=device_map)
+        return load_model(base_dir, dtype=DTYPES[precision], device_map=device_map(),
+                          quantization_config=self.quantization_config(variant.options, precision))
 
     def build(self, base_dir, variant, precision, parent_dir=None):
-        from peft import get_peft_model, prepare_model_for_kbit_training
+        from peft import get_peft_model
 
         if variant.backend == "unsloth":
             from bakeoff.techniques.backends import unsloth
@@ -51,9 +62,11 @@ class QLora(Lora):
                 raise Skipped("Unsloth's QLoRA path loads 4-bit only")
             return unsloth.build(base_dir, variant, precision, load_in_4bit=True)
         model = self._load_quantized(base_dir, variant, precision)
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=variant.train.gradient_checkpointing,
-            gradient_checkpointing_kwargs={"use_reentrant": False})
+        # what PEFT's prepare_model_for_kbit_training does, but its upcast of every 16-bit weight to fp32: the base
+        # frozen; checkpointing (gradient_checkpointing, on by default here) is the trainer's, non-reentrant, which
+        # needs no input-grad hook
+        for param in model.parameters():
+            param.requires_grad = False
         return get_peft_model(model, self.lora_config(variant.options))
 
     def load_for_eval(self, base_dir, out_dir, variant, precision):

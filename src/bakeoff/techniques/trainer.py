@@ -161,6 +161,7 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     chosen = kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
                                              backend=variant.backend)
     kernels.apply(model, chosen)
+    activations = kernels.ActivationDtype(model)
     attn = str(getattr(model.config, "_attn_implementation", ""))
     if variant.train.batching == "padding_free" and "flash" not in attn:
         raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
@@ -180,6 +181,7 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
                          *extra_callbacks]
             trainer = cls(model=model, args=args, train_dataset=technique.dataset(rows), processing_class=tok,
                           eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks)
+            held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
             t0 = time.perf_counter()
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
             wall = time.perf_counter() - t0
@@ -210,6 +212,9 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
         "precision": precision,
+        "loss_scaling": "dynamic (fp16)" if precision == "fp16" else None,  # the trainer's GradScaler
+        "gradient_checkpointing": bool(t.gradient_checkpointing),
+        "dtypes": {**held, "activations": activations.seen or "?"},  # weights as held, the MLP output as saved
         "kernels": kernels.summary(chosen),
         "kernel_choice": chosen,
         "stopped_at_step": trainer.state.global_step,

@@ -2,7 +2,9 @@
 
 Unsloth patches transformers, PEFT and TRL when imported, so it must be imported before them, in its own
 process: ``stages/train.py`` calls ``preload()`` first thing for such a variant (each DVC stage is a process).
-What Unsloth cannot run on this platform ends as status ``skipped`` with Unsloth's own message.
+On a machine without a CUDA GPU the variant ends ``skipped`` at once (``cpu_reason``), before Unsloth is imported.
+What Unsloth says it cannot run (``unsupported``) ends as status ``skipped`` with Unsloth's own message; any other
+exception is a failure (status ``failed``, with its traceback).
 """
 
 from __future__ import annotations
@@ -64,7 +66,28 @@ def build(base_dir, variant, precision: str, load_in_4bit: bool):
             use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False, random_state=t.seed)
         model.bakeoff_backend_evidence = evidence(model)  # into the run record (techniques.trainer.train)
         return model
-    except torch.OutOfMemoryError:
-        raise
-    except Exception as e:  # whatever Unsloth's loader refuses on this platform, in its own words
-        raise Skipped(f"Unsloth cannot run this variant here: {type(e).__name__}: {e}") from e
+    except Exception as e:
+        if unsupported(e):  # what Unsloth refuses on this platform or model, in its own words
+            raise Skipped(f"Unsloth cannot run this variant here: {type(e).__name__}: {e}") from e
+        raise  # anything else is a failure (status failed, with its traceback), not "unsupported"
+
+
+UNSUPPORTED = ("not supported", "unsupported", "does not support", "not yet support", "only supports",
+               "cannot find any torch accelerator", "requires a gpu", "no gpu", "not available on")
+
+
+def unsupported(e: BaseException) -> bool:
+    """Whether an exception from Unsloth says it cannot run here (an unsupported model, dtype or device) rather than
+    a crash: NotImplementedError or ImportError, or Unsloth's words for it."""
+    if isinstance(e, (NotImplementedError, ImportError)):
+        return True
+    return isinstance(e, (ValueError, RuntimeError, TypeError)) and any(w in str(e).lower() for w in UNSUPPORTED) \
+        and not isinstance(e, torch.OutOfMemoryError)
+
+
+def cpu_reason() -> str | None:
+    """Why ``backend: unsloth`` does not run on this machine (no CUDA GPU), or None where it does."""
+    if torch.cuda.is_available():
+        return None
+    return ("Unsloth's kernels need a CUDA GPU and this machine has none; its CPU fallback would measure nothing of "
+            "them. On a GPU this variant trains with no edit")
