@@ -39,7 +39,7 @@ bench: setup
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/step_profile.py --compare
 	$(PY) benchmarks/label_choice.py
-	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu.py --out reports/bench/gpu.json"
+	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu_check.py   (one table; reports/bench/gpu.json)"
 
 mlflow-ui: setup
 	@$(PY) -c "from bakeoff import config, tracking; print('open', tracking.ui_url(config.load_params()))"
