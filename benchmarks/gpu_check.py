@@ -414,6 +414,12 @@ def main() -> None:
         print(f"[gpu_check] {part}: {res[part].get('status')} ({res[part]['part_s']} s)", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     text = table(res)
+    measured = [r.get("mfu") for r in ((res.get("mfu") or {}).get("rows") or {}).values() if r.get("mfu")]
+    if measured:  # sizing's time estimates read sizing.mfu: this card's measured figure instead of the assumed one
+        low = min(measured)
+        text += (f"\nmeasured MFU {', '.join(f'{m:.1%}' for m in measured)}: for sizing's time estimates on this "
+                 f"card, dvc exp run -S sizing.mfu={low:.2f}   (the lowest, a run without checkpointing)")
+        res["sizing_mfu"] = round(low, 3)
     print(text)
     res["table"] = text.splitlines()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
