@@ -71,7 +71,9 @@ def ensure_tokenizer() -> Path:
         from bakeoff.models import fetch_alias_gguf
 
         gguf = fetch_alias_gguf("smollm2-135m-instruct")
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(TOKENIZER)
+        with tempfile.TemporaryDirectory() as tmp:  # tokenizer.json alone: the tracked files stay as committed
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+            shutil.copy(Path(tmp) / "tokenizer.json", TOKENIZER / "tokenizer.json")
     return TOKENIZER
 
 
