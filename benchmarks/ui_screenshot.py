@@ -1,7 +1,8 @@
 """What a user sees on opening the MLflow UI: the task's experiment in headless Chromium, saved as a PNG.
 
     python benchmarks/ui_screenshot.py                 # after `make repro`; needs chromium (apt-get install chromium)
-    python benchmarks/ui_screenshot.py --run comparison  # the summary run's page instead
+    python benchmarks/ui_screenshot.py --run comparison  # the repro's parent run's page instead
+    python benchmarks/ui_screenshot.py --report          # reports/comparison.html → reports/comparison.png
 
 Starts `mlflow ui` on the project's store (the same one `make mlflow-ui` opens) on a free local port, opens the
 experiment page (or one run's page), waits for the page's scripts, saves reports/bench/mlflow_ui.png, and stops the
@@ -30,11 +31,20 @@ def free_port() -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", default=None, help="a run name to open (default: the experiment's runs table)")
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "mlflow_ui.png"))
+    ap.add_argument("--report", action="store_true", help="the HTML report instead of the MLflow UI")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         sys.exit("error: no chromium on PATH (apt-get install chromium)")
+    if args.report:  # the offline page as a reader opens it: its first screen and what follows, 1400 px wide
+        page, out = ROOT / "reports" / "comparison.html", Path(args.out or ROOT / "reports" / "comparison.png")
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--window-size=1400,2400", f"--screenshot={out}", page.as_uri()],
+                       check=True, capture_output=True, timeout=180)
+        print(f"wrote {out} from {page}")
+        return
+    args.out = args.out or str(ROOT / "reports" / "bench" / "mlflow_ui.png")
 
     import mlflow
     import requests

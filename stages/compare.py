@@ -21,6 +21,18 @@ def baselines_as_run(params) -> dict:
     return {n: as_run(params, n)[0] for n in params.baselines}
 
 
+def champion_of(params, rec: dict) -> dict | None:
+    """Register the recommended run (its weights or adapter, its records, params.yaml) as the champion."""
+    name = rec.get("run")
+    ev = runs.read_json(runs.eval_record(name)) if name else None
+    if not ev or not ev.get("run_id"):
+        return None
+    files = {p.name: p for p in (runs.eval_record(name), runs.train_record(name), runs.tuned_record(name),
+                                 runs.predictions(name), Path("params.yaml")) if p.exists()}
+    folder = runs.variant_dir(name) if name in params.variants and runs.variant_dir(name).exists() else None
+    return tracking.register_champion(params, ev["run_id"], files, folder)
+
+
 @cli
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "reports")
@@ -35,26 +47,50 @@ def main() -> None:
     v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
-    parent = params.variants[v["variant"]].parent if v.get("variant") else None
-    c = verdict.cost(df, v, params.cost.usd_per_1k_prompt_tokens, fits.get(v.get("variant")), fits.get(parent))
-    # which differences are real: every pair tested, runs grouped, one thing to do
+    # every arm's search budget as spent (a shared search split among its users), and each variant all in
+    spent = verdict.budget(list(params.baselines) + list(params.variants))
+    seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
+    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
+    costs = {n: c for n in params.variants if (c := verdict.all_in(n, fits, spent, seen, parents))}
+    shape = next((t for t in sizing.targets(params) if t.name == target), None)
+    card = sizing.serving_card(shape, sizing.catalog(params), params.sizing.margin,
+                               params.sizing.cuda_overhead_gb * sizing.GB, params.cost.serve_gpu) if shape else None
+    # which differences are real: every pair tested, runs grouped, equivalence where shown, one thing to do
     pw = ranking.pairwise(df, params.task.metric)
     groups = ranking.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
-    v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA,
-             recommendation=ranking.recommend(df, v, groups, fits))
-    # the files, then the summary run that holds them
+    eq = ranking.equivalence(df, groups, params.verdict.min_gain)
+    prov = runs.provenance(stats, runs.BASE)
+    src = prov.get("base_model") or {}
+    scope = {"model": src.get("alias") or src.get("source") or params.model.base, "split": "test",
+             "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
+             "machine": prov["device"], "target": target}
+    v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA, scope=scope, equivalence=eq,
+             recommendation=ranking.recommend(df, v, groups, costs, eq, scope, params.verdict.min_gain))
+    # the money follows the recommendation: the variant it names, served on its card, against the best prompting
+    picked = v["recommendation"].get("run") if (v["recommendation"] or {}).get("action") == "fine-tune" else None
+    c = verdict.cost(df, {**v, **({"variant": picked} if picked else {})}, params.cost.usd_per_1k_prompt_tokens, costs,
+                     card.__dict__ if card else None)
+    # the files, then the repro's parent run that holds them, every current arm nested under it, the champion
     histories = {n: r.get("history") or [] for n, r in records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric, pw)
-    paths = report.write_all(out, df, params, v, c, sized, runs.provenance(stats, runs.BASE), images, stats, pw)
-    tracking.summary_run(params, list(df["name"]),
-                         tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
-                               "best_baseline": v.get("baseline", ""), "winners_chosen_on": v.get("chosen_on", ""),
-                               "rank_groups": v["rank_groups"],
-                               "recommendation": (v["recommendation"] or {}).get("line", "")},
-                         metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
-                         files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
-                         tables={"pairwise.json": pw})
+    extra = {"budget": spent, "costs": costs, "serve_card": card.__dict__ if card else None}
+    paths = report.write_all(out, df, params, v, c, sized, prov, images, stats, pw, extra)
+    names = list(df["name"])
+    parent = tracking.summary_run(params, names,
+                                  tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
+                                        "best_baseline": v.get("baseline", ""),
+                                        "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
+                                        "recommendation": (v["recommendation"] or {}).get("line", "")},
+                                  metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
+                                  files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
+                                  tables={"pairwise.json": pw})
+    nested = tracking.nest_repro(params, parent, names)
+    print(f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
+          "tagged superseded")
+    champion = champion_of(params, v.get("recommendation") or {})
+    if champion:
+        print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
     print(paths["md"].read_text())
 
 

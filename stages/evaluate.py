@@ -14,7 +14,8 @@ from bakeoff import runs, tracking
 from bakeoff.config import load_params
 from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import EvalInputs, KlToBase, evaluate_examples, latency, run_lm_eval, score_seed
+from bakeoff.evaluate import (EvalInputs, KlToBase, evaluate_examples, latency, quantized_control, run_lm_eval,
+                              score_seed)
 from bakeoff.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.techniques import get_technique
 
@@ -88,6 +89,15 @@ def main() -> None:
                 kl = KlToBase(BASE, name, serving) if params.eval.probe else None
                 if kl:  # how far training moved the model from the base on general text (finished below)
                     kl.take(model, tok)
+                if v.technique == "qlora" and hasattr(model, "disable_adapter"):
+                    # the control: the untrained 4-bit base scored like every run (task, probe, KL to the base)
+                    from bakeoff.lmeval import run_probe
+
+                    probe = (lambda m: run_probe(m, tok, runs.work_dir(name) / "probe_control", params.eval.batch_size,
+                                                 torch_name(serving), params.eval.probe_limit)) if params.eval.probe else None
+                    metrics.update(quantized_control(model, tok, inputs.test, inputs.plan, probe))
+                    if kl:
+                        kl.take_control(model)
                 lm_model = technique.lm_eval_model(BASE, out)
                 if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
                     del model

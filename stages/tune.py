@@ -74,10 +74,11 @@ def _summarise(rec: dict) -> None:
 
 def tune_one(params, name: str, target: str) -> dict:
     from bakeoff import runs, search, tracking
+    from bakeoff.tune import objective_of
 
     v = params.variant(target)
     logged = {"tune": {"trials": params.tune.trials, "trial_steps": params.tune.trial_steps,
-                       "objective": params.tune.objective, "pruner": params.tune.pruner,
+                       "objective": objective_of(params.tune, v), "pruner": params.tune.pruner,
                        "space": params.tune.spaces.get(v.technique)}, "shares": target}
     with tracking.run(params, f"{name}.tune", "tune", v.technique, logged):
         rec = search.search_variant(params, target, runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"),

@@ -105,28 +105,30 @@ def _df(var_quality: float, var_tokens: float) -> pd.DataFrame:
          "prompt_tokens_per_request": var_tokens, "train_wall_s": 100.0}])
 
 
-FIT = {"target": "8b", "gpu": "L4", "gpus": 1, "hours": 2.0, "usd": 4.0, "need_gb": 15, "variant": "lora"}
+CARD = {"name": "L4", "usd_per_hour": 0.8}
 
 
 def test_no_break_even_when_prompting_is_enough():
     from bakeoff.report import verdict_lines
 
     v = {"decision": "prompting is enough", "variant": "lora", "baseline": "nearest", "reason": "x"}
-    c = verdict.cost(_df(0.38, 110.0), v, 0.0001, FIT)
-    assert "break_even_requests" not in c and "break_even_if_gain_held" not in c
+    c = verdict.cost(_df(0.38, 110.0), v, 0.0001, {}, CARD)
+    assert not any(k.startswith("break_even") for k in c)
     text = "\n".join(verdict_lines(v, c))
-    assert "pays for itself" not in text and "No break-even: fine-tuning does not beat prompting" in text
+    assert "costs less above" not in text and "No break-even: fine-tuning does not beat prompting" in text
 
 
 def test_inconclusive_break_even_is_what_it_would_be_if_the_gain_held():
     from bakeoff.report import verdict_lines
 
     v = {"decision": "inconclusive", "variant": "lora", "baseline": "nearest", "reason": "x"}
-    c = verdict.cost(_df(0.55, 110.0), v, 0.5, FIT)   # 340 tokens saved at $0.5/1k = $0.17; $4 / $0.17 = 23.5
-    assert c["break_even_if_gain_held"] == 24 and "break_even_requests" not in c
-    assert "If the gain held, fine-tuning would pay for itself after about 24" in "\n".join(verdict_lines(v, c))
-    c = verdict.cost(_df(0.9, 110.0), {**v, "decision": "fine-tune"}, 0.5, FIT, parent_fit={**FIT, "usd": 2.0})
-    assert c["cumulative_usd"] == 6.0 and c["break_even_requests"] == 35  # $6 / $0.17 = 35.3
+    c = verdict.cost(_df(0.55, 110.0), v, 0.0001, {}, CARD)  # 450 tokens × $0.0001/1k; $19.20 a day → 426,667
+    assert c["break_even_if_gain_held_requests_per_day"] == pytest.approx(19.2 / 0.000045)
+    assert "break_even_requests_per_day" not in c
+    text = "\n".join(verdict_lines(v, c))
+    assert "~430,000 requests a day" in text and "only if the gain held" in text
+    c = verdict.cost(_df(0.9, 110.0), {**v, "decision": "fine-tune"}, 0.0001, {}, CARD)
+    assert c["break_even_requests_per_day"] == pytest.approx(19.2 / 0.000045)
 
 
 # ---------------------------------------------------------------- 8. files as Excel and Windows write them

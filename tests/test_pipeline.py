@@ -136,7 +136,7 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     assert json.loads((repo / "runs" / "lora" / "tuned.json").read_text())["skipped"] == "tune.spaces has no 'lora' space"
     assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
                for n in ("zero_shot", "lora", "dpo"))
-    assert "chosen on the validation split" in report and "converged?" in report
+    assert "winners picked on the validation split" in report and "converged?" in report
 
 
 def test_mlflow_server_reads_back_one_latest_run_each(repo):
@@ -214,6 +214,42 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
                    "tune@lora", "tune@unsloth", "tune_from@dpo"]
 
 
+def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(repo):
+    """Read back through MlflowClient after three repros (the last two in the test above, one of which retrained
+    lora): the newest repro run holds every current arm, the earlier repro and lora's first run are tagged
+    superseded (nothing deleted), `models:/tickets@champion` resolves to the recommended run's files, and lora's
+    run lasts its train stage only (its evaluation's own time is a metric)."""
+    import mlflow
+
+    repo, _ = repo
+    mlflow.set_tracking_uri(SERVER["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name("tickets").experiment_id
+    parents = client.search_runs([exp], "tags.kind = 'repro'", order_by=["attributes.start_time DESC"])
+    assert len(parents) == 2, [p.info.run_name for p in parents]          # compare ran twice (once cached)
+    last, first = parents
+    assert last.info.run_name.startswith("repro ") and first.data.tags["bakeoff.superseded"] == "true"
+    kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{last.info.run_id}'")
+    names = {r.data.tags["bakeoff.name"] for r in kids}
+    assert {"zero_shot", "few_shot", "nearest", "lora", "full", "unsloth", "dpo", "lora.tune", "dpo.tune"} <= names
+    assert all(r.data.tags.get("bakeoff.superseded") != "true" for r in kids)
+    loras = client.search_runs([exp], "tags.`bakeoff.name` = 'lora'", order_by=["attributes.start_time ASC"])
+    assert len(loras) == 2 and loras[0].data.tags["bakeoff.superseded"] == "true"
+    assert loras[0].data.tags["mlflow.parentRunId"] == first.info.run_id   # the earlier answer, under its repro
+    current = loras[1]
+    assert current.data.metrics["eval_stage_wall_s"] > 0
+    # the run ended when training did: before the evaluate stage's time, which came before the comparison
+    assert current.info.end_time < last.info.start_time - current.data.metrics["eval_stage_wall_s"] * 1000
+    picked = last.data.tags["recommendation"].split("`")[1]
+    version = client.get_model_version_by_alias("tickets", "champion")
+    assert client.get_run(version.run_id).data.tags["bakeoff.name"] == picked
+    got = mlflow.artifacts.download_artifacts(f"models:/tickets@champion", dst_path=str(repo / "champion"))
+    files = {p.name for p in __import__("pathlib").Path(got).rglob("*")}
+    assert {"eval.json", "params.yaml", "predictions.jsonl"} <= files
+    if picked in ("lora", "dpo"):
+        assert "adapter_model.safetensors" in files
+
+
 def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
     repo, _ = repo
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())["runs"]
@@ -228,7 +264,7 @@ def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
         assert (repo / "reports" / "flips" / f"{name}.jsonl").exists() or metrics[name]["status"] != "ok"
     report = (repo / "reports" / "comparison.md").read_text()
     assert "95% CI" in report and "Δ vs best prompt" in report and "lm-eval EM" in report
-    assert "Forgetting check" in report and "arc_easy: skipped" in report and "| probe | Δ probe | KL to base |" in report
+    assert "Forgetting check" in report and "arc_easy: skipped" in report and "| probe | Δ probe | KL | KL from |" in report
     ev = json.loads((repo / "runs" / "lora" / "eval.json").read_text())["metrics"]
     # lm-eval scored bakeoff's own answers (eval.lm_eval: reuse): the same rule on the same outputs
     assert ev["lm_eval_disagree"] <= 1 and ev["lm_eval_generated"] == 0 and "scored bakeoff's own answers" in report
@@ -244,7 +280,7 @@ def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
     repo, _ = repo
     md = (repo / "reports" / "comparison.md").read_text()
     assert "## Verdict" in md and any(f"**{d}**" in md for d in ("fine-tune", "prompting is enough", "inconclusive"))
-    assert "## GPU sizing" in md and "| llama-3.1-8b | lora | lora |" in md
+    assert "## GPU sizing" in md and "| llama-3.1-8b | " in md and "Projected, not measured" in md
     sizing = json.loads((repo / "reports" / "sizing.json").read_text())
     calib = {r["variant"]: r for r in sizing["calibration"]["rows"]}
     assert calib["lora"]["measured_gb"] > 0 and "error" in calib["lora"]
@@ -295,7 +331,8 @@ def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
     assert row["a_better_on"] == sum(score["zero_shot"][i] > score["lora"][i] for i in score["lora"])
     assert row["b_better_on"] == sum(score["lora"][i] > score["zero_shot"][i] for i in score["lora"])
     md = (repo / "reports" / "comparison.md").read_text()
-    assert "**Rank groups**" in md and "**Recommendation:" in md and "## Which differences are real" in md
+    assert "Rank groups (" in md and "**Recommendation:" in md and "## Which differences are real" in md
+    assert "as good as" not in md and "**Measured here**" in md
     assert "| group |" in md
 
 

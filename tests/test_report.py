@@ -73,13 +73,14 @@ def test_cost_break_even(tmp_path, monkeypatch):
     base = [1.0] * 80 + [0.0] * 120
     var = [1.0] * 160 + [0.0] * 40
     v, df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
-    c = verdict.cost(df, v, price_per_1k=0.5, train_fit={"target": "8b", "gpu": "L4", "gpus": 1, "hours": 2.0,
-                                                         "usd": 3.0, "need_gb": 15})
-    # 400 − 100 = 300 prompt tokens saved a request, $0.15 at $0.5 per 1k; $3 of training pays back after 20
+    costs = {v["variant"]: {"usd": 3.0, "usd_high": 6.0}}
+    c = verdict.cost(df, v, 0.5, costs, {"name": "L4", "usd_per_hour": 0.8})
+    # 400 − 100 = 300 prompt tokens saved a request; prompting pays 400 × $0.5/1k = $0.20 a request, the card $19.20
+    # a day: it costs less above 96 requests a day
     assert c["prompt_tokens_saved_per_request"] == 300 and c["usd_saved_per_request"] == pytest.approx(0.15)
-    assert c["break_even_requests"] == 20
+    assert c["break_even_requests_per_day"] == pytest.approx(96) and c["all_in"]["usd"] == 3.0
     lines = "\n".join(report.verdict_lines(v, c))
-    assert "**fine-tune**" in lines and "after about 20 requests" in lines
+    assert "**fine-tune**" in lines and "~96 requests a day" in lines and "all-in $3.0–6.0" in lines
 
 
 def test_pareto_front():
@@ -97,9 +98,15 @@ def test_html_is_one_self_contained_page(tmp_path):
     ax.plot([0, 1], [0, 1])
     png = tmp_path / "a.png"
     fig.savefig(png)
-    page = report.html("# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n- item\n", {"a": png})
-    assert "<h2>Verdict</h2>" in page and "<strong>fine-tune</strong>" in page and "<td>1</td>" in page
+    text = ("# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n## Quality\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+            "![a plot](plots/a.png)\n\n<details>\n<summary>more</summary>\n\n- item\n\n</details>\n\n## Glossary\n")
+    page = report.html(text, {"a": png})
+    assert '<h2 id="verdict">Verdict</h2>' in page and "<strong>fine-tune</strong>" in page and "<td>1</td>" in page
     assert 'src="data:image/png;base64,' in page and "http" not in page.replace("http-equiv", "")
+    # a table of contents of the sections after the verdict, the plot where the text puts it, <details> kept
+    assert '<a href="#quality">Quality</a>' in page and '<a href="#glossary">Glossary</a>' in page
+    assert page.index("<td>1</td>") < page.index("data:image/png") < page.index("<details>")
+    assert page.index("</h2>") < page.index('<nav class="toc">')  # the verdict comes first, on one screen
 
 
 def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge():
@@ -269,9 +276,11 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     # the gain is still over the better of the two (label choice): 75% − 50%
     assert df.set_index("name").loc["lora", "gain"] == pytest.approx(0.25)
     from bakeoff.report import tables
-    header = tables._table(df, tables.QUALITY)[0].split(" | ")
-    assert header.index("label choice 95% CI") == header.index("label choice") + 1
-    assert header.index("95% CI") == header.index("quality") + 1
+    def header(cols):
+        return [c.strip() for c in tables._table(df, cols)[0].strip("|").split("|")]
+
+    assert header(tables.QUALITY_MORE).index("label choice 95% CI") == header(tables.QUALITY_MORE).index("label choice") + 1
+    assert header(tables.QUALITY).index("95% CI") == header(tables.QUALITY).index("quality") + 1
 
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):

@@ -74,12 +74,16 @@ def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
     df, _ = _runs({"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
                   {"few_shot": "baseline"}, technique={"full": "full", "qlora": "qlora", "few_shot": ""},
                   latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
-    fits = {"full": {"usd": 40.0, "gpu": "H100-80GB", "gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
-            "qlora": {"usd": 4.0, "gpu": "L4", "gpus": 1, "need_gb": 5.4, "target": "llama-3.1-8b"}}
+    fits = {"full": {"usd": 40.0, "usd_high": 80.0, "card": "H100-80GB", "smallest_card": "H100-80GB",
+                     "smallest_gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
+            "qlora": {"usd": 4.0, "usd_high": 8.0, "card": "L4", "smallest_card": "L4", "smallest_gpus": 1,
+                      "need_gb": 5.4, "target": "llama-3.1-8b"}}
     rec = ranking.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
     assert rec["action"] == "fine-tune" and rec["run"] == "qlora"
-    assert "5.4 GB" in rec["line"] and "L4" in rec["line"] and "$4" in rec["line"]
-    assert rec["fastest"] == "full" and "`full` (p50 0.90 s)" in rec["line"]
+    projected = " ".join(rec["projected"])
+    assert "~5.4 GB" in projected and "L4" in projected and "$4.0–8.0 all in" in projected
+    # latency measured without its spread: no run is called fastest
+    assert "Fastest" not in " ".join(rec["measured"])
     # a prompting baseline in the best group: prompt
     rec = ranking.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")

@@ -221,7 +221,7 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     write_jsonl(data / "prefs_train.jsonl", pairs[:16])
     write_jsonl(data / "prefs_val.jsonl", [replace(p, chosen=p.rejected, rejected=p.chosen) for p in pairs[:6]])
     params = _params(TuneConfig(trials=2, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
-                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}))
+                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}, derived_objective="val_loss"))
     lora = params.variant("lora")
     train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
           get_technique("lora").load_rows(data), tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w")
@@ -238,3 +238,44 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     (data / "prefs_val.jsonl").unlink()
     off = search(params, "dpo", tiny_model_dir, data, tmp_path / "work2")
     assert off["values"] == {} and off["skipped"] == "dpo has no validation rows to judge trials on"
+
+
+def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_dir, tickets, tmp_path, monkeypatch):
+    """With the task metric as a derived variant's objective (the default, ``tune.derived_objective: metric``), DPO's
+    own loss neither prunes nor chooses: on validation pairs it can learn, lr 1e-2 has the lower DPO loss, but it
+    moves the model away from its parent, and the score that falls with that movement (a stand-in for a task metric
+    that a drifting policy loses, computed from each trial's real saved adapter) makes the search keep 1e-9."""
+    import torch
+    from safetensors.torch import load_file
+
+    from bakeoff.data import read_pairs
+    from bakeoff.techniques import get_technique
+    from bakeoff.techniques.trainer import train
+
+    monkeypatch.chdir(tmp_path)
+    data = _prepared(tickets, tmp_path / "data")
+    pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
+    write_jsonl(data / "prefs_train.jsonl", pairs[:16])
+    write_jsonl(data / "prefs_val.jsonl", pairs[:6])  # the pairs it trains on: a learning rate lowers its loss
+    params = _params(TuneConfig(trials=2, trial_steps=0.5, storage=f"sqlite:///{tmp_path / 't.db'}",
+                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}))
+    lora = params.variant("lora")
+    parent = tmp_path / "models" / "variants" / "lora"
+    train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
+          get_technique("lora").load_rows(data), parent, "fp32", tmp_path / "w")
+    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=5e-5), parent="lora",
+                        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
+    params = replace(params, variants={**params.variants, "dpo": dpo})
+    start = load_file(parent / "adapter_model.safetensors")
+
+    def task_score(variant, out_dir) -> float:  # higher is better; falls as the adapter leaves its parent
+        got = load_file(out_dir / "adapter_model.safetensors")
+        return -sum(float((got[k].float() - start[k].float()).abs().sum()) for k in start if k in got)
+
+    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=task_score)
+    assert rec["objective"] == "metric" and rec.get("n_pruned", 0) == 0, rec
+    by_lr = {t["values"]["lr"]: t for t in rec["trials"]}
+    assert by_lr[1e-2]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 1e-2
+    assert by_lr[1e-2]["value"] < by_lr[1e-9]["value"]                                   # the task score falls
+    assert rec["values"] == {"lr": 1e-9}
+    assert torch.isfinite(torch.tensor(rec["best_value"]))

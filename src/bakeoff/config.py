@@ -141,6 +141,8 @@ class VerdictConfig:
 class CostConfig:
     usd_per_1k_prompt_tokens: float = 0.0  # what a prompt token costs you to serve (your price, per 1,000)
     train_tokens: float | None = None  # tokens of a real training run (None: what this run's variant saw)
+    serve_gpu: str | None = None  # the card that would serve the fine-tuned model (one of sizing.gpus; None: the
+    # cheapest per hour that holds the target's weights in bf16 with sizing.margin free)
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ class SizingConfig:
     gpus: list = field(default_factory=list)  # [{name, memory_gb, usd_per_hour, bf16_tflops}]
     margin: float = 0.1  # share of a card's memory kept free
     mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu_check.py)
+    mfu_low: float | None = None  # the pessimistic end of the time and cost ranges (None: half of mfu)
     target_seq_len: int | None = 1024  # tokens per row on the target card (None: the variant's max_seq_len)
     target_micro_batch: int | None = 1  # rows per forward pass on the target card (None: the variant's)
     cuda_overhead_gb: float = 1.0  # CUDA context and library workspaces, per process
@@ -339,6 +342,9 @@ def parse_params(raw: dict, src: Source) -> Params:
     sizing = build(SizingConfig, renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src,
                                        "it sizes the target card, not this run's training"), "sizing", src)
     _check_sizing(sizing, src)
+    cards = [g["name"] for g in sizing.gpus]
+    check(cost.serve_gpu is None or cost.serve_gpu in cards, src, "cost.serve_gpu",
+          f"{cost.serve_gpu!r} is not one of sizing.gpus" + (suggest(str(cost.serve_gpu), cards) if cards else ""))
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
     for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
                                  else {}, list(variants)):
@@ -379,6 +385,8 @@ def _check_sizing(s: SizingConfig, src: Source) -> None:
            f"{s.target!r} is not one of sizing.targets" + (suggest(str(s.target), names) if names else ""))
     check(0 <= s.margin < 1, src, "sizing.margin", f"must be in [0, 1), got {s.margin}")
     check(0 < s.mfu <= 1, src, "sizing.mfu", f"must be in (0, 1], got {s.mfu}")
+    check(s.mfu_low is None or 0 < s.mfu_low <= s.mfu, src, "sizing.mfu_low",
+          f"must be in (0, sizing.mfu], got {s.mfu_low}")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

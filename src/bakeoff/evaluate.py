@@ -183,7 +183,7 @@ def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice,
         with times("eval_pref"):
             margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")),
                                          desc=f"{desc} preference pairs")
-        metrics.update(preference_metrics(margins))
+        metrics.update(preference_metrics(margins), pref_margins=[round(m, 4) for m in margins])
     if plan.latency_requests:
         with times("eval_latency"):
             metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
@@ -201,6 +201,21 @@ def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice,
             r.update(choice=c, choice_score=i if not isinstance(i, tuple) else list(i))
     metrics.update(times.metrics())
     return metrics, rows
+
+
+def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=None) -> dict:
+    """The untrained quantized base, scored like every run: ``model`` (an adapter on a 4-bit base) with its adapter
+    disabled answers the test split zero-shot (``control_quality``) and, with ``probe(model) → {probe_acc}``, the
+    general probe (``control_probe_acc``). Quantization and training then show apart in the forgetting table."""
+    with model.disable_adapter():
+        preds, _ = generate(model, tok, [e.messages for e in test], plan.max_new_tokens, plan.batch_size,
+                            desc="quantized base (control)")
+        out = {"control_quality": round(score(plan.metric, preds, [e.completion for e in test], plan.labels)[0], 4)}
+        if probe is not None:
+            got = probe(model)
+            if "probe_acc" in got:
+                out["control_probe_acc"] = got["probe_acc"]
+    return out
 
 
 def score_seed(model, tok, test: list[Example], plan: EvalPlan, rows: list[dict], seed: int, desc: str) -> float:
@@ -272,6 +287,7 @@ class KlToBase:
         self.items, self.ours, self.metrics, self.wall = items or general_instructions(), None, {}, 0.0
 
     def take(self, model, tok) -> None:
+        self.tok = tok
         t0 = time.perf_counter()
         self.ours = answer_distributions(model, tok, self.items, desc=f"{self.name} KL to base")
         if hasattr(model, "disable_adapter"):  # the base is this very model with its adapter off
@@ -280,18 +296,28 @@ class KlToBase:
             self._done(kl_of(theirs, self.ours), "the served model with its adapter disabled", t0)
         self.wall = time.perf_counter() - t0
 
+    def take_control(self, model) -> None:
+        """The quantized base's own distributions (``model`` with its adapter disabled): ``finish`` measures their
+        KL to the base in the serving dtype, what quantization alone moved (``control_general_kl``)."""
+        with model.disable_adapter():
+            self.control = answer_distributions(model, self.tok, self.items, desc=f"{self.name} KL (quantized base)")
+
     def finish(self, tok) -> dict:
-        """The KL metrics; loads the base first when ``take`` could not disable an adapter (call it with the
-        evaluated model freed)."""
+        """The KL metrics; loads the base first when ``take`` could not disable an adapter, or when a quantized
+        base's control was taken (call it with the evaluated model freed)."""
         from bakeoff.models import load_for_eval
 
-        if self.ours is not None and not self.metrics:
+        control = getattr(self, "control", None)
+        if self.ours is not None and (not self.metrics or control is not None):
             t0 = time.perf_counter() - self.wall
             base = load_for_eval(self.base_dir, precision=self.serving)
             theirs = answer_distributions(base, tok, self.items, desc=f"{self.name} KL (base)")
             del base
             gc.collect()
-            self._done(kl_of(theirs, self.ours), f"the base model in {self.serving}", t0)
+            if not self.metrics:
+                self._done(kl_of(theirs, self.ours), f"the base model in {self.serving}", t0)
+            if control is not None:
+                self.metrics["control_general_kl"] = round(kl_of(theirs, control), 5)
         return self.metrics
 
     def _done(self, kl: float, against: str, t0: float) -> None:

@@ -21,7 +21,9 @@ Serving
     ``gen_tokens_per_s``: generated tokens (up to and including end-of-sequence, padding excluded)
     per second of generation wall time; ``prompt_tokens_per_request``: mean prompt length in tokens.
     ``latency_p50_s``, ``latency_p95_s``: wall time of one request at batch 1 (prompt in, greedy answer out),
-    median and 95th percentile (linear interpolation) over the first ``eval.latency_requests`` test prompts.
+    median and 95th percentile (linear interpolation) over the first ``eval.latency_requests`` test prompts;
+    ``latency_p25_s``, ``latency_p75_s`` their interquartile range. One run is called faster to serve than another
+    only when the ranges separate (``latency_separated``: its p75 below the other's p25); otherwise they tie.
     A ``_merged`` / ``_unmerged`` suffix says how an adapter was served.
     ``<step>_wall_s``: wall time of a whole evaluation step (``eval_val_loss``, ``eval_val_generate``,
     ``eval_label_choice``, ``eval_pref``, ``eval_latency``, ``lm_eval``, ``probe``, ``general_kl``).
@@ -47,7 +49,16 @@ Differences between runs (``reports/pairwise.csv``)
     min(b, c) in b + c trials. For any other metric, a paired permutation test of the figure's difference: each
     resample swaps the two runs' items on each example with probability 1/2 (seeded); p = (k + 1) / (R + 1) with
     k the resamples at least as far from zero as observed. ``p_holm``: Holm's step-down adjustment over every pair
-    of the report (the family), so a "different" claim holds at the stated level for all pairs together.
+    of the report (the family), so a "different" claim holds at the stated level for all pairs together. The
+    bootstrap intervals above are each one pair's, unadjusted: an interval may exclude 0 where the Holm-adjusted test
+    does not reject, and the report then says the test decides.
+Equivalence (``tost_paired``)
+    Two one-sided paired t-tests on the per-example differences d = a − b against ±margin (``verdict.min_gain``):
+    p = max(p(mean d ≤ −margin), p(mean d ≥ +margin)); "equivalent within the margin" when p < 0.05, which is the
+    90% t interval of the mean difference lying inside (−margin, +margin). Not rejecting a difference is never
+    read as equivalence: without this test a pair "cannot be told apart on N items", nothing more.
+Rounding
+    ``round_sig``: estimates built on an assumed input (MFU, prices) are shown to two significant figures.
 """
 
 from __future__ import annotations
@@ -286,6 +297,8 @@ class LatencyLog:
 
         s = np.asarray(self.seconds)
         return {f"latency_p50_s{suffix}": round(float(np.percentile(s, 50)), 4),
+                f"latency_p25_s{suffix}": round(float(np.percentile(s, 25)), 4),
+                f"latency_p75_s{suffix}": round(float(np.percentile(s, 75)), 4),
                 f"latency_p95_s{suffix}": round(float(np.percentile(s, 95)), 4),
                 f"latency_tokens_per_s{suffix}": round(self.generated_tokens / float(s.sum()), 2)}
 
@@ -377,3 +390,43 @@ def holm(pvalues: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         out[i] = running
     return out
+
+
+def tost_paired(a: list[float], b: list[float], margin: float, alpha: float = 0.05) -> dict:
+    """Paired equivalence test (two one-sided t-tests, see Equivalence above) of ``a`` against ``b`` (per-example
+    scores on the same examples) within ±``margin``: {diff, ci90_low, ci90_high, p, equivalent, n}."""
+    import numpy as np
+    from scipy import stats
+
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a paired equivalence test needs the same examples: {len(a)} against {len(b)}")
+    d = np.asarray(a, float) - np.asarray(b, float)
+    n, mean = len(d), float(d.mean())
+    se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+    if se == 0.0:  # every difference the same: no noise, equivalent exactly when that difference is inside
+        inside = abs(mean) < margin
+        return {"diff": mean, "ci90_low": mean, "ci90_high": mean, "p": 0.0 if inside else 1.0,
+                "equivalent": inside, "n": n}
+    p_low = float(stats.t.sf((mean + margin) / se, n - 1))  # H0: mean ≤ −margin
+    p_high = float(stats.t.cdf((mean - margin) / se, n - 1))  # H0: mean ≥ +margin
+    half = float(stats.t.ppf(1 - alpha, n - 1)) * se
+    p = max(p_low, p_high)
+    return {"diff": mean, "ci90_low": mean - half, "ci90_high": mean + half, "p": p, "equivalent": p < alpha, "n": n}
+
+
+def latency_separated(fast: dict, slow: dict) -> bool:
+    """Whether run ``fast`` is measurably faster to serve than ``slow`` (each a record with ``latency_p25_s`` and
+    ``latency_p75_s``): its interquartile range lies wholly below the other's. Without both ranges: never."""
+    try:
+        return float(fast["latency_p75_s"]) < float(slow["latency_p25_s"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def round_sig(x: float, sig: int = 2) -> float:
+    """``x`` to ``sig`` significant figures (64,994 → 65,000; 3.684 → 3.7; 0.0004567 → 0.00046)."""
+    import math
+
+    if x == 0 or x != x or x in (float("inf"), float("-inf")):
+        return x
+    return round(x, sig - 1 - int(math.floor(math.log10(abs(x)))))

@@ -82,43 +82,136 @@ def group_line(groups: list[list[str]]) -> str:
     return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
 
 
-def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], fits: dict | None = None) -> dict:
+def equivalence(df: pd.DataFrame, groups: list[list[str]], margin: float, items: dict | None = None) -> dict:
+    """Each other member of the best group against its leader: the paired equivalence test at ``margin``
+    (``bakeoff.measure.tost_paired`` on per-example correctness, test split). {member: result}."""
+    from bakeoff.measure import tost_paired
+
+    if not groups or len(groups[0]) < 2:
+        return {}
+    items = primary_items(df) if items is None else items
+    leader, out = groups[0][0], {}
+    for n in groups[0][1:]:
+        if not items.get(n) or not items.get(leader):
+            continue
+        ids = sorted(items[leader])
+        out[n] = {**tost_paired([correctness(items[n][k]) for k in ids], [correctness(items[leader][k]) for k in ids],
+                                margin), "against": leader}
+    return out
+
+
+def _pp(x: float) -> str:
+    return f"{x * 100:+.1f}"
+
+
+def tie_words(name: str, leader: str, eq: dict, margin: float) -> str:
+    """How ``name`` stands to the best group's ``leader``: equivalent within the margin (shown), or only "cannot be
+    told apart on N items"."""
+    e = eq.get(name)
+    if not e:
+        return f"`{name}` leads group A (picked on validation)" if name == leader else f"`{name}` is in group A"
+    if e["equivalent"]:
+        return (f"`{name}` is equivalent to `{leader}` within {margin * 100:.0f} points (paired TOST p {e['p']:.2g}, "
+                f"90% interval of the difference [{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
+    return (f"`{name}` and `{leader}` cannot be told apart on {e['n']} items; equivalence within {margin * 100:.0f} "
+            f"points is not shown (paired TOST p {e['p']:.2g}, difference {_pp(e['diff'])} points, 90% interval "
+            f"[{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
+
+
+def sig(x: float) -> str:
+    """``x`` to two significant figures, never in scientific notation: 64,994 → 65,000; 3.0; 0.36."""
+    from bakeoff.measure import round_sig
+
+    r = round_sig(float(x))
+    return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.1f}" if abs(r) >= 1 else f"{r:.2g}"
+
+
+def usd_range(lo: float, hi: float) -> str:
+    """``$3.7–7.4``: two significant figures (``bakeoff.measure.round_sig``), an estimate on assumed inputs."""
+    a, b = sig(lo), sig(hi)
+    return f"${a}" if a == b else f"${a}–{b}"
+
+
+def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | None = None,
+              eq: dict | None = None, scope: dict | None = None, margin: float = 0.05) -> dict:
     """One thing to do. A prompting baseline in the best group (or a "prompting is enough" verdict) → that baseline
-    (the cheapest in prompt tokens). Otherwise the variant of the best group that is cheapest to train on the sizing
-    target (``fits``: variant → sizing fit with ``usd``, ``gpu``, ``need_gb``), with the group's smallest memory
-    and fastest serving named beside it when another run holds them."""
+    (the cheapest in prompt tokens). Otherwise the variant of the best group with the lowest projected all-in cost
+    on the sizing target (``costs``: variant → ``verdict.all_in``). ``line`` is the decision; ``measured`` what was
+    measured here (``scope``: model, split, items, machine), ``projected`` what was projected to the target (never
+    mixed in one sentence); ``still_improving`` names a pick whose training had not settled."""
     rows = {r["name"]: r for _, r in df.iterrows()}
     best = groups[0] if groups else []
-    baselines = [n for n in best if rows[n]["kind"] == "baseline"]
+    scope, costs, eq = scope or {}, costs or {}, eq or {}
+    model, n = scope.get("model", "the base model"), scope.get("n", "?")
+    baselines = [n_ for n_ in best if rows[n_]["kind"] == "baseline"]
     if v.get("decision") == "prompting is enough" or baselines:
-        pick = min(baselines, key=lambda n: _num_or_inf(rows[n].get("prompt_tokens_per_request"))) if baselines \
+        pick = min(baselines, key=lambda n_: _num_or_inf(rows[n_].get("prompt_tokens_per_request"))) if baselines \
             else v.get("baseline")
         if not pick:
             return {}
-        why = ("it is in the best group: no fine-tuned run is distinguishable from it on the test split" if baselines
+        why = (f"it is in the best group: no fine-tuned run can be told apart from it on {n} test items" if baselines
                else f"the gain of fine-tuning is below min_gain ({v.get('reason', '')})")
-        return {"action": "prompt", "run": pick,
-                "line": f"**Recommendation: prompt** — use `{pick}`; {why}."}
-    variants = [n for n in best if rows[n]["kind"] == "variant"]
+        return {"action": "prompt", "run": pick, "measured": [], "projected": [],
+                "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: {why}."}
+    variants = [n_ for n_ in best if rows[n_]["kind"] == "variant"]
     if not variants:
         return {}
-    fits = fits or {}
+    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("usd")),
+                                         _num_or_inf(rows[n_].get("train_peak_rss_mb"))))
+    r, leader = rows[pick], best[0]
+    line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
+            + (", the lowest projected all-in cost in group A" if costs.get(pick) and len(variants) > 1 else "") + ".")
+    measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
+                + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
+                   if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
+    others = [n_ for n_ in best if n_ != pick]
+    if others:
+        said = [tie_words(pick, leader, eq, margin)] if pick != leader else []
+        said += [tie_words(o, leader, eq, margin) for o in others if o != leader] if pick == leader else []
+        measured.append("Group A: " + "; ".join(said or [f"`{pick}` leads it"]) + ".")
+    machine = scope.get("machine", "this machine")
+    peaks = {n_: rows[n_].get("train_peak_reserved_mb") or rows[n_].get("train_peak_rss_mb") for n_ in variants}
+    peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
+    if len(peaks) > 1:
+        low = min(peaks, key=peaks.get)
+        measured.append(f"Least training memory measured here (peak {'reserved CUDA' if rows[low].get('train_peak_reserved_mb') else 'resident'} memory): "
+                        f"`{low}` at {peaks[low]:,.0f} MB" + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
+    measured.append(serving_words(rows, variants, machine))
+    projected = []
+    c = costs.get(pick)
+    if c:
+        parts = ["training"] + ([f"its share of `{c.get('lender') or pick}`'s search"] if c.get("search_usd") else []) \
+            + ([f"its parent `{c['parent']}`"] if c.get("parent") else [])
+        smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
+                    else c.get("smallest_card"))
+        projected.append(f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the "
+                         f"smallest card that holds it is {smallest}, the cheapest for the job {c['card']}: "
+                         f"{usd_range(c['usd'], c['usd_high'])} all in ({', '.join(parts)}).")
+        smallest_mem = min((n_ for n_ in variants if costs.get(n_)), key=lambda n_: costs[n_]["need_gb"])
+        if smallest_mem != pick:
+            projected.append(f"Least memory projected in group A: `{smallest_mem}` (~{sig(costs[smallest_mem]['need_gb'])} "
+                             "GB on the target; a projection from the sizing model, not measured).")
+    still = r.get("convergence") == "still improving"
+    return {"action": "fine-tune", "run": pick, "line": line, "measured": measured, "projected": projected,
+            "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"],
+            "pick_still_improving": still}
 
-    pick = min(variants, key=lambda n: (_num_or_inf((fits.get(n) or {}).get("usd")),
-                                        _num_or_inf(rows[n].get("train_peak_rss_mb"))))
-    f = fits.get(pick) or {}
-    where = (f" — fits {f['gpus']}× {f['gpu']} for {f['target']} at ~${f['usd']:,.0f}" if f.get("gpu") and
-             f.get("usd") is not None else "")
-    mem = f"{f['need_gb']:.1f} GB" if isinstance(f.get("need_gb"), (int, float)) else None
-    line = (f"**Recommendation: fine-tune with `{pick}`** ({rows[pick]['technique']}): as good as the best here "
-            f"(group A){f' at {mem}' if mem else ''}{where}.")
-    smallest = min(variants, key=lambda n: _num_or_inf((fits.get(n) or {}).get("need_gb")))
-    fastest = min(variants, key=lambda n: _num_or_inf(rows[n].get("latency_p50_s")))
-    if smallest != pick and (fits.get(smallest) or {}).get("need_gb") is not None:
-        line += f" Least memory in group A: `{smallest}` ({fits[smallest]['need_gb']:.1f} GB)."
-    if fastest != pick and _num_or_inf(rows[fastest].get("latency_p50_s")) < float("inf"):
-        line += f" Fastest to serve in group A: `{fastest}` (p50 {rows[fastest]['latency_p50_s']:.2f} s)."
-    return {"action": "fine-tune", "run": pick, "smallest": smallest, "fastest": fastest, "line": line}
+
+def serving_words(rows: dict, names: list[str], machine: str) -> str:
+    """Which run serves fastest, only where its latency's interquartile range separates from every other's
+    (``bakeoff.measure.latency_separated``); otherwise a tie."""
+    from bakeoff.measure import latency_separated
+
+    timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
+             and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
+    if len(timed) < 2:
+        return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
+    fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
+    if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
+        return (f"Fastest to serve here ({machine}, batch 1): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} s; its "
+                "interquartile range lies below every other run's in the group.")
+    return (f"Serving latency at batch 1 ({machine}): the group's runs tie (p50 {min(rows[n]['latency_p50_s'] for n in timed):.2f}–"
+            f"{max(rows[n]['latency_p50_s'] for n in timed):.2f} s; their interquartile ranges overlap).")
 
 
 def _num_or_inf(x) -> float:

@@ -68,7 +68,31 @@ def provenance(stats: dict, base_dir: Path | None = None) -> dict:
             versions[name] = None
     source = read_json(Path(base_dir) / "bakeoff_source.json") if base_dir else None
     return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
-            "machine": platform.machine(), "versions": versions, "base_model": source}
+            "machine": platform.machine(), "device": device_name(), "versions": versions, "base_model": source}
+
+
+def device_name() -> str:
+    """What the figures were measured on, in words: the CUDA card, else the CPU's model name, its cores and the
+    bf16 features that change its speed (AMX, AVX512-BF16), read from /proc/cpuinfo (no torch import)."""
+    import os
+    import shutil
+
+    if shutil.which("nvidia-smi"):
+        try:
+            r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=10)
+            if r.returncode == 0 and r.stdout.strip():
+                return r.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return f"{os.cpu_count()}-core CPU"
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "CPU")
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    feats = "AMX" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags else "no bf16 units"
+    return f"{name}, {len(os.sched_getaffinity(0))} cores ({feats})"
 
 
 def work_dir(name: str) -> Path:

@@ -103,6 +103,8 @@ def pruning_callback(trial, noise_z: float = 2.0):
     class Report(TrainerCallback):
         def on_evaluate(self, args, state, control, metrics=None, **kw):
             if metrics and "eval_loss" in metrics:
+                if trial.study.direction != optuna.study.StudyDirection.MINIMIZE:
+                    return  # judged on the task metric at the end: a loss at a rung says nothing of it
                 step, value = state.global_step, metrics["eval_loss"]
                 trial.report(value, step)
                 if not trial.should_prune():
@@ -140,7 +142,10 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
         why = ("tune.trials is 0" if not tc.trials else f"tune.spaces has no {v.technique!r} space" if not space
                else f"{v.technique} has no validation rows to judge trials on")
         return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
-    direction = "minimize" if tc.objective == "val_loss" else "maximize"
+    from bakeoff.tune import objective_of
+
+    judged_by = objective_of(tc, v)
+    direction = "minimize" if judged_by == "val_loss" else "maximize"
     rung = rung_steps(v, tc)
     study, storage = open_study(params, name, space, data_dir, work_dir, direction, rung)
     precision = resolve_precision(v.train.precision)
@@ -167,10 +172,11 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
             rec = train(technique, tv, base_dir, rows, out / "model", precision, out / "work", parent_dir=parent,
                         val_rows=val, extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise)],
                         judge_patience=v.train.early_stopping_patience)
-            value = rec["val_curve"][-1]["loss"] if tc.objective == "val_loss" else score_fn(tv, out / "model")
+            value = rec["val_curve"][-1]["loss"] if judged_by == "val_loss" else score_fn(tv, out / "model")
             result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
                       "val_curve": rec["val_curve"]}
             trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
+            trial.set_user_attr("val_curve", [{"step": p["step"], "loss": round(p["loss"], 5)} for p in rec["val_curve"]])
             kept = _keep_if_best(study, direction, value, out, rec, work_dir)
             return value
         except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
@@ -194,7 +200,7 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
     rec = run_study(study, objective, tc.trials)
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     out = {"variant": name, "storage": storage.split("://")[0], "searched": study.user_attrs.get("space") or space,
-           "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": tc.objective,
+           "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": judged_by,
            "trial_steps": v.train.max_steps, "rung_steps": rung, **rec}
     if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
         out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
@@ -297,7 +303,8 @@ def run_study(study, objective, trials: int) -> dict:
                        gc_after_trial=True, catch=(Exception,))
     done = study.get_trials(deepcopy=False, states=finished)
     listed = [{"number": t.number, "values": t.params, "value": t.value,
-               "val_curve": [{"step": k, "loss": round(x, 5)} for k, x in sorted(t.intermediate_values.items())],
+               "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}
+                                                              for k, x in sorted(t.intermediate_values.items())],
                **t.user_attrs, "state": t.user_attrs.get("status") or t.state.name.lower()} for t in done]
     failed = [t for t in listed if t["state"] not in ("complete", "pruned")]
     common = {"study": study.study_name, "trials": listed,

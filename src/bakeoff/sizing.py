@@ -200,6 +200,14 @@ class Fit:
     parts: dict = field(default_factory=dict)
     parent: str | None = None  # a derived variant's parent, whose training comes first
     cumulative_usd: float | None = None  # usd plus the parent's usd (a derived variant's whole cost)
+    # the card with the lowest price for this job among those that hold it (one process), beside the smallest
+    cheapest_gpu: str | None = None
+    cheapest_hours: float | None = None
+    cheapest_usd: float | None = None
+    # the same job at sizing.mfu_low (the pessimistic end): usd is at sizing.mfu, usd_high at mfu_low
+    hours_high: float | None = None
+    usd_high: float | None = None
+    cheapest_usd_high: float | None = None
 
 
 def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | None:
@@ -233,9 +241,11 @@ def _resolved(precision: str) -> str:
 
 
 def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_bytes: float, tokens: float,
-        mfu: float, variant: str = "") -> Fit:
+        mfu: float, variant: str = "", mfu_low: float | None = None) -> Fit:
     """The smallest card that holds one training process; failing that, the fewest of the largest card with
-    weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3)."""
+    weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3). Beside it, the cheapest card for
+    the job among those that hold it (a faster card may cost less in all though it costs more per hour), and both
+    costs again at ``mfu_low`` (the pessimistic end of the range; None: half of ``mfu``)."""
     e = estimate(shape, setup, overhead_bytes)
     gpu, n = smallest_fit(e.total, gpus, margin), 1
     if gpu is None and gpus:
@@ -251,7 +261,33 @@ def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_byt
         # n cards in parallel: n× the FLOP/s (communication not counted), n× the price per hour
         f.hours = round(train_hours(shape, setup.technique, tokens, gpu, mfu, setup.gradient_checkpointing) / n, 3)
         f.usd = round(f.hours * n * gpu.usd_per_hour, 2)
+        low = mfu_low or mfu / 2
+        f.hours_high = round(f.hours * mfu / low, 3)
+        f.usd_high = round(f.usd * mfu / low, 2)
+        if n == 1:
+            held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= e.total]
+            price = {g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing)
+                     * g.usd_per_hour for g in held}
+            best = min(held, key=lambda g: (price[g.name], g.memory_gb))
+            f.cheapest_gpu = best.name
+            f.cheapest_hours = round(price[best.name] / best.usd_per_hour, 3)
+            f.cheapest_usd = round(price[best.name], 2)
+            f.cheapest_usd_high = round(price[best.name] * mfu / low, 2)
+        else:  # sharded over the largest card: the only choice in the catalog
+            f.cheapest_gpu, f.cheapest_hours, f.cheapest_usd, f.cheapest_usd_high = gpu.name, f.hours, f.usd, f.usd_high
     return f
+
+
+def serving_card(shape: Shape, gpus: list[GPU], margin: float, overhead_bytes: float,
+                 name: str | None = None) -> GPU | None:
+    """The card that serves the fine-tuned ``shape``: ``name`` from the catalog, else the cheapest per hour whose
+    memory less ``margin`` holds its weights in bf16 and the CUDA overhead (the KV cache of one request besides is
+    small at these lengths; a projection, not measured)."""
+    if name:
+        return next((g for g in gpus if g.name == name), None)
+    need = shape.params * 2 + overhead_bytes
+    held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need]
+    return min(held, key=lambda g: (g.usd_per_hour, g.memory_gb)) if held else None
 
 
 def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int = 1) -> float:
@@ -309,7 +345,8 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None)
         for name, v in params.variants.items():
             setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
                                        micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent))
-            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name)
+            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name,
+                             s.mfu_low)
         for name, f in here.items():
             parent = params.variants[name].parent
             f.parent = parent

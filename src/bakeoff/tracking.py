@@ -6,6 +6,15 @@ Open it with ``mlflow ui --backend-store-uri sqlite:///$(pwd)/mlflow.db``.
 
 A name (``lora``, ``zero_shot``) can be run many times; the newest run of each name carries the tag
 ``bakeoff.latest=true`` and older ones are re-tagged ``false``, never deleted.
+
+Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report): the
+current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
+``bakeoff.superseded=true`` and nested under its own repro's parent (runs from before parents existed under one
+``earlier runs`` holder), so the experiment's top level shows one expanded answer. The recommended run is
+registered as a version of the model named after the experiment, with the alias ``champion``
+(``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A variant's run
+spans its train stage only (its Duration); the evaluate stage logs into it and records its own time as
+``eval_stage_wall_s``.
 """
 
 from __future__ import annotations
@@ -86,7 +95,7 @@ def _setup(params):
 
 @contextmanager
 def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = "",
-        system_metrics: bool = False):
+        system_metrics: bool = False, run_name: str | None = None):
     """Start a fresh MLflow run for ``name`` and mark it the latest of that name; with ``system_metrics``, MLflow
     samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
     import mlflow
@@ -101,7 +110,7 @@ def run(params, name: str, kind: str, technique: str, logged_params: dict, data_
         client.set_tag(old.info.run_id, LATEST, "false")
     tags = {"bakeoff.name": name, "kind": kind, "technique": technique, "git_commit": git_commit(),
             "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
-    with mlflow.start_run(run_name=name, tags=tags, log_system_metrics=system_metrics) as r:
+    with mlflow.start_run(run_name=run_name or name, tags=tags, log_system_metrics=system_metrics) as r:
         mlflow.log_params(flatten(logged_params))
         yield r
 
@@ -121,8 +130,16 @@ def resume(params, run_id: str | None, name: str, kind: str, technique: str, log
         with run(params, name, kind, technique, logged_params) as r:
             yield r
         return
+    import time
+
+    client = mlflow.MlflowClient()
+    ended = client.get_run(run_id).info.end_time  # the train stage's end: the run's duration stays its own work
+    t0 = time.time()
     with mlflow.start_run(run_id=run_id) as r:
         yield r
+        mlflow.log_metric("eval_stage_wall_s", round(time.time() - t0, 1))
+    if ended:
+        client.set_terminated(run_id, client.get_run(run_id).info.status, end_time=ended)
 
 
 @contextmanager
@@ -186,12 +203,17 @@ def mark_resumed(checkpoint: str) -> None:
 
 
 def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict,
-                tables: dict | None = None) -> None:
-    """The ``comparison`` run: the report's files and folders as artifacts, the verdict as tags and metrics,
-    ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows (``mlflow.log_table``)."""
+                tables: dict | None = None) -> str:
+    """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``): the report's files and folders as
+    artifacts, the verdict as tags and metrics, ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows
+    (``mlflow.log_table``). Returns its run id (``nest_repro`` puts the arms under it)."""
+    import datetime
+
     import mlflow
 
-    with run(params, "comparison", "summary", "-", {"runs": names}):
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with run(params, "comparison", "repro", "-", {"runs": names},
+             run_name=f"repro {git_commit()[:7]} {when}") as r:
         mlflow.set_tags(tags)
         for name, table in (tables or {}).items():
             mlflow.log_table(table, artifact_file=name)
@@ -200,3 +222,90 @@ def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list
             mlflow.log_artifact(str(p))
         for dest, folder in folders.items():
             mlflow.log_artifacts(str(folder), dest)
+    return r.info.run_id
+
+
+SUPERSEDED = "bakeoff.superseded"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def nest_repro(params, parent_id: str, names: list[str]) -> dict:
+    """Put the current run of every arm in ``names`` (the newest of each ``bakeoff.name``, its ``.tune`` run too)
+    under ``parent_id``, the run of this repro; tag every other top-level run superseded and nest it out of the way
+    (under its own repro's parent, or one ``earlier runs`` holder). Nothing is deleted. Returns the counts."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(experiment_name(params))
+    runs = client.search_runs([exp.experiment_id], max_results=50000)
+    wanted = set(names) | {f"{n}.tune" for n in names}
+    current = {r.info.run_id for r in runs if r.data.tags.get("bakeoff.name") in wanted
+               and r.data.tags.get(LATEST) == "true" and r.data.tags.get("kind") not in ("trial", "seed")}
+    parents = {r.info.run_id for r in runs if r.data.tags.get("kind") == "repro"}
+    nested = superseded = 0
+    holder = None
+
+    def supersede(rid: str, tags: dict) -> None:
+        nonlocal superseded
+        if tags.get(SUPERSEDED) != "true":
+            client.set_tag(rid, SUPERSEDED, "true")
+            superseded += 1
+
+    for r in runs:
+        rid, tags = r.info.run_id, r.data.tags
+        under = tags.get(PARENT_TAG)
+        if rid == parent_id or tags.get("kind") == "superseded-holder":
+            continue
+        if rid in current:  # this repro's answer, trained now or cached from an earlier one
+            if under != parent_id:
+                client.set_tag(rid, PARENT_TAG, parent_id)
+                nested += 1
+            if tags.get(SUPERSEDED) == "true":
+                client.set_tag(rid, SUPERSEDED, "false")
+        elif rid in parents:  # an earlier repro: its arms stay under it, collapsed
+            supersede(rid, tags)
+        elif under in current:  # a trial of a current search, a seed of a current variant
+            continue
+        elif under:  # nested under an earlier run: it stays there
+            supersede(rid, tags)
+        else:  # a top-level run of before parents existed, or an arm this repro no longer has
+            supersede(rid, tags)
+            holder = holder or _holder(client, exp.experiment_id)
+            client.set_tag(rid, PARENT_TAG, holder)
+    return {"nested": nested, "superseded": superseded, "current": len(current)}
+
+
+def _holder(client, experiment_id: str) -> str:
+    """The one run that earlier, parentless runs are nested under (created once)."""
+    found = client.search_runs([experiment_id], filter_string="tags.kind = 'superseded-holder'", max_results=1)
+    if found:
+        return found[0].info.run_id
+    r = client.create_run(experiment_id, run_name="earlier runs (superseded)",
+                          tags={"kind": "superseded-holder", SUPERSEDED: "true", LATEST: "false"})
+    client.set_terminated(r.info.run_id)
+    return r.info.run_id
+
+
+def register_champion(params, run_id: str, files: dict, folder=None) -> dict:
+    """Register the recommended run as a version of the model named after the experiment, alias ``champion``.
+    ``folder``: its weights or adapter (logged under ``model/``, once per run); ``files``: artifact name → path
+    (its evaluation records, its params). Returns {name, version, source}."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    name = experiment_name(params)
+    run = client.get_run(run_id)
+    have = {f.path for f in client.list_artifacts(run_id, "model")}
+    if folder is not None and not have:
+        client.log_artifacts(run_id, str(folder), "model")
+    for dest, path in files.items():
+        client.log_artifact(run_id, str(path), "model")
+    try:
+        client.get_registered_model(name)
+    except Exception:
+        client.create_registered_model(name, description="bakeoff's recommended run per repro (alias champion)")
+    source = f"{run.info.artifact_uri}/model"
+    version = client.create_model_version(name, source, run_id=run_id,
+                                          tags={"bakeoff.name": run.data.tags.get("bakeoff.name", "")})
+    client.set_registered_model_alias(name, "champion", version.version)
+    return {"name": name, "version": version.version, "source": source}

@@ -43,6 +43,9 @@ class TuneConfig:
     trial_steps: float = 0.25  # the first rung: every trial is judged after this share of max_steps, and only those
     # in the better half at each rung (×2 steps) go on; survivors train the full max_steps
     objective: str = "val_loss"  # val_loss (the trial's last validation loss) | metric (primary metric on val)
+    # a derived variant's objective (DPO from an SFT adapter): its own loss falls as its rate rises while the task
+    # can get worse, so by default it is judged on the task metric on validation, never on its loss unseen
+    derived_objective: str = "metric"
     pruner: str = "halving"  # halving (successive halving over training steps) | median | none
     storage: str | None = None  # None: sqlite under .bakeoff_tmp/; a database URL shares one study among machines
     seed: int = 0
@@ -77,8 +80,9 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
         bad.append(("tune.trials", "must be ≥ 0"))
     if not 0 < tc.trial_steps <= 1:
         bad.append(("tune.trial_steps", f"must be in (0, 1], got {tc.trial_steps}"))
-    if tc.objective not in ("val_loss", "metric"):
-        bad.append(("tune.objective", f"must be val_loss or metric, got {tc.objective!r}"))
+    for key, value in (("tune.objective", tc.objective), ("tune.derived_objective", tc.derived_objective)):
+        if value not in ("val_loss", "metric"):
+            bad.append((key, f"must be val_loss or metric, got {value!r}"))
     if tc.pruner not in ("median", "halving", "none"):
         bad.append(("tune.pruner", f"must be median, halving or none, got {tc.pruner!r}"))
     return bad
@@ -152,9 +156,16 @@ def run_identity(variant, tuned: dict) -> dict:
             "train": asdict(variant.train), "tuned": tuned}
 
 
+def objective_of(tc: TuneConfig, run) -> str:
+    """What a search judges its trials by: ``tune.derived_objective`` for a derived variant, else
+    ``tune.objective`` (a baseline's prompt search always uses the task metric)."""
+    return tc.derived_objective if getattr(run, "parent", None) else tc.objective
+
+
 def study_name(params, name: str, space: dict, data_hash: str) -> str:
     """One study per (task, variant, its configuration, search space, data, budget): a change starts a new one."""
     run = params.variants[name] if name in params.variants else params.baseline(name)
-    blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps, params.tune.objective],
+    blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps,
+                       objective_of(params.tune, run)],
                       sort_keys=True, default=str)
     return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

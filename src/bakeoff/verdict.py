@@ -300,39 +300,93 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
     return out
 
 
-def cost(df: pd.DataFrame, v: dict, price_per_1k: float, train_fit: dict | None,
-         parent_fit: dict | None = None) -> dict:
-    """The money side of the verdict: what training costs (on the sizing target; a derived variant adds its parent's
-    training, ``parent_fit``), what each request saves in prompt tokens, and the request volume at which training
-    pays for itself. The break-even follows the verdict: it is given for "fine-tune", given as what it would be if
-    the gain held for "inconclusive", and not given for "prompting is enough" (the saved tokens would buy a worse
-    answer)."""
+def budget(names: list[str]) -> dict[str, dict]:
+    """What each arm's search spent, from its record (runs/<name>/tuned.json): trials, training tokens, optimizer
+    steps and seconds, the adopted trial (the arm's own training run, counted there, not here) left out. A search
+    used by several arms (``tune.share``) is split evenly among them: each carries its share (``share``,
+    ``carried_*``); an arm without a search carries nothing."""
+    recs = {n: runs.read_json(runs.tuned_record(n)) or {} for n in names}
+    lender = {n: r.get("shared_from") or n for n, r in recs.items() if r.get("trials")}
+    out = {}
+    for n in names:
+        if n not in lender:
+            out[n] = {"own": True, "lender": None, "share": 1.0, "trials": 0, "tokens": 0, "steps": 0, "seconds": 0.0,
+                      "carried_tokens": 0.0, "carried_seconds": 0.0}
+            continue
+        src = recs.get(lender[n]) or recs[n]
+        trials = src.get("trials") or []
+        adopted = (src.get("adopt") or {}).get("trial")
+        spent = [t for t in trials if t.get("number") != adopted]
+        tokens = sum(t.get("tokens_seen") or 0 for t in spent)
+        steps = sum(max([p["step"] for p in t.get("val_curve") or []] or [0]) for t in spent)
+        seconds = round(sum(t.get("wall_s") or 0 for t in spent), 1)
+        users = sum(1 for m in lender if lender[m] == lender[n])
+        share = 1.0 / users
+        out[n] = {"own": lender[n] == n, "lender": lender[n], "share": share, "trials": len(trials),
+                  "adopted_trial": adopted, "tokens": tokens, "steps": steps, "seconds": seconds,
+                  "carried_tokens": tokens * share, "carried_seconds": round(seconds * share, 1)}
+    return out
+
+
+def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dict | None:
+    """What variant ``name`` costs on the sizing target, all in: its training on the cheapest card that holds it,
+    its share of the search it used priced per token like its training (``spent``: ``budget``; ``seen``: tokens its
+    training saw here), and, for a derived variant, its parent's all-in cost (``parents``: name → parent). Each as
+    a range: at sizing.mfu (``usd``) and at sizing.mfu_low (``usd_high``). None when the target fits no card."""
+    f = fits.get(name) or {}
+    if f.get("cheapest_usd") is None:
+        return None
+    train, train_high = f["cheapest_usd"], f.get("cheapest_usd_high") or f["cheapest_usd"]
+    carried, tokens = (spent.get(name) or {}).get("carried_tokens") or 0.0, seen.get(name) or 0.0
+    ratio = carried / tokens if tokens else 0.0
+    out = {"variant": name, "card": f["cheapest_gpu"], "train_usd": train, "train_usd_high": train_high,
+           "search_usd": train * ratio, "search_usd_high": train_high * ratio,
+           "smallest_card": f.get("gpu"), "smallest_gpus": f.get("gpus"), "smallest_usd": f.get("usd"),
+           "smallest_usd_high": f.get("usd_high"), "need_gb": f.get("need_gb"), "target": f.get("target")}
+    parent = parents.get(name)
+    up = all_in(parent, fits, spent, seen, parents) if parent else None
+    out.update(parent=parent, parent_usd=(up or {}).get("usd", 0.0), parent_usd_high=(up or {}).get("usd_high", 0.0))
+    out["usd"] = out["train_usd"] + out["search_usd"] + out["parent_usd"]
+    out["usd_high"] = out["train_usd_high"] + out["search_usd_high"] + out["parent_usd_high"]
+    return out
+
+
+def break_even(prompt_tokens: float, usd_per_1k: float, card: dict | None) -> dict:
+    """Pay-per-token prompting against the fine-tuned model on its own card: prompting pays ``prompt_tokens`` ×
+    price per request; the card ($/hour, ``card``: {name, usd_per_hour}) costs 24 hours a day whatever the
+    traffic. Returns the daily requests above which the card costs less (None: free prompt tokens or no card)."""
+    if not card or not usd_per_1k or not prompt_tokens:
+        return {}
+    per_request = prompt_tokens / 1000 * usd_per_1k
+    per_day = 24 * card["usd_per_hour"]
+    return {"serve_card": card["name"], "serve_usd_per_hour": card["usd_per_hour"], "serve_usd_per_day": per_day,
+            "prompt_usd_per_request": per_request, "break_even_requests_per_day": per_day / per_request}
+
+
+def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card: dict | None) -> dict:
+    """The money side of the verdict: the verdict's variant all in on the sizing target (``costs``: name →
+    ``all_in``), the prompt tokens each request saves, and the daily volume above which serving it on its own card
+    costs less than pay-per-token prompting (``break_even``). The break-even follows the verdict: given for
+    "fine-tune", given as what it would be if the gain held for "inconclusive", not given for "prompting is enough"
+    (the card would serve a worse answer)."""
     out: dict = {}
     if "variant" not in v:
         return out
     rows = {r["name"]: r for _, r in df.iterrows()}
     var, base = rows[v["variant"]], rows[v["baseline"]]
-    saved = float(base.get("prompt_tokens_per_request") or 0) - float(var.get("prompt_tokens_per_request") or 0)
+    prompt = float(base.get("prompt_tokens_per_request") or 0)
+    saved = prompt - float(var.get("prompt_tokens_per_request") or 0)
+    out["variant"] = v["variant"]
     out["prompt_tokens_saved_per_request"] = round(saved, 1)
     out["usd_saved_per_request"] = saved / 1000 * price_per_1k
     out["train_wall_s_here"] = var.get("train_wall_s")
-    if not train_fit:
-        return out
-    out.update({f"train_{k}": train_fit[k] for k in ("target", "gpu", "gpus", "hours", "usd", "need_gb")})
-    usd = train_fit.get("usd")
-    if parent_fit:
-        out.update(parent=parent_fit["variant"], parent_usd=parent_fit.get("usd"), parent_hours=parent_fit.get("hours"))
-        usd = None if usd is None or parent_fit.get("usd") is None else round(usd + parent_fit["usd"], 2)
-    tune_tokens, seen = float(var.get("tune_tokens") or 0), float(var.get("tokens_seen") or 0)
-    if usd is not None and tune_tokens and seen:  # the search's tokens, priced as the run's own tokens are
-        out["tune_usd"] = round(train_fit["usd"] * tune_tokens / seen, 2)
-        usd = round(usd + out["tune_usd"], 2)
-    out["cumulative_usd"] = usd
-    if usd is None or out["usd_saved_per_request"] <= 0:
-        return out
-    requests = int(round(usd / out["usd_saved_per_request"]))
-    if v["decision"] == "fine-tune":
-        out["break_even_requests"] = requests
-    elif v["decision"] == "inconclusive":
-        out["break_even_if_gain_held"] = requests
+    c = costs.get(v["variant"])
+    if c:
+        out["all_in"] = c
+    be = break_even(prompt, price_per_1k, serve_card)
+    if be:
+        key = {"fine-tune": "break_even", "inconclusive": "break_even_if_gain_held"}.get(v["decision"])
+        out.update({k: x for k, x in be.items() if k != "break_even_requests_per_day"})
+        if key:
+            out[key + "_requests_per_day"] = be["break_even_requests_per_day"]
     return out

@@ -16,8 +16,8 @@ import pandas as pd
 
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.tables import (forgetting, markdown, metrics_json, pairwise_lines, provenance_lines,
-                                   sizing_lines, verdict_lines, write)
+from bakeoff.report.tables import (budget_lines, dpo_lines, forgetting, glossary_lines, markdown, metrics_json,
+                                   pairwise_lines, provenance_lines, sizing_lines, verdict_lines, write)
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines", "sizing_lines",
            "verdict_lines", "write", "write_all"]
@@ -32,18 +32,42 @@ def warning_lines(stats: dict) -> list[str]:
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
+def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
+    """At most three things a buyer must know before acting on the first screen."""
+    out = []
+    still = (v.get("recommendation") or {}).get("still_improving") or []
+    if still:
+        out.append(f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "
+                   "more steps (raise `train_defaults.max_steps`).")
+    note = ((prov.get("base_model") or {}).get("note") or "").rstrip(".")
+    scope = v.get("scope") or {}
+    if scope.get("model") and scope.get("target"):
+        out.append(f"Quality was measured on `{scope['model']}` only" + (f" ({note})" if note else "")
+                   + f"; at `{scope['target']}` prompting may do far better, and no gain there was measured.")
+    if v.get("decision") == "inconclusive" and v.get("examples_needed"):
+        out.append(f"The gain is not established: about {v['examples_needed']} test items would settle it.")
+    return out[:3]
+
+
 def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: dict, prov: dict,
-              images: dict[str, Path], stats: dict | None = None, pw: pd.DataFrame | None = None) -> dict[str, Path]:
+              images: dict[str, Path], stats: dict | None = None, pw: pd.DataFrame | None = None,
+              extra: dict | None = None) -> dict[str, Path]:
     """Every report file, each written once; returns their paths (for the summary MLflow run)."""
-    tail = pairwise_lines(pw) + sizing_lines(params, sized) + forgetting(list(df["name"]), df) + provenance_lines(prov)
-    extra = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}}
-    head = warning_lines(stats or {}) + verdict_lines(v, c)
-    paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=extra)
+    extra = extra or {}
+    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
+    middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
+              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}))
+    tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
+            + glossary_lines() + provenance_lines(prov))
+    record = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
+    head = warning_lines(stats or {}) + verdict_lines(v, c, caveats(df, v, prov))
+    paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
+                  after_quality=middle, scope=v.get("scope"))
     if pw is not None:
         paths["pairwise"] = out_dir / "pairwise.csv"
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
-    paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c}, indent=2, default=str))
+    paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"
     paths["html"].write_text(html(paths["md"].read_text(), images))
     return paths

@@ -1,0 +1,119 @@
+"""The report a buyer acts on: equivalence only where shown, costs all in, the cheapest card beside the smallest,
+estimates to two significant figures, latency ties unless the spreads separate (issue 26)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from bakeoff import ranking, runs, verdict
+from bakeoff.measure import latency_separated, round_sig, tost_paired
+from bakeoff.sizing import GPU, Setup, Shape, fit
+
+
+def test_tost_says_equivalent_not_shown_and_different_on_known_sets():
+    # 100 items, 2 won and 2 lost: mean 0, sd sqrt(4/99), se 0.0201; t = 0.05 / 0.0201 = 2.487 on 99 df → p 0.0073
+    a = [1.0] * 2 + [0.0] * 2 + [1.0] * 50 + [0.0] * 46
+    b = [0.0] * 2 + [1.0] * 2 + [1.0] * 50 + [0.0] * 46
+    eq = tost_paired(a, b, 0.05)
+    assert eq["diff"] == 0 and eq["equivalent"] and eq["p"] == pytest.approx(0.0073, abs=3e-4)
+    assert -0.05 < eq["ci90_low"] < 0 < eq["ci90_high"] < 0.05
+    # 60 items, 6 won and 4 lost (+3.3 points): not different, and not shown equivalent within 5 points either
+    a = [1.0] * 6 + [0.0] * 4 + [1.0] * 30 + [0.0] * 20
+    b = [0.0] * 6 + [1.0] * 4 + [1.0] * 30 + [0.0] * 20
+    ns = tost_paired(a, b, 0.05)
+    assert ns["diff"] == pytest.approx(2 / 60) and not ns["equivalent"] and ns["p"] > 0.3
+    # 20 of 60 won, none lost: clearly different, so never equivalent
+    diff = tost_paired([1.0] * 20 + [0.0] * 40, [0.0] * 60, 0.05)
+    assert not diff["equivalent"] and diff["p"] > 0.99
+    same = tost_paired([1.0, 0.0, 1.0], [1.0, 0.0, 1.0], 0.05)  # no difference anywhere: equivalent exactly
+    assert same["equivalent"] and same["p"] == 0.0
+
+
+def test_two_significant_figures():
+    assert round_sig(64_994) == 65_000 and round_sig(3.684) == 3.7 and round_sig(0.0004567) == pytest.approx(0.00046)
+    assert ranking.sig(140.3) == "140" and ranking.sig(2.96) == "3.0" and ranking.sig(0.364) == "0.36"
+    assert ranking.usd_range(2.96, 5.93) == "$3.0–5.9" and ranking.usd_range(64_994, 64_994) == "$65,000"
+
+
+def test_latency_ties_unless_the_interquartile_ranges_separate():
+    fast = {"latency_p25_s": 0.50, "latency_p50_s": 0.55, "latency_p75_s": 0.60}
+    close = {"latency_p25_s": 0.58, "latency_p50_s": 0.61, "latency_p75_s": 0.66}   # overlaps 0.58–0.60
+    slow = {"latency_p25_s": 0.70, "latency_p50_s": 0.75, "latency_p75_s": 0.80}
+    assert not latency_separated(fast, close) and latency_separated(fast, slow)
+    assert not latency_separated(fast, {"latency_p50_s": 0.9})  # no spread recorded: never called faster
+    rows = {"a": fast, "b": close, "c": slow}
+    assert "tie" in ranking.serving_words(rows, ["a", "b", "c"], "cpu")
+    assert "Fastest to serve here (cpu, batch 1): `a`" in ranking.serving_words(rows, ["a", "c"], "cpu")
+
+
+def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog():
+    small = GPU("small", 24, 1.0, 100)    # holds the job, slow
+    big = GPU("big", 80, 3.0, 1000)       # 10x the FLOP/s at 3x the price: the job costs less there
+    tiny = GPU("tiny", 4, 0.2, 50)        # does not hold it (the 1B job needs ~6.6 GB)
+    shape = Shape("m", 16, 2048, 8192, 32, 8, 32000, True)
+    setup = Setup(technique="lora", precision="bf16", seq_len=1024, micro_batch=1)
+    f = fit(shape, setup, [tiny, small, big], 0.1, 1e9, tokens=1e9, mfu=0.3, variant="lora", mfu_low=0.15)
+    assert f.gpu == "small" and f.cheapest_gpu == "big"
+    assert f.cheapest_usd < f.usd and f.cheapest_usd == pytest.approx(f.usd * 3.0 / 10, rel=0.02)
+    assert f.usd_high == pytest.approx(2 * f.usd, rel=0.01) and f.cheapest_usd_high == pytest.approx(2 * f.cheapest_usd, rel=0.01)
+
+
+def _tuned(name: str, rec: dict) -> None:
+    runs.write_json(runs.tuned_record(name), rec)
+
+
+def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trials = [{"number": i, "tokens_seen": 30, "wall_s": 10.0, "val_curve": [{"step": 5}, {"step": 10}]}
+              for i in range(4)]
+    _tuned("lora", {"trials": trials, "adopt": {"trial": 2}})       # trial 2 is lora's own training run
+    for n in ("qlora", "lora_lowmem"):
+        _tuned(n, {"trials": trials, "adopt": {"trial": 2}, "shared_from": "lora"})
+    _tuned("dpo", {"trials": trials[:2]})
+    spent = verdict.budget(["zero_shot", "lora", "qlora", "lora_lowmem", "dpo"])
+    assert spent["zero_shot"]["trials"] == 0 and spent["zero_shot"]["carried_tokens"] == 0
+    assert (spent["lora"]["tokens"], spent["lora"]["steps"], spent["lora"]["seconds"]) == (90, 30, 30.0)
+    assert spent["qlora"]["share"] == pytest.approx(1 / 3) and spent["qlora"]["carried_tokens"] == pytest.approx(30)
+    assert not spent["qlora"]["own"] and spent["lora"]["own"] and spent["dpo"]["carried_tokens"] == 60
+    fits = {"lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25, "target": "t"},
+            "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"}}
+    seen = {"lora": 60, "dpo": 30}
+    lora = verdict.all_in("lora", fits, spent, seen, {})
+    assert lora["search_usd"] == pytest.approx(2.0 * 30 / 60) and lora["usd"] == pytest.approx(3.0)
+    dpo = verdict.all_in("dpo", fits, spent, seen, {"dpo": "lora"})
+    # its training 3 + its search 3 × 60/30 = 6 + its parent's all in 3 = 12; at mfu_low every part doubles
+    assert dpo["usd"] == pytest.approx(12.0) and dpo["usd_high"] == pytest.approx(24.0) and dpo["parent_usd"] == 3.0
+    assert verdict.all_in("qlora", {}, spent, seen, {}) is None  # fits no card: no cost to show
+
+
+def test_break_even_is_requests_a_day_against_a_named_card():
+    be = verdict.break_even(1000, 0.0001, {"name": "L4", "usd_per_hour": 0.8})
+    # prompting $0.0001 a request; the card $19.20 a day whatever the traffic → 192,000 requests a day
+    assert be["break_even_requests_per_day"] == pytest.approx(192_000) and be["serve_card"] == "L4"
+    assert verdict.break_even(1000, 0.0, {"name": "L4", "usd_per_hour": 0.8}) == {}
+
+
+def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_equivalence_unshown():
+    df = pd.DataFrame([
+        {"name": "p", "kind": "baseline", "status": "ok", "quality": 0.3, "technique": "prompting"},
+        {"name": "lora", "kind": "variant", "status": "ok", "quality": 0.92, "technique": "lora",
+         "gain_vs_prompting": "+62.0 pp [+50.0, +74.0]", "convergence": "still improving", "train_peak_rss_mb": 3900.0},
+        {"name": "qlora", "kind": "variant", "status": "ok", "quality": 0.88, "technique": "qlora",
+         "convergence": "converged", "train_peak_rss_mb": 4900.0}])
+    eq = {"lora": {"diff": 0.033, "ci90_low": -0.035, "ci90_high": 0.10, "p": 0.34, "equivalent": False, "n": 60,
+                   "against": "qlora"}}
+    costs = {"lora": {"variant": "lora", "card": "H100-80GB", "usd": 2.96, "usd_high": 5.93, "search_usd": 1.0,
+                      "lender": "lora", "need_gb": 24.9, "target": "llama-3.1-8b", "smallest_card": "A100-40GB",
+                      "smallest_gpus": 1},
+             "qlora": {"variant": "qlora", "card": "H100-80GB", "usd": 4.4, "usd_high": 8.9, "search_usd": 1.5,
+                       "need_gb": 9.1, "target": "llama-3.1-8b", "smallest_card": "L4", "smallest_gpus": 1}}
+    rec = ranking.recommend(df, {"decision": "fine-tune", "baseline": "p"}, [["qlora", "lora"], ["p"]], costs, eq,
+                            {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"})
+    assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
+    measured, projected = " ".join(rec["measured"]), " ".join(rec["projected"])
+    assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
+    assert "cannot be told apart on 60 items" in measured and "as good as" not in measured + rec["line"]
+    assert "Projected to `llama-3.1-8b`, not measured" in projected and "$3.0–5.9 all in" in projected
+    assert "GB" not in measured.split("Least training memory")[0]  # no projected memory among the measured
+    assert "A100-40GB" in projected and "H100-80GB" in projected   # smallest and cheapest both named
