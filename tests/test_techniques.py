@@ -332,3 +332,33 @@ def test_unsloth_without_cuda_is_skipped_at_once_with_the_reason(monkeypatch):
     assert "CUDA GPU" in unsloth.cpu_reason()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert unsloth.cpu_reason() is None
+
+
+def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_dir, tickets, tmp_path):
+    """Quantization apart from training: the QLoRA adapter disabled leaves the untrained NF4 base, scored on the
+    same test split (``control_quality``) and probe (``control_probe_acc``); its KL to the base in the serving
+    dtype (``control_general_kl``) is what quantization alone moved, and the trained model's KL is measured from
+    that 4-bit base, not from the bf16 one."""
+    from bakeoff.evaluate import EvalPlan, KlToBase, general_instructions, quantized_control
+    from bakeoff.models import load_tokenizer
+
+    tech = get_technique("qlora")
+    t = TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, lr=1e-2, max_seq_len=128, precision="bf16",
+                    logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
+    v = VariantConfig(name="qlora", technique="qlora", train=t, options=dict(tech.defaults))
+    rows = read_examples(tickets)
+    train(tech, v, tiny_model_dir, rows[:16], tmp_path / "out", "bf16", tmp_path / "w")
+    model = tech.load_for_eval(tiny_model_dir, tmp_path / "out", v, "bf16")
+    tok = load_tokenizer(tiny_model_dir)
+    plan = EvalPlan(metric="exact_match", max_new_tokens=4, batch_size=4, labels=None)
+    from bakeoff.lmeval import run_probe
+
+    got = quantized_control(model, tok, rows[16:20], plan,
+                            probe=lambda m: run_probe(m, tok, tmp_path / "probe", 4, "bfloat16", limit=8))
+    assert 0 <= got["control_quality"] <= 1 and 0 <= got["control_probe_acc"] <= 1
+    kl = KlToBase(tiny_model_dir, "qlora", "bf16", general_instructions()[:3])
+    kl.take(model, tok)
+    kl.take_control(model)
+    out = kl.finish(tok)
+    assert out["general_kl_against"] == "the served model with its adapter disabled"
+    assert out["control_general_kl"] > 0 and out["general_kl"] > 0  # NF4 moved the base; training moved it again

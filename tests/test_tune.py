@@ -279,3 +279,32 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     assert by_lr[1e-2]["value"] < by_lr[1e-9]["value"]                                   # the task score falls
     assert rec["values"] == {"lr": 1e-9}
     assert torch.isfinite(torch.tensor(rec["best_value"]))
+
+
+def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_tokens(tmp_path):
+    """``tune.budget: tokens``: trials go on only while the finished ones trained fewer tokens than the budget (at
+    most ``trials``); an arm with cheaper trials gets more of them, and none more tokens than one trial past it."""
+    import optuna
+
+    from bakeoff.search import run_study
+
+    def study(name):
+        return optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / 'b.db'}", direction="minimize")
+
+    def objective_of(tokens):
+        def objective(trial):
+            trial.set_user_attr("tokens_seen", tokens)
+            return trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+        return objective
+
+    cheap = run_study(study("cheap"), objective_of(100), trials=10, token_budget=250)
+    dear = run_study(study("dear"), objective_of(200), trials=10, token_budget=250)
+    assert len(cheap["trials"]) == 3 and len(dear["trials"]) == 2     # 300 ≥ 250 and 400 ≥ 250 tokens
+    capped = run_study(study("capped"), objective_of(1), trials=4, token_budget=1e9)
+    assert len(capped["trials"]) == 4                                 # `trials` still caps the search
+    assert len(run_study(study("plain"), objective_of(100), trials=3)["trials"]) == 3
+    with pytest.raises(ParamsError, match="tune.budget_tokens"):
+        from bakeoff.config import load_params as lp
+        p = tmp_path / "params.yaml"
+        p.write_text((ROOT / "params.yaml").read_text().replace("budget: trials", "budget: tokens"))
+        lp(p)

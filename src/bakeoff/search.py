@@ -197,7 +197,7 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
                 shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(out / "work", ignore_errors=True)
 
-    rec = run_study(study, objective, tc.trials)
+    rec = run_study(study, objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None)
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     out = {"variant": name, "storage": storage.split("://")[0], "searched": study.user_attrs.get("space") or space,
            "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": judged_by,
@@ -290,17 +290,26 @@ def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, d
     return study, storage
 
 
-def run_study(study, objective, trials: int) -> dict:
+def run_study(study, objective, trials: int, token_budget: float | None = None) -> dict:
     """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has) and
-    return its choice and every finished trial."""
+    return its choice and every finished trial. ``token_budget`` (``tune.budget: tokens``): trials go on, up to
+    ``trials`` of them, only while the finished ones have trained fewer tokens than it."""
     import optuna
 
     # a trial that failed (out of memory, unsupported, crashed) counts in the budget like one that finished
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-    left = trials - len(study.get_trials(deepcopy=False, states=finished))
-    if left > 0:  # the callback caps the total when other machines work on the same study
-        study.optimize(objective, n_trials=left, callbacks=[optuna.study.MaxTrialsCallback(trials, finished)],
-                       gc_after_trial=True, catch=(Exception,))
+
+    def spent() -> float:
+        return sum(t.user_attrs.get("tokens_seen") or 0 for t in study.get_trials(deepcopy=False, states=finished))
+
+    while (left := trials - len(study.get_trials(deepcopy=False, states=finished))) > 0:
+        if token_budget and spent() >= token_budget:
+            break
+        # the callback caps the total when other machines work on the same study
+        study.optimize(objective, n_trials=1 if token_budget else left, gc_after_trial=True, catch=(Exception,),
+                       callbacks=[optuna.study.MaxTrialsCallback(trials, finished)])
+        if not token_budget:
+            break
     done = study.get_trials(deepcopy=False, states=finished)
     listed = [{"number": t.number, "values": t.params, "value": t.value,
                "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}

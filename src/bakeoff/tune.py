@@ -46,6 +46,10 @@ class TuneConfig:
     # a derived variant's objective (DPO from an SFT adapter): its own loss falls as its rate rises while the task
     # can get worse, so by default it is judged on the task metric on validation, never on its loss unseen
     derived_objective: str = "metric"
+    # trials: every arm runs `trials` trials | tokens: every arm's search stops once its trials have trained
+    # budget_tokens tokens (at most `trials` of them): arms with cheaper trials get more, none gets more tokens
+    budget: str = "trials"
+    budget_tokens: float | None = None
     pruner: str = "halving"  # halving (successive halving over training steps) | median | none
     storage: str | None = None  # None: sqlite under .bakeoff_tmp/; a database URL shares one study among machines
     seed: int = 0
@@ -83,6 +87,11 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
     for key, value in (("tune.objective", tc.objective), ("tune.derived_objective", tc.derived_objective)):
         if value not in ("val_loss", "metric"):
             bad.append((key, f"must be val_loss or metric, got {value!r}"))
+    if tc.budget not in ("trials", "tokens"):
+        bad.append(("tune.budget", f"must be trials or tokens, got {tc.budget!r}"))
+    elif tc.budget == "tokens" and not (isinstance(tc.budget_tokens, (int, float)) and tc.budget_tokens > 0):
+        bad.append(("tune.budget_tokens", f"with tune.budget: tokens, must be a positive number of training tokens, "
+                                          f"got {tc.budget_tokens!r}"))
     if tc.pruner not in ("median", "halving", "none"):
         bad.append(("tune.pruner", f"must be median, halving or none, got {tc.pruner!r}"))
     return bad
@@ -166,6 +175,7 @@ def study_name(params, name: str, space: dict, data_hash: str) -> str:
     """One study per (task, variant, its configuration, search space, data, budget): a change starts a new one."""
     run = params.variants[name] if name in params.variants else params.baseline(name)
     blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps,
-                       objective_of(params.tune, run)],
+                       objective_of(params.tune, run)]
+                      + ([params.tune.budget, params.tune.budget_tokens] if params.tune.budget != "trials" else []),
                       sort_keys=True, default=str)
     return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

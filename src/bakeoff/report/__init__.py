@@ -56,7 +56,7 @@ def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: 
     extra = extra or {}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
-              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}))
+              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune))
     tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
     record = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}

@@ -351,7 +351,7 @@ def cost_lines(v: dict, c: dict) -> list[str]:
     return out
 
 
-def budget_lines(df: pd.DataFrame, spent: dict) -> list[str]:
+def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
     """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share."""
     rows = []
     for name in df["name"]:
@@ -363,8 +363,14 @@ def budget_lines(df: pd.DataFrame, spent: dict) -> list[str]:
                     f"{b['share']:.0%} | {b['carried_tokens']:,.0f} | {b['carried_seconds']:,.0f} |")
     if not rows:
         return []
+    rule = ""
+    if tc is not None:
+        rule = (f"The budget: {tc.trials} trials a search (`tune.budget: trials`; `tune.budget: tokens` with "
+                "`tune.budget_tokens` gives every arm the same training tokens instead). " if tc.budget == "trials" else
+                f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
+                "(`tune.budget: tokens`). ")
     return ["## Searches and their budget", "",
-            "Every search on the validation split (the test split never read). Tokens, steps and seconds are the "
+            rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are the "
             "whole search less the trial a training run adopted (that one is the arm's own training, counted there); "
             "a search several arms use (`tune.share`) is split evenly among them, each carrying its share into its "
             "all-in cost.", "",
