@@ -114,7 +114,7 @@ def main() -> None:
 
     from bakeoff.config import load_params
     from bakeoff.data import load_examples
-    from bakeoff.measure import bootstrap_ci
+    from bakeoff.stats import bootstrap_ci
     from bakeoff.models import resolve_precision
 
     params = load_params(ROOT / "params.yaml")

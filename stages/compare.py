@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bakeoff import ranking, report, runs, sizing, tracking, verdict
+from bakeoff import costs as costs_, ranking, report, runs, sizing, tracking, verdict
 from bakeoff.config import load_params
 from bakeoff.errors import cli
 from bakeoff.tune import as_run
@@ -48,12 +48,12 @@ def main() -> None:
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     # every arm's search budget as spent (a shared search split among its users), and each variant all in
-    spent = verdict.budget(list(params.baselines) + list(params.variants))
+    spent = costs_.budget(list(params.baselines) + list(params.variants))
     seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
-    costs = {n: c for n in params.variants if (c := verdict.all_in(n, fits, spent, seen, parents))}
+    costs = {n: c for n in params.variants if (c := costs_.all_in(n, fits, spent, seen, parents))}
     shape = next((t for t in sizing.targets(params) if t.name == target), None)
-    card = sizing.serving_card(shape, sizing.catalog(params), params.sizing.margin,
+    card = costs_.serving_card(shape, sizing.catalog(params), params.sizing.margin,
                                params.sizing.cuda_overhead_gb * sizing.GB, params.cost.serve_gpu) if shape else None
     # which differences are real: every pair tested, runs grouped, equivalence where shown, one thing to do
     pw = ranking.pairwise(df, params.task.metric)

@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from bakeoff import ranking, runs, verdict
-from bakeoff.measure import latency_separated, round_sig, tost_paired
+from bakeoff import costs, ranking, runs, verdict
+from bakeoff.stats import latency_separated, round_sig, tost_paired
 from bakeoff.sizing import GPU, Setup, Shape, fit
 
 
@@ -71,7 +71,7 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     for n in ("qlora", "lora_lowmem"):
         _tuned(n, {"trials": trials, "adopt": {"trial": 2}, "shared_from": "lora"})
     _tuned("dpo", {"trials": trials[:2]})
-    spent = verdict.budget(["zero_shot", "lora", "qlora", "lora_lowmem", "dpo"])
+    spent = costs.budget(["zero_shot", "lora", "qlora", "lora_lowmem", "dpo"])
     assert spent["zero_shot"]["trials"] == 0 and spent["zero_shot"]["carried_tokens"] == 0
     assert (spent["lora"]["tokens"], spent["lora"]["steps"], spent["lora"]["seconds"]) == (90, 30, 30.0)
     assert spent["qlora"]["share"] == pytest.approx(1 / 3) and spent["qlora"]["carried_tokens"] == pytest.approx(30)
@@ -79,19 +79,19 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     fits = {"lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25, "target": "t"},
             "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"}}
     seen = {"lora": 60, "dpo": 30}
-    lora = verdict.all_in("lora", fits, spent, seen, {})
+    lora = costs.all_in("lora", fits, spent, seen, {})
     assert lora["search_usd"] == pytest.approx(2.0 * 30 / 60) and lora["usd"] == pytest.approx(3.0)
-    dpo = verdict.all_in("dpo", fits, spent, seen, {"dpo": "lora"})
+    dpo = costs.all_in("dpo", fits, spent, seen, {"dpo": "lora"})
     # its training 3 + its search 3 × 60/30 = 6 + its parent's all in 3 = 12; at mfu_low every part doubles
     assert dpo["usd"] == pytest.approx(12.0) and dpo["usd_high"] == pytest.approx(24.0) and dpo["parent_usd"] == 3.0
-    assert verdict.all_in("qlora", {}, spent, seen, {}) is None  # fits no card: no cost to show
+    assert costs.all_in("qlora", {}, spent, seen, {}) is None  # fits no card: no cost to show
 
 
 def test_break_even_is_requests_a_day_against_a_named_card():
-    be = verdict.break_even(1000, 0.0001, {"name": "L4", "usd_per_hour": 0.8})
+    be = costs.break_even(1000, 0.0001, {"name": "L4", "usd_per_hour": 0.8})
     # prompting $0.0001 a request; the card $19.20 a day whatever the traffic → 192,000 requests a day
     assert be["break_even_requests_per_day"] == pytest.approx(192_000) and be["serve_card"] == "L4"
-    assert verdict.break_even(1000, 0.0, {"name": "L4", "usd_per_hour": 0.8}) == {}
+    assert costs.break_even(1000, 0.0, {"name": "L4", "usd_per_hour": 0.8}) == {}
 
 
 def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_equivalence_unshown():

@@ -7,7 +7,8 @@ import pytest
 from bakeoff.metrics import (OTHER, METRICS, all_metrics, chrf, confusion, exact_match, json_field_scores,
                               json_fields, json_valid, macro_f1, metric_items, normalize, preference_metrics,
                               rouge_l, score)
-from bakeoff.measure import LatencyLog, bootstrap_ci
+from bakeoff.measure import LatencyLog
+from bakeoff.stats import bootstrap_ci
 from bakeoff.verdict import flips
 
 
@@ -98,8 +99,9 @@ def test_preference_metrics():
 def test_latency_percentiles():
     log = LatencyLog(seconds=[1.0, 2.0, 3.0, 4.0], generated_tokens=20)
     m = log.metrics("_unmerged")
-    # linear interpolation: p50 = 2.5, p95 = 3 + 0.85 × 1 = 3.85
-    assert m == {"latency_p50_s_unmerged": 2.5, "latency_p95_s_unmerged": 3.85, "latency_tokens_per_s_unmerged": 2.0}
+    # linear interpolation: p25 = 1.75, p50 = 2.5, p75 = 3.25, p95 = 3 + 0.85 × 1 = 3.85
+    assert m == {"latency_p25_s_unmerged": 1.75, "latency_p50_s_unmerged": 2.5, "latency_p75_s_unmerged": 3.25,
+                 "latency_p95_s_unmerged": 3.85, "latency_tokens_per_s_unmerged": 2.0}
 
 
 def test_bootstrap_known_answers():

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from bakeoff import ranking
-from bakeoff.measure import holm, mcnemar_exact, paired_permutation_p
+from bakeoff.stats import holm, mcnemar_exact, paired_permutation_p
 from bakeoff.metrics import METRICS
 
 
@@ -94,7 +94,7 @@ def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
 
 
 def test_the_interval_over_items_and_seeds_widens_when_seeds_disagree():
-    from bakeoff.measure import bootstrap_ci
+    from bakeoff.stats import bootstrap_ci
 
     primary = [1, 0] * 30  # 50%
     agree = [list(primary), list(primary)]

@@ -18,7 +18,7 @@ import yaml
 
 from bakeoff.metrics import METRICS
 from bakeoff.runs import repo_root
-from bakeoff.schema import ParamsError, Source, build, check, key_lines, renamed, suggest
+from bakeoff.schema import ParamsError, Source, build, check, check_sizing, key_lines, renamed, suggest
 from bakeoff.techniques import get_technique, technique_names
 from bakeoff.tune import TuneConfig, check_prompt_search, check_spaces
 
@@ -141,8 +141,7 @@ class VerdictConfig:
 class CostConfig:
     usd_per_1k_prompt_tokens: float = 0.0  # what a prompt token costs you to serve (your price, per 1,000)
     train_tokens: float | None = None  # tokens of a real training run (None: what this run's variant saw)
-    serve_gpu: str | None = None  # the card that would serve the fine-tuned model (one of sizing.gpus; None: the
-    # cheapest per hour that holds the target's weights in bf16 with sizing.margin free)
+    serve_gpu: str | None = None  # the card serving the fine-tuned target (None: the cheapest per hour that holds it)
 
 
 @dataclass(frozen=True)
@@ -189,8 +188,6 @@ LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
             "verdict", "cost", "sizing")
-_SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "vocab")
-_GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
@@ -341,10 +338,7 @@ def parse_params(raw: dict, src: Source) -> Params:
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
     sizing = build(SizingConfig, renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src,
                                        "it sizes the target card, not this run's training"), "sizing", src)
-    _check_sizing(sizing, src)
-    cards = [g["name"] for g in sizing.gpus]
-    check(cost.serve_gpu is None or cost.serve_gpu in cards, src, "cost.serve_gpu",
-          f"{cost.serve_gpu!r} is not one of sizing.gpus" + (suggest(str(cost.serve_gpu), cards) if cards else ""))
+    check_sizing(sizing, src, cost.serve_gpu)
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
     for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
                                  else {}, list(variants)):
@@ -367,26 +361,6 @@ def _check_tracking_uri(uri: str | None, src: Source) -> None:
     check(target.is_relative_to(repo_root().resolve()), src, "tracking.uri",
            f"{uri!r} writes outside the repository ({repo_root()}); use a path inside it, a server URI, or set "
            "MLFLOW_TRACKING_URI yourself")
-
-
-def _check_sizing(s: SizingConfig, src: Source) -> None:
-    for section, items, need in (("targets", s.targets, _SHAPE_KEYS), ("gpus", s.gpus, _GPU_KEYS)):
-        check(isinstance(items, list), src, f"sizing.{section}", "must be a list")
-        for i, item in enumerate(items):
-            key = f"sizing.{section}"
-            check(isinstance(item, dict), src, key, f"item {i + 1} must be a mapping with {', '.join(need)}")
-            missing = [k for k in need if k not in item]
-            check(not missing, src, key, f"item {i + 1} ({item.get('name', '?')}) lacks {', '.join(missing)}")
-            for k in need[1:]:
-                check(isinstance(item[k], (int, float)) and item[k] > 0, src, key,
-                       f"item {i + 1} ({item['name']}): {k} must be a positive number, got {item[k]!r}")
-    names = [t["name"] for t in s.targets]
-    check(s.target is None or s.target in names, src, "sizing.target",
-           f"{s.target!r} is not one of sizing.targets" + (suggest(str(s.target), names) if names else ""))
-    check(0 <= s.margin < 1, src, "sizing.margin", f"must be in [0, 1), got {s.margin}")
-    check(0 < s.mfu <= 1, src, "sizing.mfu", f"must be in (0, 1], got {s.mfu}")
-    check(s.mfu_low is None or 0 < s.mfu_low <= s.mfu, src, "sizing.mfu_low",
-          f"must be in (0, sizing.mfu], got {s.mfu_low}")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

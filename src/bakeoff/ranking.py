@@ -26,7 +26,7 @@ def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples
     """Every pair of finished runs on the same test examples: each one's figure, the discordant counts, the test
     (exact McNemar for a 0/1 metric, else a paired permutation test of the figure) and its Holm-adjusted p over all
     pairs (``bakeoff.measure``). One row per pair, ``a`` before ``b`` in the report's order."""
-    from bakeoff.measure import holm, mcnemar_exact, paired_permutation_p
+    from bakeoff.stats import holm, mcnemar_exact, paired_permutation_p
 
     figure = METRICS[metric].figure
     items = primary_items(df) if items is None else items
@@ -85,7 +85,7 @@ def group_line(groups: list[list[str]]) -> str:
 def equivalence(df: pd.DataFrame, groups: list[list[str]], margin: float, items: dict | None = None) -> dict:
     """Each other member of the best group against its leader: the paired equivalence test at ``margin``
     (``bakeoff.measure.tost_paired`` on per-example correctness, test split). {member: result}."""
-    from bakeoff.measure import tost_paired
+    from bakeoff.stats import tost_paired
 
     if not groups or len(groups[0]) < 2:
         return {}
@@ -120,7 +120,7 @@ def tie_words(name: str, leader: str, eq: dict, margin: float) -> str:
 
 def sig(x: float) -> str:
     """``x`` to two significant figures, never in scientific notation: 64,994 → 65,000; 3.0; 0.36."""
-    from bakeoff.measure import round_sig
+    from bakeoff.stats import round_sig
 
     r = round_sig(float(x))
     return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.1f}" if abs(r) >= 1 else f"{r:.2g}"
@@ -170,37 +170,50 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | 
         said += [tie_words(o, leader, eq, margin) for o in others if o != leader] if pick == leader else []
         measured.append("Group A: " + "; ".join(said or [f"`{pick}` leads it"]) + ".")
     machine = scope.get("machine", "this machine")
-    peaks = {n_: rows[n_].get("train_peak_reserved_mb") or rows[n_].get("train_peak_rss_mb") for n_ in variants}
-    peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
-    if len(peaks) > 1:
-        low = min(peaks, key=peaks.get)
-        measured.append(f"Least training memory measured here (peak {'reserved CUDA' if rows[low].get('train_peak_reserved_mb') else 'resident'} memory): "
-                        f"`{low}` at {peaks[low]:,.0f} MB" + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
-    measured.append(serving_words(rows, variants, machine))
-    projected = []
-    c = costs.get(pick)
-    if c:
-        parts = ["training"] + ([f"its share of `{c.get('lender') or pick}`'s search"] if c.get("search_usd") else []) \
-            + ([f"its parent `{c['parent']}`"] if c.get("parent") else [])
-        smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
-                    else c.get("smallest_card"))
-        projected.append(f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the "
-                         f"smallest card that holds it is {smallest}, the cheapest for the job {c['card']}: "
-                         f"{usd_range(c['usd'], c['usd_high'])} all in ({', '.join(parts)}).")
-        smallest_mem = min((n_ for n_ in variants if costs.get(n_)), key=lambda n_: costs[n_]["need_gb"])
-        if smallest_mem != pick:
-            projected.append(f"Least memory projected in group A: `{smallest_mem}` (~{sig(costs[smallest_mem]['need_gb'])} "
-                             "GB on the target; a projection from the sizing model, not measured).")
+    measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
+    projected = projected_words(pick, variants, costs)
     still = r.get("convergence") == "still improving"
     return {"action": "fine-tune", "run": pick, "line": line, "measured": measured, "projected": projected,
             "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"],
             "pick_still_improving": still}
 
 
+def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
+    """The group's least training memory as measured here (peak reserved on CUDA, resident on CPU)."""
+    peaks = {n: rows[n].get("train_peak_reserved_mb") or rows[n].get("train_peak_rss_mb") for n in variants}
+    peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
+    if len(peaks) < 2:
+        return None
+    low = min(peaks, key=peaks.get)
+    kind = "reserved CUDA" if rows[low].get("train_peak_reserved_mb") else "resident"
+    return (f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
+            + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
+
+
+def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
+    """The pick's projection to the sizing target (memory, smallest and cheapest card, all-in range) and the group's
+    least projected memory: every sentence says it is a projection."""
+    c = costs.get(pick)
+    if not c:
+        return []
+    parts = ["training"] + ([f"its share of `{c.get('lender') or pick}`'s search"] if c.get("search_usd") else []) \
+        + ([f"its parent `{c['parent']}`"] if c.get("parent") else [])
+    smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
+                else c.get("smallest_card"))
+    out = [f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
+           f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
+           f"{usd_range(c['usd'], c['usd_high'])} all in ({', '.join(parts)})."]
+    least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
+    if least != pick:
+        out.append(f"Least memory projected in group A: `{least}` (~{sig(costs[least]['need_gb'])} GB on the target; "
+                   "a projection from the sizing model, not measured).")
+    return out
+
+
 def serving_words(rows: dict, names: list[str], machine: str) -> str:
     """Which run serves fastest, only where its latency's interquartile range separates from every other's
     (``bakeoff.measure.latency_separated``); otherwise a tie."""
-    from bakeoff.measure import latency_separated
+    from bakeoff.stats import latency_separated
 
     timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
              and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]

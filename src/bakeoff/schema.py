@@ -130,3 +130,31 @@ def renamed(section, prefix: str, renames: dict[str, str], src: Source, why: str
               + (f" ({why})" if why else ""), file=sys.stderr)
         out[new] = out.pop(old)
     return out
+
+
+SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "vocab")
+GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
+
+
+def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
+    """params.yaml's ``sizing:`` section (a ``SizingConfig``) and ``cost.serve_gpu``, which names one of its cards."""
+    for section, items, need in (("targets", s.targets, SHAPE_KEYS), ("gpus", s.gpus, GPU_KEYS)):
+        check(isinstance(items, list), src, f"sizing.{section}", "must be a list")
+        for i, item in enumerate(items):
+            key = f"sizing.{section}"
+            check(isinstance(item, dict), src, key, f"item {i + 1} must be a mapping with {', '.join(need)}")
+            missing = [k for k in need if k not in item]
+            check(not missing, src, key, f"item {i + 1} ({item.get('name', '?')}) lacks {', '.join(missing)}")
+            for k in need[1:]:
+                check(isinstance(item[k], (int, float)) and item[k] > 0, src, key,
+                       f"item {i + 1} ({item['name']}): {k} must be a positive number, got {item[k]!r}")
+    names = [t["name"] for t in s.targets]
+    check(s.target is None or s.target in names, src, "sizing.target",
+           f"{s.target!r} is not one of sizing.targets" + (suggest(str(s.target), names) if names else ""))
+    check(0 <= s.margin < 1, src, "sizing.margin", f"must be in [0, 1), got {s.margin}")
+    check(0 < s.mfu <= 1, src, "sizing.mfu", f"must be in (0, 1], got {s.mfu}")
+    check(s.mfu_low is None or 0 < s.mfu_low <= s.mfu, src, "sizing.mfu_low",
+          f"must be in (0, sizing.mfu], got {s.mfu_low}")
+    cards = [g["name"] for g in s.gpus]
+    check(serve_gpu is None or serve_gpu in cards, src, "cost.serve_gpu",
+          f"{serve_gpu!r} is not one of sizing.gpus" + (suggest(str(serve_gpu), cards) if cards else ""))

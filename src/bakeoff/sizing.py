@@ -200,12 +200,10 @@ class Fit:
     parts: dict = field(default_factory=dict)
     parent: str | None = None  # a derived variant's parent, whose training comes first
     cumulative_usd: float | None = None  # usd plus the parent's usd (a derived variant's whole cost)
-    # the card with the lowest price for this job among those that hold it (one process), beside the smallest
-    cheapest_gpu: str | None = None
+    cheapest_gpu: str | None = None  # the lowest price for the job among the cards that hold it (one process)
     cheapest_hours: float | None = None
     cheapest_usd: float | None = None
-    # the same job at sizing.mfu_low (the pessimistic end): usd is at sizing.mfu, usd_high at mfu_low
-    hours_high: float | None = None
+    hours_high: float | None = None  # the same job at sizing.mfu_low (the pessimistic end); usd is at sizing.mfu
     usd_high: float | None = None
     cheapest_usd_high: float | None = None
 
@@ -262,32 +260,15 @@ def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_byt
         f.hours = round(train_hours(shape, setup.technique, tokens, gpu, mfu, setup.gradient_checkpointing) / n, 3)
         f.usd = round(f.hours * n * gpu.usd_per_hour, 2)
         low = mfu_low or mfu / 2
-        f.hours_high = round(f.hours * mfu / low, 3)
-        f.usd_high = round(f.usd * mfu / low, 2)
-        if n == 1:
-            held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= e.total]
-            price = {g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing)
-                     * g.usd_per_hour for g in held}
-            best = min(held, key=lambda g: (price[g.name], g.memory_gb))
-            f.cheapest_gpu = best.name
-            f.cheapest_hours = round(price[best.name] / best.usd_per_hour, 3)
-            f.cheapest_usd = round(price[best.name], 2)
-            f.cheapest_usd_high = round(price[best.name] * mfu / low, 2)
-        else:  # sharded over the largest card: the only choice in the catalog
-            f.cheapest_gpu, f.cheapest_hours, f.cheapest_usd, f.cheapest_usd_high = gpu.name, f.hours, f.usd, f.usd_high
+        f.hours_high, f.usd_high = round(f.hours * mfu / low, 3), round(f.usd * mfu / low, 2)
+        held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= e.total] if n == 1 else [gpu]  # sharded: one
+        hours = {g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing) / n
+                 for g in held}
+        best = min(held, key=lambda g: (hours[g.name] * g.usd_per_hour, g.memory_gb))
+        usd = hours[best.name] * n * best.usd_per_hour
+        f.cheapest_gpu, f.cheapest_hours, f.cheapest_usd = best.name, round(hours[best.name], 3), round(usd, 2)
+        f.cheapest_usd_high = round(usd * mfu / low, 2)
     return f
-
-
-def serving_card(shape: Shape, gpus: list[GPU], margin: float, overhead_bytes: float,
-                 name: str | None = None) -> GPU | None:
-    """The card that serves the fine-tuned ``shape``: ``name`` from the catalog, else the cheapest per hour whose
-    memory less ``margin`` holds its weights in bf16 and the CUDA overhead (the KV cache of one request besides is
-    small at these lengths; a projection, not measured)."""
-    if name:
-        return next((g for g in gpus if g.name == name), None)
-    need = shape.params * 2 + overhead_bytes
-    held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need]
-    return min(held, key=lambda g: (g.usd_per_hour, g.memory_gb)) if held else None
 
 
 def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int = 1) -> float:

@@ -16,8 +16,9 @@ import pandas as pd
 
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.tables import (budget_lines, dpo_lines, forgetting, glossary_lines, markdown, metrics_json,
-                                   pairwise_lines, provenance_lines, sizing_lines, verdict_lines, write)
+from bakeoff.report.sections import (budget_lines, dpo_lines, glossary_lines, pairwise_lines, sizing_lines,
+                                     verdict_lines)
+from bakeoff.report.tables import forgetting, markdown, metrics_json, provenance_lines, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines", "sizing_lines",
            "verdict_lines", "write", "write_all"]

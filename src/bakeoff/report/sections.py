@@ -1,0 +1,297 @@
+"""The report's sections that carry its claims: the first screen (verdict, recommendation, measured apart from
+projected, caveats), which differences are real and which are equivalent, derived variants against their parents,
+the search budget, GPU sizing as a pivot, and the glossary of every term (presentation only)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bakeoff import runs
+from bakeoff.report.tables import _fmt, image, search_lines
+
+
+def pairwise_lines(pw: pd.DataFrame, eq: dict | None = None, margin: float = 0.05,
+                   images: dict | None = None) -> list[str]:
+    """The pairwise tests as a compact matrix: row minus column in points, with the Holm-adjusted p (every pair in
+    ``reports/pairwise.csv``)."""
+    if pw is None or pw.empty:
+        return []
+    names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
+    cell = {}
+    for _, r in pw.iterrows():
+        star = "**" if r["p_holm"] < 0.05 else ""
+        cell[(r["a"], r["b"])] = f"{star}{r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
+        cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100 + 0.0:+.1f}{star} (p {r['p_holm']:.2g})"
+    test = ", ".join(sorted(set(pw["test"])))
+    lines = ["## Which differences are real", "",
+             f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
+             f"the {test} test adjusted by Holm over all {len(pw)} pairs; **bold**: different at 0.05. Discordant "
+             "counts and raw p-values: `reports/pairwise.csv`. This adjusted test decides every \"different\" "
+             "and every rank group here; the bootstrap intervals elsewhere are each one pair's, unadjusted, so an "
+             "interval can exclude 0 where the adjusted test does not reject.", "",
+             "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
+    for a in names:
+        lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
+    return lines + ["", *image(images, "pairwise", "pairwise differences"), *equivalence_lines(eq or {}, margin)]
+
+
+def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[str]:
+    """The first screen: the verdict with what it was measured on, the recommendation, what was measured here apart
+    from what was projected to the target, and at most three caveats."""
+    scope = v.get("scope") or {}
+    where = (f" Measured on `{scope['model']}`, test split ({scope.get('n', '?')} items)"
+             + (", winners picked on the validation split" if v.get("chosen_on") == "validation" else "") + ":"
+             if scope.get("model") else "")
+    lines = ["## Verdict", "", f"**{v['decision']}** —{where} {v['reason']}.", ""]
+    if v.get("chosen_on") and v.get("chosen_on") != "validation":
+        lines += ["> The winners were chosen on the test split (these records have no validation scores: rerun "
+                  "`dvc repro`), which flatters the gain near min_gain.", ""]
+    rec = v.get("recommendation") or {}
+    if rec.get("line"):
+        lines += [rec["line"], ""]
+    measured = list(rec.get("measured") or [])
+    if c.get("train_wall_s_here") and v.get("variant"):
+        measured.append(f"`{c.get('variant', v['variant'])}` trained in {c['train_wall_s_here']:.0f} s here.")
+    for d in v.get("diagnosis") or []:  # knowledge or format (verdict.diagnose)
+        measured.append(f"Knowledge or format: {d['line']}")
+    if measured:
+        lines += [f"**Measured here**{' (' + scope['machine'] + ')' if scope.get('machine') else ''}:", "",
+                  *[f"- {m}" for m in measured], ""]
+    projected = list(rec.get("projected") or [])
+    projected += cost_lines(v, c)
+    if projected:
+        target = scope.get("target")
+        lines += [f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model and "
+                  "assumed MFU and prices, not measured):", "", *[f"- {m}" for m in projected], ""]
+        if target:
+            lines += [f"To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
+                      f"and run `dvc exp run -S model.base=<it>` on the card.", ""]
+    if caveats:
+        lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
+    if v.get("rank_groups"):
+        lines += [f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
+                  f"p ≥ {v.get('alpha', 0.05)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
+                  f"{v['rank_groups']}", ""]
+    return lines
+
+
+def cost_lines(v: dict, c: dict) -> list[str]:
+    """The verdict's money, all projected: the all-in cost on the target and the break-even against prompting."""
+    from bakeoff.ranking import usd_range
+    from bakeoff.stats import round_sig
+
+    out = []
+    if not c:
+        return out
+    if c.get("break_even_requests_per_day") is not None or c.get("break_even_if_gain_held_requests_per_day") is not None:
+        per_day = c.get("break_even_requests_per_day") or c.get("break_even_if_gain_held_requests_per_day")
+        said = (f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
+                f"1,000 requests at your prompt-token price) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
+                f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
+                f"~{round_sig(per_day):,.0f} requests a day, prompting below it")
+        if c.get("all_in"):
+            said += f"; training's all-in {usd_range(c['all_in']['usd'], c['all_in']['usd_high'])} comes on top, once"
+        if c.get("break_even_if_gain_held_requests_per_day") is not None:
+            said += " (only if the gain held: it is not established)"
+        out.append(said + ". Output tokens, which both pay, are left out.")
+    elif v.get("decision") == "prompting is enough":
+        out.append("No break-even: fine-tuning does not beat prompting here, so its own card would serve a worse "
+                   "answer.")
+    elif c.get("prompt_tokens_saved_per_request") is not None and not c.get("serve_card"):
+        out.append(f"Prompt tokens saved per request: {c['prompt_tokens_saved_per_request']:+.0f}; set "
+                   "cost.usd_per_1k_prompt_tokens and a serving card (cost.serve_gpu) for a break-even.")
+    return out
+
+
+def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
+    """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share."""
+    rows = []
+    for name in df["name"]:
+        b = spent.get(name)
+        if not b or not b["trials"]:
+            continue
+        of = "own" if b["own"] else f"`{b['lender']}`'s"
+        rows.append(f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
+                    f"{b['share']:.0%} | {b['carried_tokens']:,.0f} | {b['carried_seconds']:,.0f} |")
+    if not rows:
+        return []
+    rule = ""
+    if tc is not None:
+        rule = (f"The budget: {tc.trials} trials a search (`tune.budget: trials`; `tune.budget: tokens` with "
+                "`tune.budget_tokens` gives every arm the same training tokens instead). " if tc.budget == "trials" else
+                f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
+                "(`tune.budget: tokens`). ")
+    return ["## Searches and their budget", "",
+            rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are the "
+            "whole search less the trial a training run adopted (that one is the arm's own training, counted there); "
+            "a search several arms use (`tune.share`) is split evenly among them, each carrying its share into its "
+            "all-in cost.", "",
+            "| arm | search | trials | tokens | steps | seconds | share | tokens carried | seconds carried |",
+            "|---|---|---|---|---|---|---|---|---|", *rows, "", *search_lines(df)[1:], ""]
+
+
+def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[str]:
+    """A derived variant against its parent, on the task (the pairwise test) and on the held-out preference pairs
+    (exact McNemar on each pair's win and a paired permutation test of the margin)."""
+    from bakeoff.stats import mcnemar_exact, paired_permutation_p
+
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    out = []
+    for child, parent in parents.items():
+        a, b = rows.get(child), rows.get(parent)
+        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+            continue
+        said = [f"### `{child}` against its parent `{parent}`", ""]
+        hit = pw[((pw["a"] == child) & (pw["b"] == parent)) | ((pw["a"] == parent) & (pw["b"] == child))] \
+            if pw is not None and len(pw) else pw
+        if hit is not None and len(hit):
+            h = hit.iloc[0]
+            diff = h["diff"] if h["a"] == child else -h["diff"]
+            said.append(f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
+                        f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
+                        f"(Holm-adjusted {h['p_holm']:.2g}): "
+                        + ("different." if h["p_holm"] < 0.05 else f"they cannot be told apart on {int(h['n'])} items."))
+        ma, mb = a.get("pref_margins"), b.get("pref_margins")
+        if isinstance(ma, list) and isinstance(mb, list) and len(ma) == len(mb) and ma:
+            wa, wb = [m > 0 for m in ma], [m > 0 for m in mb]
+            only_a, only_b = sum(x and not y for x, y in zip(wa, wb)), sum(y and not x for x, y in zip(wa, wb))
+            p_win = mcnemar_exact(only_a, only_b)
+            p_margin = paired_permutation_p(ma, mb, lambda xs: sum(xs) / len(xs))
+            said.append(f"- Preference pairs (held out, {len(ma)}): chosen answer preferred {sum(wa) / len(wa):.1%} "
+                        f"against {sum(wb) / len(wb):.1%} (exact McNemar p {p_win:.2g}); mean margin "
+                        f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
+                        f"{p_margin:.2g}).")
+        rec = runs.read_json(runs.tuned_record(child)) or {}
+        if rec.get("objective"):
+            said.append(f"- Its search judged trials by {objective_words(rec)} on the validation split.")
+        out += said + [""]
+    return ["## Derived variants against their parents", "", *out] if out else []
+
+
+def as_pct(x) -> str:
+    return _fmt(x, "{:.1%}")
+
+
+def objective_words(rec: dict) -> str:
+    return {"val_loss": "its own validation loss (for DPO, the preference loss: it can fall while the task gets worse)",
+            "metric": "the task metric"}.get(rec.get("objective"), str(rec.get("objective")))
+
+
+def equivalence_lines(eq: dict, margin: float) -> list[str]:
+    if not eq:
+        return []
+    rows = [f"| `{n}` | `{e['against']}` | {e['diff'] * 100:+.1f} | [{e['ci90_low'] * 100:+.1f}, {e['ci90_high'] * 100:+.1f}] | "
+            f"{e['p']:.2g} | {'equivalent' if e['equivalent'] else 'not shown'} |" for n, e in eq.items()]
+    return [f"**Equivalence within {margin * 100:.0f} points** (`verdict.min_gain`) of each group-A member to its "
+            "leader, paired TOST on the test split: \"equivalent\" only where both one-sided tests reject; \"not "
+            "shown\" means the items cannot tell, not that the runs are the same.", "",
+            "| run | leader | Δ points | 90% interval | TOST p | within the margin |", "|---|---|---|---|---|---|",
+            *rows, ""]
+
+
+def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
+    """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
+    (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
+    from bakeoff.ranking import sig, usd_range
+
+    calib = sized["calibration"]
+    kind = calib.get("measured_on") or "this machine's peaks"
+    lines = ["## GPU sizing", "",
+             "Memory model (`src/bakeoff/sizing.py`): weights by dtype, gradients, optimizer state, activations and "
+             f"a fixed overhead. Measured here, against this run's peaks ({kind}):", "",
+             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in calib["rows"]:
+        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
+                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
+    if calib["rows"]:
+        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
+                if "CPU" in kind else "CUDA context and workspaces")
+        lines += ["", f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                      f"mean absolute error {calib['mean_abs_error']:.1%}."]
+    s = params.sizing
+    tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
+        else "the tokens each variant saw here"
+    seq = s.target_seq_len or "each variant's max_seq_len"
+    mb = s.target_micro_batch or "each variant's micro_batch"
+    low = s.mfu_low or s.mfu / 2
+    fits = sized["fits"]
+    variants = list(dict.fromkeys(f["variant"] for f in fits))
+    targets = list(dict.fromkeys(f["target"] for f in fits))
+    at = {(f["target"], f["variant"]): f for f in fits}
+
+    def cell(f: dict) -> str:
+        if not f.get("gpu"):
+            return f"{sig(f['need_gb'])} GB · none fits"
+        small = f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
+        if f.get("cheapest_usd") is None:
+            return f"{sig(f['need_gb'])} GB · {small}"
+        cheap = "" if f["cheapest_gpu"] == f["gpu"] or f["gpus"] > 1 else f" / {f['cheapest_gpu']}"
+        return f"{sig(f['need_gb'])} GB · {small}{cheap} {usd_range(f['cheapest_usd'], f['cheapest_usd_high'])}"
+
+    lines += ["", f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
+                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, assumed), "
+                  f"{s.margin:.0%} of each card kept free. A cell: memory needed · the smallest card that holds it / "
+                  "the cheapest card for the whole job where that is another · the training cost on the cheapest card for "
+                  f"{tok}, from {s.mfu:.0%} MFU (`sizing.mfu`, assumed) to {low:.0%} (`sizing.mfu_low`), at the "
+                  "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
+                  "search and the parent. Every fit: `reports/sizing.json`.", "",
+              "| target | " + " | ".join(f"`{v}`" for v in variants) + " |", "|" + "---|" * (len(variants) + 1)]
+    for t in targets:
+        lines.append(f"| {t} | " + " | ".join(cell(at[(t, v)]) if (t, v) in at else "–" for v in variants) + " |")
+    if costs:
+        lines += ["", "All in on the sizing target (training on the cheapest card + its share of the search it used + "
+                      "its parent, each from the assumed MFU range):", "",
+                  "| variant | card | training | search share | parent | all in |", "|---|---|---|---|---|---|"]
+        for n, c in costs.items():
+            lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
+                         f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | "
+                         f"{(usd_range(c['parent_usd'], c['parent_usd_high']) + ' (' + c['parent'] + ')') if c.get('parent') else '–'} | "
+                         f"{usd_range(c['usd'], c['usd_high'])} |")
+    return lines + [""]
+
+
+GLOSSARY = [
+    ("quality", "the primary metric (`task.metric`) on the test split"),
+    ("95% CI / interval", "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/measure.py`"),
+    ("Δ vs best prompt", "a variant's gain over the prompting baseline best on validation, in points, with its interval"),
+    ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
+    ("group (rank group)", "runs the test split cannot tell apart from the group's leader: exact McNemar test, "
+                           "Holm-adjusted over every pair, p ≥ 0.05"),
+    ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
+    ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
+    ("equivalent within k points", "a paired TOST at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
+    ("val quality", "the primary metric on the validation split, which picks every winner"),
+    ("converged? / still improving", "how training ended: still improving means its validation loss was still "
+                                     "falling beyond noise at max_steps, so more steps may change its rank"),
+    ("label choice", "the answer chosen among `task.labels` by likelihood instead of free generation"),
+    ("format-only misses", "answers right but for case, punctuation or spacing"),
+    ("contains ref", "answers that contain the reference, format aside"),
+    ("lm-eval EM", "lm-evaluation-harness's exact match on the same split: a cross-check of prompts and metric"),
+    ("pref acc / pref margin", "held-out preference pairs whose chosen answer is more likely / the mean "
+                               "log-probability margin in nats"),
+    ("tok/s, step s, wall s", "training tokens per second (steady state), median optimizer-step time, whole run"),
+    ("peak RSS / reserved MB", "peak resident memory of the process (CPU) / CUDA allocator reserve (GPU)"),
+    ("saved MB", "bytes on disk of what a variant saves (adapter or full weights)"),
+    ("p25, p50, p75, p95 s", "per-request latency at batch 1: quartiles, median, 95th percentile"),
+    ("unmerged", "an adapter served beside its base rather than merged into it"),
+    ("MFU / HFU", "model / hardware FLOP utilisation: useful (or executed, recompute counted) FLOP/s over the "
+                  "card's peak"),
+    ("smallest card / cheapest card", "the card with the least memory that holds the job / the one with the "
+                                      "lowest price for the whole job (a faster card can cost less in all)"),
+    ("all in", "training + the arm's share of the search it used + its parent's all-in cost"),
+    ("search share", "a search used by k arms (`tune.share`) carries 1/k of its tokens into each"),
+    ("adopted trial", "a search trial that is the very run training would do, kept as the training run"),
+    ("break-even", "the daily requests above which serving the fine-tuned model on its own card costs less "
+                   "than paying per prompt token"),
+    ("probe / Δ probe", "share of the 200 offline general questions right / its change against the base model"),
+    ("KL to base", "mean per-token KL divergence from the base model on 24 general instructions (nats)"),
+    ("control (quantized base)", "the 4-bit base QLoRA trains on, untrained, scored like every run"),
+    ("projected", "computed from the sizing model and assumed inputs, not measured"),
+]
+
+
+def glossary_lines() -> list[str]:
+    return ["## Glossary", "", *[f"- **{t}**: {d}." for t, d in GLOSSARY], ""]
+
+
