@@ -61,8 +61,9 @@ def test_generation_log_counts_generated_tokens_only(tiny_model_dir):
 
 def test_latency_percentiles_on_known_timings():
     m = LatencyLog(seconds=[0.5, 0.1, 0.3, 0.2, 0.4], generated_tokens=30).metrics()
-    # sorted 0.1…0.5: median 0.3; p95 = 0.4 + 0.8 × 0.1 = 0.48; 30 tokens in 1.5 s
-    assert m == {"latency_p50_s": 0.3, "latency_p95_s": 0.48, "latency_tokens_per_s": 20.0}
+    # sorted 0.1…0.5: quartiles 0.2 and 0.4, median 0.3; p95 = 0.4 + 0.8 × 0.1 = 0.48; 30 tokens in 1.5 s
+    assert m == {"latency_p25_s": 0.2, "latency_p50_s": 0.3, "latency_p75_s": 0.4, "latency_p95_s": 0.48,
+                 "latency_tokens_per_s": 20.0}
 
 
 def test_flops_convention_on_hand_numbers():
