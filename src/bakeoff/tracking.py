@@ -136,6 +136,7 @@ def resume(params, run_id: str | None, name: str, kind: str, technique: str, log
     ended = client.get_run(run_id).info.end_time  # the train stage's end: the run's duration stays its own work
     t0 = time.time()
     with mlflow.start_run(run_id=run_id) as r:
+        mlflow.set_tag("bakeoff.eval_started_ms", str(int(t0 * 1000)))
         yield r
         mlflow.log_metric("eval_stage_wall_s", round(time.time() - t0, 1))
     if ended:
