@@ -48,7 +48,8 @@ def main() -> None:
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     # every arm's search budget as spent (a shared search split among its users), and each variant all in
-    spent = costs_.budget(list(params.baselines) + list(params.variants))
+    idle = set(df.loc[df["status"].isin(["skipped", "missing"]), "name"])
+    spent = costs_.budget(list(params.baselines) + list(params.variants), idle)
     seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     costs = {n: c for n in params.variants if (c := costs_.all_in(n, fits, spent, seen, parents))}

@@ -15,13 +15,14 @@ from bakeoff import runs
 from bakeoff.sizing import GB, GPU, Shape
 
 
-def budget(names: list[str]) -> dict[str, dict]:
+def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[str, dict]:
     """What each arm's search spent, from its record (runs/<name>/tuned.json): trials, training tokens, optimizer
     steps and seconds, the adopted trial (the arm's own training run, counted there, not here) left out. A search
     used by several arms (``tune.share``) is split evenly among them: each carries its share (``share``,
-    ``carried_*``); an arm without a search carries nothing."""
+    ``carried_*``); an arm without a search carries nothing, and an arm that never ran (``idle``: skipped) takes no
+    share of the search it would have used."""
     recs = {n: runs.read_json(runs.tuned_record(n)) or {} for n in names}
-    lender = {n: r.get("shared_from") or n for n, r in recs.items() if r.get("trials")}
+    lender = {n: r.get("shared_from") or n for n, r in recs.items() if r.get("trials") and n not in idle}
     out = {}
     for n in names:
         if n not in lender:
@@ -47,9 +48,10 @@ def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dic
     """What variant ``name`` costs on the sizing target, all in: its training on the cheapest card that holds it,
     its share of the search it used priced per token like its training (``spent``: ``budget``; ``seen``: tokens its
     training saw here), and, for a derived variant, its parent's all-in cost (``parents``: name → parent). Each as
-    a range: at sizing.mfu (``usd``) and at sizing.mfu_low (``usd_high``). None when the target fits no card."""
+    a range: at sizing.mfu (``usd``) and at sizing.mfu_low (``usd_high``). None when the target fits no card or the
+    variant did not train here (nothing to price its search share against)."""
     f = fits.get(name) or {}
-    if f.get("cheapest_usd") is None:
+    if f.get("cheapest_usd") is None or not seen.get(name):  # no card holds it, or it never trained here
         return None
     train, train_high = f["cheapest_usd"], f.get("cheapest_usd_high") or f["cheapest_usd"]
     carried, tokens = (spent.get(name) or {}).get("carried_tokens") or 0.0, seen.get(name) or 0.0

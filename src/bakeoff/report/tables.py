@@ -90,7 +90,8 @@ def search_lines(df: pd.DataFrame) -> list[str]:
             continue
         recipe, said = rec.get("recipe") or {}, []
         if recipe.get("value") is not None and rec.get("best_value") is not None:
-            said.append(f"the plain recipe ({_values(recipe['values'])}) scored {recipe['value']:.4g} {rec.get('objective', '')} on "
+            judged = {"metric": "(task metric)"}.get(rec.get("objective"), rec.get("objective", ""))
+            said.append(f"the plain recipe ({_values(recipe['values'])}) scored {recipe['value']:.4g} {judged} on "
                         f"validation at {rec.get('trial_steps')} steps; "
                         + (f"the search chose {_values(rec['values'])}, which scored {rec['best_value']:.4g} there"
                            if rec.get("beat_recipe") else "no trial scored better there, so the recipe trains"))
