@@ -229,6 +229,9 @@ def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(re
     assert len(parents) == 2, [p.info.run_name for p in parents]          # compare ran twice (once cached)
     last, first = parents
     assert last.info.run_name.startswith("repro ") and first.data.tags["bakeoff.superseded"] == "true"
+    # the top level: the current answer and one holder of everything earlier
+    top = [r for r in client.search_runs([exp]) if "mlflow.parentRunId" not in r.data.tags]
+    assert sorted(r.data.tags["kind"] for r in top) == ["repro", "superseded-holder"], [r.info.run_name for r in top]
     kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{last.info.run_id}'")
     names = {r.data.tags["bakeoff.name"] for r in kids}
     assert {"zero_shot", "few_shot", "nearest", "lora", "full", "unsloth", "dpo", "lora.tune", "dpo.tune"} <= names

@@ -9,8 +9,9 @@ A name (``lora``, ``zero_shot``) can be run many times; the newest run of each n
 
 Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report): the
 current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
-``bakeoff.superseded=true`` and nested under its own repro's parent (runs from before parents existed under one
-``earlier runs`` holder), so the experiment's top level shows one expanded answer. The recommended run is
+``bakeoff.superseded=true`` and nested under its own repro's parent, which is nested with runs from before parents
+existed under one ``earlier runs (superseded)`` holder: the experiment's top level shows the current answer and the
+holder, collapsed. The recommended run is
 registered as a version of the model named after the experiment, with the alias ``champion``
 (``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A variant's run
 spans its train stage only (its Duration); the evaluate stage logs into it and records its own time as
@@ -263,8 +264,11 @@ def nest_repro(params, parent_id: str, names: list[str]) -> dict:
                 nested += 1
             if tags.get(SUPERSEDED) == "true":
                 client.set_tag(rid, SUPERSEDED, "false")
-        elif rid in parents:  # an earlier repro: its arms stay under it, collapsed
+        elif rid in parents:  # an earlier repro: its arms stay under it, and it under the holder, collapsed
             supersede(rid, tags)
+            if under is None:
+                holder = holder or _holder(client, exp.experiment_id)
+                client.set_tag(rid, PARENT_TAG, holder)
         elif under in current:  # a trial of a current search, a seed of a current variant
             continue
         elif under:  # nested under an earlier run: it stays there
