@@ -30,7 +30,11 @@ def champion_of(params, rec: dict) -> dict | None:
     files = {p.name: p for p in (runs.eval_record(name), runs.train_record(name), runs.tuned_record(name),
                                  runs.predictions(name), Path("params.yaml")) if p.exists()}
     folder = runs.variant_dir(name) if name in params.variants and runs.variant_dir(name).exists() else None
-    return tracking.register_champion(params, ev["run_id"], files, folder)
+    try:  # a store without a model registry, or a failed upload, leaves the report and the runs as they are
+        return tracking.register_champion(params, ev["run_id"], files, folder)
+    except Exception as e:  # noqa: BLE001
+        print(f"MLflow: the champion was not registered ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        return None
 
 
 @cli

@@ -95,9 +95,12 @@ def main() -> None:
 
                     probe = (lambda m: run_probe(m, tok, runs.work_dir(name) / "probe_control", params.eval.batch_size,
                                                  torch_name(serving), params.eval.probe_limit)) if params.eval.probe else None
-                    metrics.update(quantized_control(model, tok, inputs.test, inputs.plan, probe))
-                    if kl:
-                        kl.take_control(model)
+                    try:  # the control is a side figure: its failure is recorded, never the arm's
+                        metrics.update(quantized_control(model, tok, inputs.test, inputs.plan, probe))
+                        if kl:
+                            kl.take_control(model)
+                    except Exception as e:  # noqa: BLE001
+                        metrics["control_error"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 lm_model = technique.lm_eval_model(BASE, out)
                 if lm_model is not None:  # lm-eval loads it from the saved files: free ours first
                     del model

@@ -138,7 +138,7 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | 
     (the cheapest in prompt tokens). Otherwise the variant of the best group with the lowest projected all-in cost
     on the sizing target (``costs``: variant → ``verdict.all_in``). ``line`` is the decision; ``measured`` what was
     measured here (``scope``: model, split, items, machine), ``projected`` what was projected to the target (never
-    mixed in one sentence); ``still_improving`` names a pick whose training had not settled."""
+    mixed in one sentence); ``still_improving`` names the group's runs whose training had not settled."""
     rows = {r["name"]: r for _, r in df.iterrows()}
     best = groups[0] if groups else []
     scope, costs, eq = scope or {}, costs or {}, eq or {}
@@ -166,16 +166,13 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | 
                    if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
     others = [n_ for n_ in best if n_ != pick]
     if others:
-        said = [tie_words(pick, leader, eq, margin)] if pick != leader else []
-        said += [tie_words(o, leader, eq, margin) for o in others if o != leader] if pick == leader else []
-        measured.append("Group A: " + "; ".join(said or [f"`{pick}` leads it"]) + ".")
+        said = [tie_words(n_, leader, eq, margin) for n_ in ([pick] if pick != leader else others)]
+        measured.append("Group A: " + "; ".join(said) + ".")
     machine = scope.get("machine", "this machine")
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
     projected = projected_words(pick, variants, costs)
-    still = r.get("convergence") == "still improving"
     return {"action": "fine-tune", "run": pick, "line": line, "measured": measured, "projected": projected,
-            "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"],
-            "pick_still_improving": still}
+            "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"]}
 
 
 def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
