@@ -1,6 +1,9 @@
 # make repro: set up (once) and run the pipeline.   make test: set up (once) and run the tests.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+LLAMA_CPP := 0.3.36
+# llama-cpp-python compiles llama.cpp here (about 3 min on 2 cores); its multimodal library is not needed
+LLAMA_CMAKE := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
@@ -13,8 +16,14 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]' || { df -h . ; \
-	  echo "make: the install failed (pip's error is above). The pinned stack needs about 8 GB free here (7 GB in $(VENV), torch's CUDA wheels most of it)." >&2 ; exit 1 ; }
+	$(PY) -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_CPP) -d $(VENV)/src
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip install --quiet -c requirements.lock --find-links $(VENV)/src -e '.[dev]' || { df -h . ; \
+	  echo "make: the install failed (pip's error is above). The pinned stack needs about 8 GB free here (7 GB in $(VENV), torch's CUDA wheels most of it); llama-cpp-python needs cmake and a C++ compiler." >&2 ; exit 1 ; }
+	# llama.cpp's GGUF converter, from the same source (the export stage runs it; bakeoff.export)
+	mkdir -p $(VENV)/share/llama.cpp
+	tar xzf $(VENV)/src/llama_cpp_python-$(LLAMA_CPP).tar.gz -C $(VENV)/share/llama.cpp --strip-components=3 \
+	  llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/convert_hf_to_gguf.py \
+	  llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/conversion llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/gguf-py
 	$(PY) -m pip check
 	touch $@
 

@@ -23,7 +23,28 @@ BASE = runs.BASE
 
 def describe(b) -> str:
     what = "zero-shot" if not b.shots else f"{b.shots}-shot {'nearest' if b.selection == 'nearest' else 'fixed'}"
-    return what + (" + instruction" if b.instruction else "") + " prompting"
+    who = f" of {b.endpoint['model']} at an endpoint" if b.endpoint else ""
+    return what + (" + instruction" if b.instruction else "") + " prompting" + who
+
+
+def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
+    """An endpoint baseline: the same prompts sent to an OpenAI-compatible server (bakeoff.endpoint). The key and
+    the URL are checked before the first request; the answers are cached, so a rerun sends none."""
+    from bakeoff import endpoint
+
+    ep = endpoint.Endpoint.from_spec(b.endpoint)
+    served = ep.preflight()  # UserError: stops the stage, naming the variable or the URL, before any request
+    record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model,
+                        "model_listed": ep.model in served if served else None, "concurrency": ep.concurrency,
+                        "label_choice": "generation only: the endpoint path does not score labels by "
+                                        "log-probabilities", "price": b.price}
+
+    def work():
+        metrics, rows = endpoint.evaluate(ep, inputs.test, inputs.val, inputs.plan, to_prompt, b.price, name)
+        write_jsonl(runs.predictions(name), rows)
+        metrics["serving_dtype"] = "endpoint"
+        return metrics
+    return work
 
 
 @cli
@@ -40,10 +61,11 @@ def main() -> None:
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval),
               "tuned": tuned}
     record = {"name": name, "kind": "baseline", "technique": describe(b)}
+    remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id
 
-        def work():
+        def work():  # the local base model
             serving = resolve_precision(params.eval.dtype)
             model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)
             resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
@@ -71,7 +93,7 @@ def main() -> None:
                                                        params.eval.batch_size, params.eval.lm_eval_limit)
             return metrics
 
-        runs.guarded(record, work)
+        runs.guarded(record, remote or work)
         if record["status"] != "ok":
             write_jsonl(runs.predictions(name), [])
         tracking.log_metrics(record["metrics"])

@@ -151,16 +151,14 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     """A searched baseline that fails on format is diagnosed with the prompt its search chose (8 nearest shots and
     an instruction), not the shots params.yaml writes (3 fixed), and its search space still counts as tried. When
     its search chose neither fix, both are named as tried in its own search, not as untried nor as another arm's."""
-    import importlib.util
 
     from bakeoff import runs
     from bakeoff.config import BaselineConfig, load_params
     from bakeoff.metrics import all_metrics
     from bakeoff.tune import as_run
 
-    spec = importlib.util.spec_from_file_location("compare_stage", ROOT / "stages" / "compare.py")
-    stage = importlib.util.module_from_spec(spec)  # what the compare stage hands the diagnosis
-    spec.loader.exec_module(stage)
+    from bakeoff import decision  # what the compare stage hands the diagnosis
+
     params = load_params(ROOT / "params.yaml")
     search = {"shots": [3, 8], "selection": ["fixed", "nearest"], "instruction": [None, "City only."]}
     params = replace(params, baselines={"zero_shot": BaselineConfig("zero_shot"),
@@ -168,7 +166,7 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     monkeypatch.chdir(tmp_path)
     runs.write_json(runs.tuned_record("prompt_search"),
                     {"values": {"shots": 8, "selection": "nearest", "instruction": "City only."}})
-    ran = stage.baselines_as_run(params)
+    ran = decision.baselines_as_run(params)
     assert (ran["prompt_search"].shots, ran["prompt_search"].selection) == (8, "nearest")
     assert ran["prompt_search"].search == search and ran["zero_shot"] == params.baselines["zero_shot"]
     assert as_run(params, "prompt_search")[1] == {"shots": 8, "selection": "nearest", "instruction": "City only."}
@@ -180,7 +178,7 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
 
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
     runs.write_json(runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed", "instruction": None}})
-    d = verdict.diagnose(df, stage.baselines_as_run(params))[0]
+    d = verdict.diagnose(df, decision.baselines_as_run(params))[0]
     assert d["tried"] == ["3 shots (fixed)", "no instruction", "an instruction (in its search, not chosen)",
                           "8 or more nearest shots (in its search, not chosen)"]
     assert d["tried_elsewhere"] == [] and not any("instruction" in x or "shots" in x for x in d["left"])

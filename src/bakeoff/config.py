@@ -18,7 +18,8 @@ import yaml
 
 from bakeoff.metrics import METRICS
 from bakeoff.runs import repo_root
-from bakeoff.schema import ParamsError, Source, build, check, check_sizing, key_lines, renamed, suggest
+from bakeoff.schema import (ParamsError, Source, build, check, check_endpoint, check_sizing, key_lines, renamed,
+                            suggest)
 from bakeoff.techniques import get_technique, technique_names
 from bakeoff.tune import TuneConfig, check_prompt_search, check_spaces
 
@@ -110,6 +111,9 @@ class BaselineConfig:
     instruction: str | None = None  # a system prompt for this baseline only (after task.system_prompt)
     search: dict | None = None  # with tune.trials > 0: {shots: [...], selection: [...], instruction: [...]} tried
     #                             on the validation split; the best point is what this baseline reports on test
+    endpoint: dict | None = None  # {base_url, model, api_key_env, concurrency, timeout_s, max_retries}: an
+    #                               OpenAI-compatible server answers instead of the local base (bakeoff.endpoint)
+    price: dict | None = None  # {usd_per_1m_input, usd_per_1m_output}: the endpoint's prices per million tokens
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,14 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    variants: list | None = None  # null: the recommended variant (none when prompting is recommended)
+    gguf: str = "f16"  # f16 | q8_0 | bf16: llama.cpp's converter's --outtype
+    serve: bool = True  # serve the GGUF with llama.cpp's server and re-score it on the test split
+    concurrency: int = 4  # requests in flight for the serving figure beside batch 1
+
+
+@dataclass(frozen=True)
 class SizingConfig:
     target: str | None = None  # the model you will really fine-tune: one of targets (None: the first)
     targets: list = field(default_factory=list)  # [{name, layers, hidden, intermediate, heads, kv_heads, vocab, tied}]
@@ -170,6 +182,7 @@ class Params:
     cost: CostConfig = CostConfig()
     sizing: SizingConfig = SizingConfig()
     tune: TuneConfig = TuneConfig()
+    export: ExportConfig = ExportConfig()
     path: str = "params.yaml"
 
     def variant(self, name: str) -> VariantConfig:
@@ -187,7 +200,7 @@ ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_a
 LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
-            "verdict", "cost", "sizing")
+            "verdict", "cost", "sizing", "export")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
@@ -316,6 +329,8 @@ def parse_params(raw: dict, src: Source) -> Params:
                f"must be fixed or nearest; got {obj.selection!r}")
         for key, msg in check_prompt_search(obj.search, f"baselines.{name}.search"):
             raise src.error(key, msg)
+        for key, msg in check_endpoint(obj, f"baselines.{name}"):
+            raise src.error(key, msg)
         baselines[name] = obj
 
     variants = {}
@@ -343,8 +358,12 @@ def parse_params(raw: dict, src: Source) -> Params:
     for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
                                  else {}, list(variants)):
         raise src.error(key, msg)
+    export = build(ExportConfig, raw.get("export"), "export", src)
+    check(export.gguf in ("f16", "q8_0", "bf16"), src, "export.gguf", f"must be f16, q8_0 or bf16; got {export.gguf!r}")
+    for n in export.variants or []:
+        check(n in variants, src, "export.variants", f"{n!r} is not a variant" + suggest(str(n), list(variants)))
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
-                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, path=src.path)
+                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, path=src.path)
 
 
 # old name → new name; the old ones still work, with a warning naming the line

@@ -68,13 +68,16 @@ def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dic
     return out
 
 
-def break_even(prompt_tokens: float, usd_per_1k: float, card: dict | None) -> dict:
+def break_even(prompt_tokens: float, usd_per_1k: float, card: dict | None, per_request: float | None = None) -> dict:
     """Pay-per-token prompting against the fine-tuned model on its own card: prompting pays ``prompt_tokens`` ×
-    price per request; the card ($/hour, ``card``: {name, usd_per_hour}) costs 24 hours a day whatever the
-    traffic. Returns the daily requests above which the card costs less (None: free prompt tokens or no card)."""
-    if not card or not usd_per_1k or not prompt_tokens:
+    price per request (or ``per_request``: an endpoint's measured tokens at its own input and output prices);
+    the card ($/hour, ``card``: {name, usd_per_hour}) costs 24 hours a day whatever the traffic. Returns the daily
+    requests above which the card costs less (None: free prompt tokens or no card)."""
+    if per_request is None and (not usd_per_1k or not prompt_tokens):
         return {}
-    per_request = prompt_tokens / 1000 * usd_per_1k
+    per_request = prompt_tokens / 1000 * usd_per_1k if per_request is None else per_request
+    if not card or not per_request:
+        return {}
     per_day = 24 * card["usd_per_hour"]
     return {"serve_card": card["name"], "serve_usd_per_hour": card["usd_per_hour"], "serve_usd_per_day": per_day,
             "prompt_usd_per_request": per_request, "break_even_requests_per_day": per_day / per_request}

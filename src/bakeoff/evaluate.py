@@ -188,10 +188,7 @@ def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice,
         with times("eval_latency"):
             metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
                                    desc=f"{desc} latency").metrics())
-    rows = [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
-             "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
-             "exact_match": exact_match(p, e.completion), "loose_match": loose_match(p, e.completion)}
-            for e, p, i in zip(test, preds, items)]
+    rows = rows_of(test, preds, items)
     if label_choice and plan.labels:
         with times("eval_label_choice"):
             chosen = choose_labels(model, tok, prompts, plan.labels, desc=f"{desc} label choice")
@@ -201,6 +198,14 @@ def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice,
             r.update(choice=c, choice_score=i if not isinstance(i, tuple) else list(i))
     metrics.update(times.metrics())
     return metrics, rows
+
+
+def rows_of(test: list[Example], preds: list[str], items: list) -> list[dict]:
+    """One predictions.jsonl row per test example: its answer, reference and primary-metric item."""
+    return [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
+             "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
+             "exact_match": exact_match(p, e.completion), "loose_match": loose_match(p, e.completion)}
+            for e, p, i in zip(test, preds, items)]
 
 
 def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=None) -> dict:

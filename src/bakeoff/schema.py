@@ -158,3 +158,42 @@ def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
     cards = [g["name"] for g in s.gpus]
     check(serve_gpu is None or serve_gpu in cards, src, "cost.serve_gpu",
           f"{serve_gpu!r} is not one of sizing.gpus" + (suggest(str(serve_gpu), cards) if cards else ""))
+
+
+# a baseline's `endpoint:` keys and their defaults, and its `price:` keys (bakeoff.endpoint reads them)
+SPEC_KEYS = {"base_url": None, "model": None, "api_key_env": None, "concurrency": 4, "timeout_s": 60.0,
+             "max_retries": 4}
+PRICE_KEYS = ("usd_per_1m_input", "usd_per_1m_output")
+
+
+def check_endpoint(b, key: str):
+    """(key, message) for each problem of a baseline's ``endpoint:`` and ``price:`` (bakeoff.endpoint)."""
+    if b.price is not None and b.endpoint is None:
+        yield f"{key}.price", "a price needs an endpoint: the local base model's cost is cost.usd_per_1k_prompt_tokens"
+    if b.endpoint is None:
+        return
+    e = b.endpoint
+    if not isinstance(e, dict):
+        yield f"{key}.endpoint", f"must be a mapping {{base_url, model, api_key_env}}; got {e!r}"
+        return
+    for k in e:
+        if k not in SPEC_KEYS:
+            yield f"{key}.endpoint.{k}", "unknown key" + suggest(str(k), list(SPEC_KEYS))
+    for k in ("base_url", "model"):
+        if not isinstance(e.get(k), str) or not e.get(k):
+            yield f"{key}.endpoint.{k}", "is required (a string)"
+    if isinstance(e.get("base_url"), str) and not e["base_url"].startswith(("http://", "https://")):
+        yield f"{key}.endpoint.base_url", f"must start with http:// or https://; got {e['base_url']!r}"
+    if "api_key" in e:
+        yield f"{key}.endpoint.api_key", "never write a key into params.yaml: name its variable in api_key_env"
+    for k in ("concurrency", "max_retries"):
+        if k in e and (not isinstance(e[k], int) or e[k] < (1 if k == "concurrency" else 0)):
+            yield f"{key}.endpoint.{k}", f"must be an integer ≥ {1 if k == 'concurrency' else 0}; got {e[k]!r}"
+    if b.search:
+        yield f"{key}.search", ("a prompt search over an endpoint is not built yet: write the shots, selection and "
+                                "instruction to use (they run as written)")
+    for k, v in (b.price or {}).items():
+        if k not in PRICE_KEYS:
+            yield f"{key}.price.{k}", "unknown key" + suggest(str(k), list(PRICE_KEYS))
+        elif not isinstance(v, (int, float)) or v < 0:
+            yield f"{key}.price.{k}", f"must be a number ≥ 0 ($ per million tokens); got {v!r}"

@@ -153,10 +153,13 @@ def child_run(name: str, tags: dict):
         yield r
 
 
-def log_to_run(run_id: str, metrics: dict) -> None:
-    """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage)."""
+def log_to_run(run_id: str, metrics: dict, params=None) -> None:
+    """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage; the
+    export stage's re-scores). ``params``: point MLflow at the store first (outside an open run's stage)."""
     import mlflow
 
+    if params is not None:
+        _setup(params)
     client = mlflow.MlflowClient()
     for k, v in metrics.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -322,7 +322,11 @@ def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card
         out["all_in"] = c
     from bakeoff.costs import break_even
 
-    be = break_even(prompt, price_per_1k, serve_card)
+    endpoint_usd = as_number(base.get("usd_per_request"))  # an endpoint baseline: its measured tokens, its prices
+    endpoint_usd = None if endpoint_usd == float("-inf") else endpoint_usd
+    be = break_even(prompt, price_per_1k, serve_card, endpoint_usd)
+    if be and endpoint_usd is not None:
+        be["priced_by"] = "endpoint"
     if be:
         key = {"fine-tune": "break_even", "inconclusive": "break_even_if_gain_held"}.get(v["decision"])
         out.update({k: x for k, x in be.items() if k != "break_even_requests_per_day"})

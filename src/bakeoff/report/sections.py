@@ -85,15 +85,18 @@ def cost_lines(v: dict, c: dict) -> list[str]:
         return out
     if c.get("break_even_requests_per_day") is not None or c.get("break_even_if_gain_held_requests_per_day") is not None:
         per_day = c.get("break_even_requests_per_day") or c.get("break_even_if_gain_held_requests_per_day")
+        priced = ("at its endpoint's prices for the tokens it measured" if c.get("priced_by") == "endpoint"
+                  else "at your prompt-token price")
         said = (f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
-                f"1,000 requests at your prompt-token price) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
+                f"1,000 requests {priced}) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
                 f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
                 f"~{round_sig(per_day):,.0f} requests a day, prompting below it")
         if c.get("all_in"):
             said += f"; training's all-in {usd_range(c['all_in']['usd'], c['all_in']['usd_high'])} comes on top, once"
         if c.get("break_even_if_gain_held_requests_per_day") is not None:
             said += " (only if the gain held: it is not established)"
-        out.append(said + ". Output tokens, which both pay, are left out.")
+        out.append(said + (". Output tokens, which both pay, are left out." if c.get("priced_by") != "endpoint"
+                           else "."))
     elif v.get("decision") == "prompting is enough":
         out.append("No break-even: fine-tuning does not beat prompting here, so its own card would serve a worse "
                    "answer.")

@@ -1,0 +1,63 @@
+"""The report's "Shipped" section: what the export stage wrote for the winner, and whether it still answers alike."""
+
+from __future__ import annotations
+
+
+def _pct(x) -> str:
+    return f"{x:.1%}" if isinstance(x, (int, float)) else "–"
+
+
+def _check(name: str, a: dict) -> str:
+    lo, hi = a["evaluated_ci"]
+    flag = ("inside" if a["inside_ci"] else "**outside: a drop to look at before shipping**" if a["quality"] < lo
+            else "**outside (above)**")
+    return (f"| {name} | {a['identical']}/{a['n']} ({a['identical_share']:.1%}) | {_pct(a['quality'])} | "
+            f"{_pct(a['evaluated_quality'])} [{_pct(lo)}, {_pct(hi)}] | {flag} | {a['better_items']}/{a['worse_items']}, "
+            f"p {a['mcnemar_p']:.2f} |")
+
+
+def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:  # long: one table per check
+    if not shipped:
+        return []
+    out = ["## Shipped: the winner exported, served and re-scored", ""]
+    if not shipped.get("variants"):
+        return out + [f"Nothing exported: {shipped.get('note', 'no variant was chosen')}.", ""]
+    n = (scope or {}).get("n")
+    for name, s in shipped["variants"].items():
+        if s.get("status") != "ok":
+            out += [f"`{name}` was not exported ({s.get('status')}: {s.get('reason') or s.get('error', '')}).", ""]
+            continue
+        out += [f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
+                + ", ".join(f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
+                            for k, v in s["files"].items())
+                + f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
+                  f"tokenizer {s.get('gguf_tokenizer', '')}.", "",
+                f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
+                + (f" ({n} items)" if n else "") + f": each artifact's answers against the answers `{name}` gave "
+                "when it was evaluated in-framework (serving dtype "
+                f"{s.get('serving_dtype')}). McNemar's exact test on the items only one of them gets right "
+                "(right here / right in-framework).", "",
+                "| artifact | identical answers | its quality | evaluated quality [95% interval] | against the interval | "
+                "items better/worse, McNemar |", "|---|---|---|---|---|---|"]
+        if "merged" in s:
+            out.append(_check("merged bf16 safetensors, re-scored in-framework", s["merged"]))
+        if "served" in s:
+            out.append(_check(f"GGUF {s['gguf_type']} served by {s['served']['engine']}, through the endpoint path",
+                              s["served"]))
+        out.append("")
+        rows = (s.get("serving") or {}).get("rows") or []
+        if rows:
+            inf = s.get("in_framework") or {}
+            out += [f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
+                    "on this machine, nothing cached; in-framework figures from the evaluation beside them:", "",
+                    "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
+                    "|---|---|---|---|---|"]
+            for r in rows:
+                out.append(f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
+                           f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |")
+            if inf.get("latency_p50_s") is not None:
+                out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
+                           f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
+            out += ["", "llama-cpp-python's server answers one request at a time: with more in flight, requests "
+                        "queue and latency grows while throughput stays; vLLM batches them.", ""]
+    return out

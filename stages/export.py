@@ -1,0 +1,158 @@
+"""Stage `export`: ship the recommended variant (or `export.variants`), then prove the shipped files still answer
+as the evaluated model did.
+
+    python stages/export.py exports
+
+For each variant, exports/<variant>/ gets its LoRA adapter (PEFT's format), the merged bf16 model, a GGUF made by
+llama.cpp's converter, an Ollama Modelfile and SERVE.md. Then, on the test split:
+- the merged model is re-scored in-framework (merge fidelity: identical answers to the evaluated model);
+- the GGUF is served by llama.cpp's server on 127.0.0.1 and scored through the endpoint path (the served quality
+  beside the in-framework 95% interval, the share of identical answers, a paired McNemar test);
+- serving figures through that server: latency p50/p95 and tokens/s at batch 1 and at export.concurrency.
+reports/shipped.json holds it all; the compare stage puts it in the report.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from bakeoff import decision, endpoint, export, runs, tracking
+from bakeoff.config import load_params
+from bakeoff.errors import cli
+from bakeoff.evaluate import EvalInputs, generate
+from bakeoff.metrics import METRICS, score
+from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision
+from bakeoff.stats import bootstrap_ci, mcnemar_exact
+from bakeoff.verdict import correctness
+
+SHIPPED = Path("reports/shipped.json")
+
+
+def agreement(name: str, preds: list[str], items: list, evaluated: list[dict], metric: str, resamples: int) -> dict:
+    """``preds`` (answers of a shipped artifact) against the evaluated model's test answers, item by item."""
+    figure = METRICS[metric].figure
+    theirs = [tuple(r["score"]) if isinstance(r["score"], list) else r["score"] for r in evaluated]
+    q, lo, hi = bootstrap_ci(theirs, figure, resamples=resamples)
+    same = sum(p == r["prediction"] for p, r in zip(preds, evaluated))
+    ours = figure(items)
+    b = sum(correctness(a) > correctness(t) for a, t in zip(items, theirs))
+    c = sum(correctness(a) < correctness(t) for a, t in zip(items, theirs))
+    return {"n": len(preds), "identical": same, "identical_share": round(same / max(len(preds), 1), 4),
+            "quality": round(ours, 4), "evaluated_quality": round(q, 4), "evaluated_ci": [round(lo, 4), round(hi, 4)],
+            "inside_ci": bool(lo <= ours <= hi), "mcnemar_p": round(mcnemar_exact(b, c), 4),
+            "better_items": b, "worse_items": c}
+
+
+def serving_figures(ep: endpoint.Endpoint, prompts: list[list[dict]], max_tokens: int, requests: int,
+                    concurrency: int) -> list[dict]:
+    """Latency and throughput through the server (nothing cached): ``requests`` prompts one at a time, then the
+    same prompts ``concurrency`` at a time."""
+    rows = []
+    for c in (1, concurrency):
+        t0 = time.perf_counter()
+        got = ep.complete(prompts[:requests], max_tokens, sequential=requests if c == 1 else 0,
+                          desc=f"serve c={c}", concurrency=c)
+        wall = time.perf_counter() - t0
+        m = endpoint.answer_metrics(got, len(got), None)
+        tokens = sum(a.completion_tokens or 0 for a in got if not a.error)
+        rows.append({"concurrency": c, "requests": len(got), "latency_p50_s": m.get("latency_p50_s"),
+                     "latency_p95_s": m.get("latency_p95_s"), "tokens_per_s": round(tokens / wall, 2),
+                     "requests_per_s": round(len(got) / wall, 3), "failed": m["n_failed_items"]})
+    return rows
+
+
+def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:  # long: the artifacts, then their checks
+    rec = runs.read_json(runs.eval_record(name)) or {}
+    vdir = runs.variant_dir(name)
+    if rec.get("status") != "ok" or not vdir.exists():
+        return {"status": "skipped", "reason": f"{name} has no evaluated weights (status {rec.get('status')!r})"}
+    evaluated = [json.loads(x) for x in runs.predictions(name).read_text().splitlines() if x.strip()]
+    serving, plan, t = resolve_precision(params.eval.dtype), inputs.plan, {}
+    t0 = time.perf_counter()
+    files = {}
+    if export.adapter(vdir, dest / "adapter"):
+        files["adapter"] = "adapter/"
+    export.merge(runs.BASE, vdir, dest / "merged")
+    files["merged"] = "merged/"
+    t["merge_s"] = time.perf_counter() - t0
+    gguf = dest / f"{name}-{params.export.gguf}.gguf"
+    source = export.source_gguf(runs.BASE)
+    export.to_gguf(dest / "merged", gguf.with_suffix(".converted") if source else gguf, params.export.gguf)
+    if source:  # the base came from a GGUF: its tokenizer keys, not the converter's reading of transformers' copy
+        export.with_tokenizer_of(gguf.with_suffix(".converted"), source, gguf, name)
+        gguf.with_suffix(".converted").unlink()
+    files["gguf"] = gguf.name
+    t["gguf_s"] = time.perf_counter() - t0 - t["merge_s"]
+    tok = load_tokenizer(runs.BASE)
+    stop = [tok.eos_token] if tok.eos_token else []
+    (dest / "Modelfile").write_text(export.modelfile(gguf.name, stop))
+    files["modelfile"] = "Modelfile"
+    (dest / "SERVE.md").write_text(export.serve_md(name, files, gguf.name, name))
+    prompts = [e.messages for e in inputs.test]
+    out = {"status": "ok", "files": files, "sizes_mb": {k: round(_size(dest / v) / 1e6, 1) for k, v in files.items()},
+           "gguf_type": params.export.gguf, "serving_dtype": serving,
+           "gguf_tokenizer": f"from the base's GGUF ({source.name})" if source else "llama.cpp's converter"}
+    # merge fidelity: the merged files, loaded as a user would, answer the test split in-framework
+    model = load_for_eval(dest / "merged", precision=serving)
+    preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"{name} merged")
+    del model
+    out["merged"] = agreement(name, preds, score(plan.metric, preds, [e.completion for e in inputs.test],
+                                                 plan.labels)[1], evaluated, plan.metric,
+                              params.eval.bootstrap_resamples)
+    t["merged_rescore_s"] = time.perf_counter() - t0 - sum(t.values())
+    if params.export.serve:
+        with export.LlamaServer(gguf, alias=name, log=runs.work_dir("export") / f"{name}-server.log") as srv:
+            ep = endpoint.Endpoint(srv.base_url, name, cache_dir=None, concurrency=1)
+            got = ep.complete(prompts, plan.max_new_tokens, desc=f"{name} served")
+            served = [a.text for a in got]
+            items = score(plan.metric, served, [e.completion for e in inputs.test], plan.labels)[1]
+            out["served"] = {"engine": export.LlamaServer.ENGINE, "threads": srv.threads,
+                             "failed_items": sum(a.error is not None for a in got),
+                             **agreement(name, served, items, evaluated, plan.metric, params.eval.bootstrap_resamples)}
+            out["serving"] = {"engine": export.LlamaServer.ENGINE, "gguf_type": params.export.gguf,
+                              "rows": serving_figures(ep, prompts, plan.max_new_tokens,
+                                                      max(params.eval.latency_requests, 4), params.export.concurrency)}
+        t["served_s"] = time.perf_counter() - t0 - sum(t.values())
+    m = rec.get("metrics") or {}
+    out["in_framework"] = {k: m.get(k) for k in ("latency_p50_s", "latency_p95_s", "latency_tokens_per_s",
+                                                  "gen_tokens_per_s", "serving_dtype")}
+    out["wall_s"] = {k: round(v, 1) for k, v in t.items()}
+    return out
+
+
+def _size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+
+
+@cli
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "exports")
+    params = load_params()
+    if params.export.variants:
+        names, why = list(params.export.variants), "export.variants"
+    else:
+        pick = decision.picked(decision.decide(params).v)
+        names, why = ([pick] if pick else []), "the recommendation"
+    runs.fresh_dir(out)
+    inputs = EvalInputs.load(runs.PREPARED, params)
+    shipped = {"chosen_by": why, "machine": runs.device_name(), "variants": {}}
+    for name in names:
+        rec = {}
+        runs.guarded(rec, lambda: ship(params, name, out / name, inputs))  # one failure is that variant's status
+        shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
+        ev = runs.read_json(runs.eval_record(name)) or {}
+        got = shipped["variants"][name]
+        flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got
+                for f in ("identical_share", "quality")}
+        if ev.get("run_id") and flat:
+            tracking.log_to_run(ev["run_id"], {f"shipped_{k}": v for k, v in flat.items()}, params)
+        print(f"[export] {name}: {got.get('status')} {flat or got.get('reason') or got.get('error', '')}")
+    if not names:
+        shipped["note"] = "nothing to export: the recommendation is not a fine-tuned variant (set export.variants)"
+        print(f"[export] {shipped['note']}")
+    runs.write_json(SHIPPED, shipped)
+
+
+if __name__ == "__main__":
+    main()
