@@ -36,11 +36,11 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
     served = ep.preflight()  # UserError: stops the stage, naming the variable or the URL, before any request
     record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model,
                         "model_listed": ep.model in served if served else None, "concurrency": ep.concurrency,
-                        "label_choice": "generation only: the endpoint path does not score labels by "
-                                        "log-probabilities", "price": b.price}
+                        "price": b.price}
 
     def work():
         metrics, rows = endpoint.evaluate(ep, inputs.test, inputs.val, inputs.plan, to_prompt, b.price, name)
+        record["engine"]["label_choice"] = metrics.pop("label_choice", "no label set: generation only")
         write_jsonl(runs.predictions(name), rows)
         metrics["serving_dtype"] = "endpoint"
         return metrics

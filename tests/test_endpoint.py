@@ -34,7 +34,8 @@ ALIAS = "smollm2-135m-instruct"
 
 
 class Proxy:
-    """Forwards to ``upstream``; counts POSTs; ``faults`` (consumed one per POST): "429" or "malformed"."""
+    """Forwards to ``upstream``; counts POSTs; ``faults`` (consumed one per POST): "429", "malformed" or "strip"
+    (the answer without its log-probabilities)."""
 
     def __init__(self, upstream: str):
         self.upstream, self.hits, self.faults, self.lock = upstream.rstrip("/"), 0, [], threading.Lock()
@@ -53,13 +54,19 @@ class Proxy:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _forward(self, body: bytes | None = None):
+            def _forward(self, body: bytes | None = None, strip: bool = False):
                 keep = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
                 req = urllib.request.Request(proxy.upstream + self.path,
                                              data=body, method=self.command, headers=keep)
                 try:
                     r = urllib.request.urlopen(req, timeout=120)
-                    self._send(r.status, r.read())
+                    data = r.read()
+                    if strip:  # a server that gives no log-probabilities
+                        d = json.loads(data)
+                        for c in d["choices"]:
+                            c["logprobs"] = None
+                        data = json.dumps(d).encode()
+                    self._send(r.status, data)
                 except urllib.error.HTTPError as e:
                     self._send(e.code, e.read())
 
@@ -75,7 +82,7 @@ class Proxy:
                     return self._send(429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
                 if fault == "malformed":
                     return self._send(200, b'{"id": "x", "object": "chat.completion", "choices": 7}')
-                self._forward(body)
+                self._forward(body, strip=fault == "strip")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -131,6 +138,24 @@ def test_a_dead_url_or_a_missing_key_fails_before_any_request(proxy, monkeypatch
     monkeypatch.setenv(KEY_ENV, "sk-wrong")
     with pytest.raises(UserError, match="refused the key"):
         Endpoint(proxy.url, "smollm2", KEY_ENV).preflight()
+
+
+def test_label_choice_reads_the_servers_log_probabilities_or_says_generation_only(proxy, tmp_path, monkeypatch):
+    from bakeoff.endpoint import _pick
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    ep = Endpoint(proxy.url, "smollm2", KEY_ENV, concurrency=1, cache_dir=tmp_path)
+    prompts = [ask("Is fire hot? Answer yes or no."), ask("What is the capital of France? Answer with the city only.")]
+    chosen, mode = ep.choose(prompts, ["Paris", "yes", "no"])
+    greedy = [a.text.lower() for a in ep.complete(prompts, max_tokens=3)]
+    assert mode == "log-probabilities of the first answer token" and chosen[1] == "Paris"
+    assert chosen[0] in ("yes", "no") and greedy[0].startswith(chosen[0])  # the greedy answer's own first token
+    proxy.faults[:] = ["strip"]
+    chosen, mode = Endpoint(proxy.url, "smollm2", KEY_ENV, cache_dir=None).choose(prompts, ["yes", "no"])
+    assert chosen == [None, None] and mode == "generation only: the server returned no log-probabilities"
+    assert _pick([["Bill", -0.1]], ["billing", "bill_dispute"]) is None  # a first token two labels share: a tie
+    assert _pick([[" tech", -0.5], ["bill", -0.2]], ["technical", "billing"]) == "billing"
+    assert _pick([["hello", -0.1]], ["technical", "billing"]) is None
 
 
 def test_params_refuse_a_key_written_in_them_and_a_search_over_an_endpoint(tmp_path):
@@ -191,7 +216,8 @@ def project(tmp_path_factory, tiny_model_dir, proxy):
     (repo / "data" / "raw" / "tickets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tiny_task()))
     params["model"].update(base=ALIAS, dtype="float32")  # the GGUF's own weights, dequantized: no second rounding
     params["train_defaults"]["precision"] = "fp32"
-    params["task"].update(val_size=8, test_size=30, max_new_tokens=12)
+    cities = sorted({r["completion"] for r in tiny_task()})  # a label set: label choice runs on both engines
+    params["task"].update(val_size=8, test_size=30, max_new_tokens=12, labels=cities)
     params["eval"].update(dtype="fp32", latency_requests=2, lm_eval="off", lm_eval_tasks=[], probe=False,
                           bootstrap_resamples=200)
     endpoint = {"base_url": proxy.url, "model": "smollm2", "api_key_env": KEY_ENV, "concurrency": 2}
@@ -223,7 +249,9 @@ def test_the_endpoint_answers_as_the_same_model_in_framework(project):
     rec = json.loads((repo / "runs" / "big" / "eval.json").read_text())
     m = rec["metrics"]
     assert rec["status"] == "ok" and rec["engine"]["kind"] == "endpoint" and m["n_failed_items"] == 0
-    assert sent == 30 + 8 and m["requests_sent"] == 30  # test and val once each, nothing twice
+    # test and val once each for answers, and once each for label choice (the task has a label set), nothing twice
+    assert sent == 2 * (30 + 8) and m["requests_sent"] == 30 and "label_choice_unchosen" in m
+    assert rec["engine"]["label_choice"] == "log-probabilities of the first answer token"
     assert m["usd_per_request"] > 0 and m["prompt_tokens_per_request"] > 0 and m["latency_p50_s"] > 0
 
 

@@ -37,6 +37,7 @@ class Answer:
     seconds: float | None = None  # wall time of the request that produced it (when first fetched)
     cached: bool = False
     error: str | None = None  # the item's failure: the request failed after retries, or its response was malformed
+    top: list | None = None  # [[token, logprob], ...] of the first answer token, when log-probabilities were asked
 
 
 @dataclass
@@ -113,7 +114,7 @@ class Endpoint:
         usage = getattr(r, "usage", None)
         a = Answer(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", None),
                    completion_tokens=getattr(usage, "completion_tokens", None),
-                   seconds=round(time.perf_counter() - t0, 4))
+                   seconds=round(time.perf_counter() - t0, 4), top=_top(r) if params.get("logprobs") else None)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -125,9 +126,25 @@ class Endpoint:
                  concurrency: int | None = None) -> list[Answer]:
         """Greedy answers in input order. The first ``sequential`` prompts go one at a time (their wall times are
         the batch-1 latency); the rest ``concurrency`` at a time."""
+        return self._many(prompts, {"max_tokens": max_tokens, "temperature": 0}, sequential, desc, concurrency)
+
+    def choose(self, prompts: list[list[dict]], labels: list[str], desc: str = "label choice") -> tuple[list, str]:
+        """Label choice through the server's log-probabilities of the answer's first token: each label scores the
+        best log-probability among the top 20 first tokens that begin it (case and spacing ignored); the best
+        label wins, a tie or no match leaves the item unchosen (None, scored as wrong). Returns (choices, mode):
+        mode says "generation only" with the reason when the server gives no log-probabilities."""
+        params = {"max_tokens": 1, "temperature": 0, "logprobs": True, "top_logprobs": 20}
+        first = self._many(prompts[:1], params, 1, desc, 1)
+        if not first or first[0].error or not first[0].top:
+            why = first[0].error if first and first[0].error else "the server returned no log-probabilities"
+            return [None] * len(prompts), f"generation only: {why}"
+        got = first + self._many(prompts[1:], params, 0, desc)
+        return [_pick(a.top or [], labels) for a in got], "log-probabilities of the first answer token"
+
+    def _many(self, prompts, params: dict, sequential: int, desc: str, concurrency: int | None = None) -> list[Answer]:
         from tqdm.auto import tqdm
 
-        client, params = self.client(), {"max_tokens": max_tokens, "temperature": 0}
+        client = self.client()
         out: list[Answer | None] = [None] * len(prompts)
         bar = tqdm(total=len(prompts), desc=desc, unit="req", leave=False)
         for i in range(min(sequential, len(prompts))):
@@ -140,6 +157,29 @@ class Endpoint:
                 bar.update(1)
         bar.close()
         return out  # type: ignore[return-value]
+
+
+def _top(r) -> list | None:
+    lp = getattr(r.choices[0], "logprobs", None)
+    content = getattr(lp, "content", None) or []
+    return [[t.token, t.logprob] for t in (content[0].top_logprobs or [])] if content else None
+
+
+def _pick(top: list, labels: list[str]) -> str | None:
+    """The label whose start the most likely first token spells (None on a tie or when none does)."""
+    best: dict[str, float] = {}
+    for token, logprob in top:
+        t = token.strip().lower()
+        if not t:
+            continue
+        for label in labels:
+            if label.strip().lower().startswith(t):
+                best[label] = max(best.get(label, float("-inf")), logprob)
+    if not best:
+        return None
+    top_lp = max(best.values())
+    winners = [label for label, v in best.items() if v == top_lp]
+    return winners[0] if len(winners) == 1 else None
 
 
 def _raise_down(url: str, e: Exception):
@@ -178,9 +218,9 @@ def answer_metrics(answers: list[Answer], sequential: int, price: dict | None) -
 
 
 def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc: str) -> tuple[dict, list[dict]]:
-    """An endpoint arm scored like a local one: the same prompts, greedy, the same metrics on test and val. The
-    figures the endpoint cannot give (log-probabilities: validation loss, label choice, preference pairs) are left
-    out, and ``label_choice`` says so."""
+    """An endpoint arm scored like a local one: the same prompts, greedy, the same metrics on test and val, and
+    with a label set, label choice through the server's log-probabilities where it gives them (``label_choice``
+    says which). Validation loss and preference pairs need every token's log-probability: left out."""
     from bakeoff.evaluate import rows_of
     from bakeoff.metrics import all_metrics, score
 
@@ -201,4 +241,23 @@ def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc:
     for r, a in zip(rows, answers):
         if a.error:
             r["error"] = a.error
+    if plan.labels:  # the better of free generation and label choice decides, as for a local baseline
+        metrics["label_choice"] = _label_choice(ep, prompts, refs, val, to_prompt, plan, rows, metrics, desc)
     return metrics, rows
+
+
+def _label_choice(ep: Endpoint, prompts, refs, val, to_prompt, plan, rows, metrics, desc) -> str:
+    from bakeoff.metrics import score
+
+    chosen, mode = ep.choose(prompts, plan.labels, desc=f"{desc} label choice")
+    if mode.startswith("generation only"):
+        return mode
+    value, items = score(plan.metric, [c or "" for c in chosen], refs, plan.labels)
+    metrics.update(quality_label_choice=round(value, 4), label_choice_unchosen=sum(c is None for c in chosen))
+    for r, c, i in zip(rows, chosen, items):
+        r.update(choice=c or "", choice_score=i if not isinstance(i, tuple) else list(i))
+    if val:
+        got, _ = ep.choose([to_prompt(e) for e in val], plan.labels, desc=f"{desc} val label choice")
+        metrics["val_quality_label_choice"] = round(score(plan.metric, [c or "" for c in got],
+                                                          [e.completion for e in val], plan.labels)[0], 4)
+    return mode
