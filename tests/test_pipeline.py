@@ -96,10 +96,13 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
                   "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
                   "evaluate@lora",
                   "tune@full", "train@full", "evaluate@full", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
-                  "compare"):
+                  "export", "compare"):
         assert f"Running stage '{stage}'" in out
-    # the child trains after its parent
+    # the child trains after its parent; the report comes after the export it reports
     assert out.index("Running stage 'train_from@dpo'") > out.index("Running stage 'train@lora'")
+    assert out.index("Running stage 'compare'") > out.index("Running stage 'export'")
+    shipped = json.loads((repo / "reports" / "shipped.json").read_text())
+    assert shipped["chosen_by"] == "the recommendation" and "## Shipped" in (repo / "reports" / "comparison.md").read_text()
     report = (repo / "reports" / "comparison.md").read_text()
     for name in ("zero_shot", "few_shot", "lora"):
         assert f"| {name} |" in report
@@ -206,11 +209,11 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh("dvc repro", repo)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    # lora, its derived child (DPO continues lora's adapter) and the comparison: no other variant's training or
+    # lora, its derived child (DPO continues lora's adapter), the export and the comparison: no other variant's training or
     # evaluation, no baseline. Every variant's tune stage reruns (a variant in tune.share works on another's study,
     # so each reads the whole variants section), but with nothing to search (or a study already complete) each
     # writes the same choice at once, and nothing downstream of an unchanged choice reruns
-    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "train@lora", "train_from@dpo", "tune@full",
+    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "export", "train@lora", "train_from@dpo", "tune@full",
                    "tune@lora", "tune@unsloth", "tune_from@dpo"]
 
 
