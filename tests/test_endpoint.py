@@ -239,7 +239,10 @@ def predictions(repo: Path, name: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_endpoint_answers_as_the_same_model_in_framework(project):
+def test_the_endpoint_answers_as_the_same_model_in_framework(project, monkeypatch):
+    from bakeoff import verdict
+    from bakeoff.report.shipped import endpoint_lines
+
     repo, _, sent = project
     local, served = predictions(repo, "zero_shot"), predictions(repo, "big")
     assert [r["id"] for r in local] == [r["id"] for r in served] and len(served) == 30
@@ -253,6 +256,10 @@ def test_the_endpoint_answers_as_the_same_model_in_framework(project):
     assert sent == 2 * (30 + 8) and m["requests_sent"] == 30 and "label_choice_unchosen" in m
     assert rec["engine"]["label_choice"] == "log-probabilities of the first answer token"
     assert m["usd_per_request"] > 0 and m["prompt_tokens_per_request"] > 0 and m["latency_p50_s"] > 0
+    monkeypatch.chdir(repo)  # the report's endpoint table, from the records as compare collects them
+    text = "\n".join(endpoint_lines(verdict.collect(["zero_shot", "big"], [])))
+    assert "| `big` | smollm2 | 0 of 30 |" in text and "| log-probabilities of the first answer token |" in text
+    assert f"${m['usd_per_request'] * 1000:.4f}" in text and "`zero_shot`" not in text
 
 
 @pytest.mark.slow
@@ -280,8 +287,12 @@ def test_a_dead_url_or_a_missing_key_stops_the_stage_naming_it(project, proxy):
 @pytest.mark.slow
 def test_the_planted_key_is_nowhere(project):
     repo, out, _ = project
+    report = sh("python stages/compare.py reports", repo)  # the report too, with the endpoint arm in it
+    assert "| `big` | smollm2 | 0 of 30 |" in (repo / "reports" / "comparison.md").read_text()
+    out += report.stdout + report.stderr
     assert SECRET not in out
     files = [repo / "mlflow.db", *(repo / "runs").rglob("*"), *(repo / "reports").rglob("*"),
+             *repo.glob("mlruns/**/*"), *repo.glob("mlartifacts/**/*"),
              *(repo / ".bakeoff_tmp").rglob("*"), repo / "dvc.lock"]
     assert (repo / "mlflow.db").exists()
     for path in files:

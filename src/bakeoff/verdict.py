@@ -36,6 +36,8 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
                "run_id": ev.get("run_id") or tr.get("run_id", ""),
                **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        if ev.get("engine"):  # an endpoint baseline: which model answered, and how label choice was made
+            row.update(engine=f"endpoint: {ev['engine'].get('model')}", label_choice_via=ev["engine"].get("label_choice"))
         tuned = runs.read_json(runs.tuned_record(name)) or {}
         if tuned.get("values"):  # what the tune stage chose, and what its search cost (training tokens and time)
             row["tuned"] = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"

@@ -18,7 +18,7 @@ from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
 from bakeoff.report.sections import (budget_lines, dpo_lines, glossary_lines, pairwise_lines, sizing_lines,
                                      verdict_lines)
-from bakeoff.report.shipped import shipped_lines
+from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.tables import forgetting, markdown, metrics_json, provenance_lines, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines", "sizing_lines",
@@ -59,7 +59,7 @@ def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: 
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
               + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune)
-              + shipped_lines(extra.get("shipped"), v.get("scope")))
+              + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))
     tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
     record = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}

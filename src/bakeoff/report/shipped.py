@@ -1,4 +1,5 @@
-"""The report's "Shipped" section: what the export stage wrote for the winner, and whether it still answers alike."""
+"""The report's serving sections: endpoint baselines (what answered, how it was priced, how labels were chosen) and
+"Shipped" (what the export stage wrote for the winner, and whether it still answers alike)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,23 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
             out += ["", "llama-cpp-python's server answers one request at a time: with more in flight, requests "
                         "queue and latency grows while throughput stays; vLLM batches them.", ""]
     return out
+
+
+def endpoint_lines(df) -> list[str]:
+    """One row per endpoint baseline: its model, failures, measured tokens and price, and its label-choice path."""
+    if "engine" not in df.columns or not df["engine"].notna().any():
+        return []
+    out = ["## Endpoint baselines", "",
+           "Prompting arms answered by an OpenAI-compatible server, on the same items, prompts and statistics as the "
+           "local ones. Token counts are the server's own; the price is the one in params.yaml.", "",
+           "| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
+           "label choice |", "|---|---|---|---|---|---|"]
+    for _, r in df[df["engine"].notna()].iterrows():
+        usd = r.get("usd_per_request")
+        price = f"${usd * 1000:.4f}" if isinstance(usd, float) and usd == usd else "no price set"
+        failed = r.get("n_failed_items")
+        out.append(f"| `{r['name']}` | {str(r['engine']).removeprefix('endpoint: ')} | "
+                   f"{int(failed) if failed == failed and failed is not None else '–'} of {int(r.get('n_test') or 0)} | "
+                   f"{r.get('prompt_tokens_per_request')} / {r.get('completion_tokens_per_request')} | {price} | "
+                   f"{r.get('label_choice_via') or '–'} |")
+    return out + [""]
