@@ -1,8 +1,10 @@
 """Readers, validation and splitting (the data stage's checks: ``bakeoff.prepare``; prompts and shots: ``bakeoff.prompts``).
 
-Supervised rows, any of:
+Supervised rows, any of (the shape is detected from the first row, and said):
     {"prompt": "...", "completion": "..."}                                  JSONL
     {"messages": [{"role": "user", ...}, ..., {"role": "assistant", ...}]}  JSONL (last assistant turn = target)
+    {"instruction": "...", "input": "...", "output": "..."}                 Alpaca (input optional)
+    {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}   ShareGPT (human/gpt/system)
     a CSV or Parquet table whose columns ``task.columns`` maps, e.g. {prompt: text, completion: label}
 Preference rows: {"prompt": "...", "chosen": "...", "rejected": "..."} (same column mapping).
 
@@ -72,6 +74,10 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found (check task.train / task.test / task.prefs in params.yaml)")
+    if path.is_dir():  # a dataset saved with 🤗 datasets, or the hub's file layout, read through datasets itself
+        for i, row in enumerate(_hf_rows(path), start=1):
+            yield f"{path}:row {i}", row
+        return
     fmt = detect_format(path, fmt)
     if fmt == "jsonl":
         with open(path, "rb") as f:
@@ -106,6 +112,26 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
             yield f"{path}:row {i}", row
     else:
         raise DataError(f"{path}: unknown format {fmt!r} (use jsonl, csv or parquet)")
+
+
+def _hf_rows(path: Path):
+    """The rows of a ``save_to_disk`` folder (one Dataset, or a DatasetDict of one split) or of a folder in the hub's
+    layout (data/train-00000-of-00001.parquet, ...: ``datasets.load_dataset`` on the folder)."""
+    import datasets
+
+    saved = any((path / f).exists() for f in ("dataset_info.json", "state.json", "dataset_dict.json"))
+    try:
+        ds = datasets.load_from_disk(str(path)) if saved else datasets.load_dataset(str(path))
+    except Exception as e:  # noqa: BLE001  not a dataset folder: say what was tried
+        raise DataError(f"{path}: a folder, read through datasets ({'load_from_disk' if saved else 'load_dataset'}), "
+                        f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    if isinstance(ds, (datasets.DatasetDict, dict)):
+        if len(ds) != 1:
+            raise DataError(f"{path}: holds the splits {', '.join(ds)}; point task.train (and task.test) at one: "
+                            + ("its subfolder, e.g. " + str(path / next(iter(ds))) if saved else
+                               "one split's file, e.g. data/train-00000-of-00001.parquet"))
+        ds = next(iter(ds.values()))
+    return iter(ds)
 
 
 def _text(value, where: str, key: str) -> str:
@@ -159,14 +185,72 @@ def _from_messages(row: dict, where: str, system: str | None) -> tuple[list[dict
     return prompt, _text(msgs[-1]["content"], where, "messages[-1].content")
 
 
+SHAPES = {"messages": "chat messages (messages: role/content)", "sharegpt": "ShareGPT (conversations: from/value)",
+          "alpaca": "Alpaca (instruction, input, output)", "prompt": "prompt/completion"}
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def row_shapes(row: dict, columns: dict) -> list[str]:
+    """The row shapes ``row`` could be read as (more than one: ambiguous; a column mapping means prompt/completion)."""
+    if "prompt" in columns or "completion" in columns:
+        return ["prompt"]
+    found = [k for k, ok in (("messages", "messages" in row), ("sharegpt", "conversations" in row),
+                             ("alpaca", "instruction" in row and "output" in row),
+                             ("prompt", all(k in row for k in SFT_FIELDS))) if ok]
+    return found or ["prompt"]
+
+
+def _from_sharegpt(row: dict, where: str, system: str | None) -> tuple[list[dict], str]:
+    turns = row["conversations"]
+    if not isinstance(turns, list) or not turns:
+        raise DataError(f"{where}: 'conversations' must be a non-empty list of {{from, value}}")
+    msgs = []
+    for j, t in enumerate(turns):
+        if not isinstance(t, dict) or "from" not in t or "value" not in t:
+            raise DataError(f"{where}: conversations[{j}] must have 'from' and 'value'")
+        if t["from"] not in SHAREGPT_ROLES:
+            raise DataError(f"{where}: conversations[{j}].from is {t['from']!r}; use human, gpt or system")
+        msgs.append({"role": SHAREGPT_ROLES[t["from"]], "content": t["value"]})
+    if row.get("system") and msgs[0]["role"] != "system":
+        msgs.insert(0, {"role": "system", "content": row["system"]})
+    return _from_messages({"messages": msgs}, where, system)
+
+
+def _from_alpaca(row: dict, where: str, template: str | None, system: str | None) -> tuple[list[dict], str]:
+    if "instruction" not in row or "output" not in row:
+        raise _missing(where, row, ("instruction", "output"), {})
+    prompt = _text(row.get("instruction"), where, "instruction")
+    extra = row.get("input")
+    if extra is not None and not isinstance(extra, str):
+        raise DataError(f"{where}: 'input' must be text, got {type(extra).__name__}")
+    prompt += f"\n\n{extra}" if extra and extra.strip() else ""
+    messages = _prompt_messages(prompt, row, template, system or row.get("system") or None, where)
+    return messages, _text(row.get("output"), where, "output")
+
+
 def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = None,
                   template: str | None = None, system: str | None = None) -> list[Example]:
-    """Read supervised rows into Examples; raise DataError naming the first bad row."""
+    """Read supervised rows into Examples; raise DataError naming the first bad row. The row shape (SHAPES) is
+    detected from the first row and said once; every row is then read as that shape."""
     columns = columns or {}
-    out = []
+    out, shape = [], None
     for where, row in iter_raw(path, fmt):
-        if "messages" in row and columns.get("messages", "messages") in row and "prompt" not in columns:
+        if shape is None:
+            shapes = row_shapes(row, columns)
+            if len(shapes) > 1:
+                raise DataError(f"{where}: this row could be read as {' or as '.join(SHAPES[s] for s in shapes)}; "
+                                "keep the columns of one shape, or name the prompt and answer columns in "
+                                'task.columns (e.g. {"prompt": "instruction", "completion": "output"})')
+            shape = shapes[0]
+            print(f"[data] {path}: read as {SHAPES[shape]}", flush=True)
+        if shape == "sharegpt" and "conversations" in row:
+            messages, completion = _from_sharegpt(row, where, system)
+        elif shape == "alpaca":
+            messages, completion = _from_alpaca(row, where, template, system)
+        elif "messages" in row and columns.get("messages", "messages") in row and "prompt" not in columns:
             messages, completion = _from_messages(row, where, system)
+        elif shape == "sharegpt":
+            raise DataError(f"{where}: missing 'conversations' (the file's first row is ShareGPT)")
         else:
             if any(columns.get(k, k) not in row for k in SFT_FIELDS):
                 raise _missing(where, row, SFT_FIELDS, columns)
