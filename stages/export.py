@@ -29,7 +29,7 @@ from bakeoff.verdict import correctness
 SHIPPED = Path("reports/shipped.json")
 
 
-def agreement(name: str, preds: list[str], items: list, evaluated: list[dict], metric: str, resamples: int) -> dict:
+def agreement(preds: list[str], items: list, evaluated: list[dict], metric: str, resamples: int) -> dict:
     """``preds`` (answers of a shipped artifact) against the evaluated model's test answers, item by item."""
     figure = METRICS[metric].figure
     theirs = [tuple(r["score"]) if isinstance(r["score"], list) else r["score"] for r in evaluated]
@@ -97,7 +97,7 @@ def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:  # long: th
     model = load_for_eval(dest / "merged", precision=serving)
     preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"{name} merged")
     del model
-    out["merged"] = agreement(name, preds, score(plan.metric, preds, [e.completion for e in inputs.test],
+    out["merged"] = agreement(preds, score(plan.metric, preds, [e.completion for e in inputs.test],
                                                  plan.labels)[1], evaluated, plan.metric,
                               params.eval.bootstrap_resamples)
     t["merged_rescore_s"] = time.perf_counter() - t0 - sum(t.values())
@@ -109,7 +109,7 @@ def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:  # long: th
             items = score(plan.metric, served, [e.completion for e in inputs.test], plan.labels)[1]
             out["served"] = {"engine": export.LlamaServer.ENGINE, "threads": srv.threads,
                              "failed_items": sum(a.error is not None for a in got),
-                             **agreement(name, served, items, evaluated, plan.metric, params.eval.bootstrap_resamples)}
+                             **agreement(served, items, evaluated, plan.metric, params.eval.bootstrap_resamples)}
             out["serving"] = {"engine": export.LlamaServer.ENGINE, "gguf_type": params.export.gguf,
                               "rows": serving_figures(ep, prompts, plan.max_new_tokens,
                                                       max(params.eval.latency_requests, 4), params.export.concurrency)}

@@ -243,14 +243,14 @@ def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = No
                                 'task.columns (e.g. {"prompt": "instruction", "completion": "output"})')
             shape = shapes[0]
             print(f"[data] {path}: read as {SHAPES[shape]}", flush=True)
-        if shape == "sharegpt" and "conversations" in row:
+        if shape == "sharegpt":
+            if "conversations" not in row:
+                raise DataError(f"{where}: missing 'conversations' (the file's first row is ShareGPT)")
             messages, completion = _from_sharegpt(row, where, system)
         elif shape == "alpaca":
             messages, completion = _from_alpaca(row, where, template, system)
-        elif "messages" in row and columns.get("messages", "messages") in row and "prompt" not in columns:
+        elif shape == "messages" and "messages" in row:
             messages, completion = _from_messages(row, where, system)
-        elif shape == "sharegpt":
-            raise DataError(f"{where}: missing 'conversations' (the file's first row is ShareGPT)")
         else:
             if any(columns.get(k, k) not in row for k in SFT_FIELDS):
                 raise _missing(where, row, SFT_FIELDS, columns)

@@ -49,7 +49,6 @@ class Endpoint:
     timeout_s: float = 60.0
     max_retries: int = 4
     cache_dir: Path | None = field(default=CACHE)
-    sent: int = 0  # requests that reached the client this process (a cached answer sends none)
 
     @classmethod
     def from_spec(cls, spec: dict, cache_dir: Path | None = CACHE) -> "Endpoint":
@@ -101,7 +100,6 @@ class Endpoint:
                 return Answer(**{**json.loads(path.read_text()), "cached": True})
             except (ValueError, TypeError):
                 pass  # a torn entry: ask again
-        self.sent += 1
         t0 = time.perf_counter()
         try:
             r = client.chat.completions.create(model=self.model, messages=messages, **params)

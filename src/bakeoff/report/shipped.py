@@ -60,7 +60,8 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
                 out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
                            f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
             out += ["", "llama-cpp-python's server answers one request at a time: with more in flight, requests "
-                        "queue and latency grows while throughput stays; vLLM batches them.", ""]
+                        "queue and latency grows while throughput stays. A batching engine (vLLM) was not measured "
+                        "here.", ""]
     return out
 
 
