@@ -1,4 +1,5 @@
 # make repro: set up (once) and run the pipeline.   make test: set up (once) and run the tests.
+# make quick: a first answer in minutes (the same stages on a small budget, in quick/; the full run is make repro)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LLAMA_CPP := 0.3.36
@@ -9,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup repro test test-fast bench clean-runs mlflow-ui
+.PHONY: setup repro quick test test-fast bench clean-runs mlflow-ui
 
 setup: $(VENV)/.installed
 
@@ -29,8 +30,13 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 repro: setup
 	test -d .dvc || dvc init --quiet
-	dvc repro
+	$(PY) -m bakeoff.clock
 	@echo; echo "Report: reports/comparison.md   MLflow: make mlflow-ui"
+
+quick: setup
+	test -d .dvc || dvc init --quiet
+	$(PY) -m bakeoff.quick
+	@echo; echo "Quick look: quick/reports/comparison.md   The full bake-off: make repro"
 
 test: setup
 	$(PY) -m pytest

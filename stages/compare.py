@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from bakeoff import decision, report, runs, tracking, verdict
+from bakeoff import VERBOSE, decision, report, runs, tracking, verdict
 from bakeoff.config import load_params
 from bakeoff.errors import cli
 
@@ -52,7 +52,8 @@ def main() -> None:
                                   tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
                                         "best_baseline": v.get("baseline", ""),
                                         "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
-                                        "recommendation": (v["recommendation"] or {}).get("line", "")},
+                                        "recommendation": (v["recommendation"] or {}).get("line", ""),
+                                        "quick_look": str(bool(params.verdict.quick_look)).lower()},
                                   metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
                                   files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
                                   tables={"pairwise.json": pw})
@@ -62,7 +63,16 @@ def main() -> None:
     champion = champion_of(params, v.get("recommendation") or {})
     if champion:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
-    print(paths["md"].read_text())
+    md = paths["md"].read_text()
+    if VERBOSE:
+        print(md)
+        return
+    # the verdict and the recommendation, then where the rest is
+    after = md.split("## Verdict", 1)[-1].split("\n## ", 1)[0]
+    paragraphs = [p.strip() for p in after.split("\n\n") if p.strip()]
+    for p in paragraphs[:2]:
+        print(f"[compare] {p}")
+    print(f"[compare] the report: {paths['md']} ({paths['html']}: one page, plots inline)")
 
 
 if __name__ == "__main__":

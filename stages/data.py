@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from bakeoff import VERBOSE
 from bakeoff.config import load_params
 from bakeoff.prepare import prepare
 from bakeoff.errors import cli
@@ -30,7 +31,14 @@ def main() -> None:
         raise
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    print(json.dumps(stats, indent=2))
+    sp, checks = stats.get("splits") or {}, stats.get("checks") or {}
+    prefs = "/".join(str(sp[k]) for k in ("prefs_train", "prefs_val", "prefs_test") if k in sp)
+    found = [f"{c['count']} {k} ({c['policy']})" for k, c in checks.items() if c.get("count")]
+    print(f"[data] ok: train {sp.get('train')} · val {sp.get('val')} · test {sp.get('test')} rows"
+          + (f", preference pairs {prefs}" if prefs else "") + f"; data hash {stats.get('data_hash')}; "
+          + (", ".join(found) if found else "no duplicates, leakage or overlong rows") + f" (the record: {out}/stats.json)")
+    if VERBOSE:
+        print(json.dumps(stats, indent=2))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the dtype the runs use (`model.dtype: auto`: bf16 where every variant and the se
 import json
 import sys
 
+from bakeoff import VERBOSE
 from bakeoff.config import load_params
 from bakeoff.errors import cli
 from bakeoff.models import resolve_base, run_dtype
@@ -23,7 +24,11 @@ def main() -> None:
     runs_in = run_dtype([params.train_defaults.precision, params.eval.dtype])
     record = resolve_base(m.base, fresh_dir(out), dtype=m.dtype, trust_remote_code=m.trust_remote_code,
                           run_precision=runs_in)
-    print(json.dumps(record, indent=2))
+    print(f"[model] ok: {record.get('base')} ({record.get('kind')}"
+          + (f", {record['wheel']}" if record.get("wheel") else "") + f"): {record.get('params', 0) / 1e6:.1f}M "
+          f"params, {record.get('dtype')} → {out} (the record: {out}/bakeoff_source.json)")
+    if VERBOSE:
+        print(json.dumps(record, indent=2))
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ class TrackingConfig:
 @dataclass(frozen=True)
 class VerdictConfig:
     min_gain: float = 0.05  # the smallest gain in the primary metric worth fine-tuning for (0.05 = 5 points)
+    quick_look: bool = False  # set by `make quick` (bakeoff.quick): the report and MLflow say it is a quick look
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,17 @@ from pathlib import Path
 
 import torch
 
+from bakeoff import VERBOSE
 from bakeoff.errors import UserError
+
+if not VERBOSE:
+    # transformers' own bars ("Loading weights", "Writing model shards") end in under a second here; the hub's
+    # (a download, long work) share transformers' switch, so they are turned back on
+    import huggingface_hub.utils
+    from transformers.utils import logging as _hf_logging
+
+    _hf_logging.disable_progress_bar()
+    huggingface_hub.utils.enable_progress_bars()
 from bakeoff.runs import Skipped
 
 

@@ -34,6 +34,21 @@ def warning_lines(stats: dict) -> list[str]:
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
+def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
+    """A quick look says so first: its small budget, the interval that shows why, and the command for the real run."""
+    if not params.verdict.quick_look:
+        return []
+    n = df["n_test"].max() if "n_test" in df.columns and len(df) else None
+    lo, hi = v.get("ci_low"), v.get("ci_high")
+    width = (f" The gain's 95% interval here is [{lo * 100:+.1f}, {hi * 100:+.1f}] points, {(hi - lo) * 100:.0f} "
+             "points wide: few test items and short searches make it wide, and the full run's narrows it."
+             if lo is not None and hi is not None else "")
+    trials = params.tune.trials
+    return [f"> **Quick look, not the full bake-off** (`make quick`): measured on {n:.0f} test items with the base, its "
+            f"prompting baselines ({trials}-trial searches) and one LoRA variant ({trials}-trial search); no other "
+            f"technique was run.{width} The full bake-off, every technique with its full search: `make repro`.", ""]
+
+
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
     """At most three things a buyer must know before acting on the first screen."""
     out = []
@@ -62,8 +77,8 @@ def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: 
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))
     tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
-    record = {"provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
-    head = warning_lines(stats or {}) + verdict_lines(v, c, caveats(df, v, prov))
+    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
+    head = quick_look_lines(params, df, v) + warning_lines(stats or {}) + verdict_lines(v, c, caveats(df, v, prov))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
                   after_quality=middle, scope=v.get("scope"))
     if pw is not None:

@@ -1,0 +1,316 @@
+"""A clock for ``dvc repro``: the stages that will run and about how long, then one line as each starts and ends.
+
+    python -m bakeoff.clock [-f] [TARGET ...]      what `make repro` runs: `dvc repro [-f] [TARGET ...]` with a clock
+
+It sits on DVC, not beside it: DVC's own graph and plan (``plan_repro``, the order ``dvc repro`` runs), DVC's own
+check of what changed (each stage's status against dvc.lock), and DVC's own ``Repo.reproduce``, with one hook
+around each stage (its ``repro_fn``). A stage DVC finds unchanged is skipped exactly as ``dvc repro`` skips it.
+
+Before the first stage it prints the stages that will run and each one's estimate; then, per stage::
+
+    [7/17] train@lora — about 4 min — about 41 min left
+    [7/17] train@lora — done in 2 min 31 s (estimated 4 min)
+
+An estimate is the stage's last measured time in ``reports/clock.json`` (the run's record, written as each stage
+ends, so a killed run keeps what it measured) or, for a stage never timed here, a rough throughput estimate: this
+project's default on its 2-core reference CPU, scaled by the model's size, the steps, trials and test items (a
+projection, and said to be one). A search (``tune*``) whose study is no longer in its storage is estimated from its
+trials' own recorded wall time (``runs/<arm>/tuned.json``), since it will search again rather than reuse.
+Each record keeps the estimate beside the actual time, and the run's total beside the estimate made before its
+first stage, so how far off the clock was is on record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+RECORD = Path("reports/clock.json")
+
+# seconds per stage kind for the default (SmolLM2-135M, 414 train / 46 val / 60 test rows, 40 steps, 4 trials) on the
+# reference machine (AMD EPYC, 2 cores, AVX512-BF16): the last resort when nothing was measured here
+REFERENCE = {"model": 25, "data": 8, "tune_prompt": 170, "baseline": 72, "baseline_shots": 210, "tune": 350,
+             "train": 160, "train_from": 230, "evaluate": 72, "export": 60, "compare": 8, "other": 30}
+REFERENCE_PARAMS = 134_515_008
+REFERENCE_CPU = "AMD EPYC, 2 cores (AVX512-BF16, no AMX)"
+
+
+def human(seconds: float) -> str:
+    """4 min, 2 min 31 s, 45 s, 1 h 5 min: the clock's one way of writing a duration."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, r = divmod(s, 60)
+        return f"{m} min {r} s" if r and m < 10 else f"{m} min"
+    h, r = divmod(s, 3600)
+    return f"{h} h {r // 60} min"
+
+
+def about(seconds: float) -> str:
+    """A rounded estimate: whole seconds under 10 s, nearest 5 s under a minute, nearest minute above."""
+    if seconds < 10:
+        return f"{max(1, int(round(seconds)))} s"
+    if seconds < 60:
+        return f"{int(round(seconds / 5.0)) * 5} s"
+    return human(round(seconds / 60.0) * 60)
+
+
+def read_record(path: Path = RECORD) -> dict:
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"stages": {}, "runs": []}
+    rec.setdefault("stages", {})
+    rec.setdefault("runs", [])
+    return rec
+
+
+def write_record(rec: dict, path: Path = RECORD) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rec, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _kind(name: str) -> tuple[str, str | None]:
+    kind, _, key = name.partition("@")
+    return kind, key or None
+
+
+def _study_stored(tuned: dict, storage_url: str | None) -> bool | None:
+    """Is the study a search recorded still in its storage (then a rerun reuses its trials)? None: cannot tell."""
+    study = tuned.get("study")
+    if not study:
+        return None
+    if storage_url and not storage_url.startswith("sqlite:///"):
+        return None
+    db = Path(storage_url[len("sqlite:///"):]) if storage_url else Path(".bakeoff_tmp/tune.db")
+    if not db.exists():
+        return False
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            return con.execute("select 1 from studies where study_name = ?", (study,)).fetchone() is not None
+    except sqlite3.Error:
+        return None
+
+
+class Estimator:
+    """Each stage's estimate in seconds and what it rests on."""
+
+    def __init__(self, record: dict, params=None):
+        self.record, self.params = record, params
+        self.size = 1.0
+        source = Path("models/base/bakeoff_source.json")
+        try:
+            self.size = max(0.05, json.loads(source.read_text())["params"] / REFERENCE_PARAMS)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            self.n_test = json.loads(Path("data/prepared/stats.json").read_text())["splits"]["test"]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.n_test = None
+
+    def __call__(self, name: str) -> tuple[float, str]:
+        kind, key = _kind(name)
+        if kind in ("tune", "tune_prompt", "tune_from") and key:
+            search = self._search(name, key)
+            if search is not None:
+                return search
+        last = (self.record["stages"].get(name) or {}).get("actual_s")
+        if last is not None:
+            where = self.record["stages"][name].get("machine")
+            return float(last), "last run" + (f", on {where}" if where and where != self.record.get("machine") else "")
+        return self._throughput(kind, key), "throughput estimate"
+
+    def _search(self, name: str, key: str) -> tuple[float, str] | None:
+        try:
+            tuned = json.loads(Path(f"runs/{key}/tuned.json").read_text())
+        except (OSError, ValueError):
+            return None
+        storage = getattr(getattr(self.params, "tune", None), "storage", None)
+        if _study_stored(tuned, storage) is False and tuned.get("tune_wall_s"):
+            overhead = 15.0
+            return float(tuned["tune_wall_s"]) + overhead, "its trials' recorded time (its study is not stored here)"
+        return None
+
+    def _throughput(self, kind: str, key: str | None) -> float:
+        p = self.params
+        test = (self.n_test or 60) / 60.0
+        if p is not None and p.eval.max_examples:
+            test = min(test, p.eval.max_examples / 60.0)
+        trials = (p.tune.trials if p is not None else 4) / 4.0
+        if kind in ("model", "data", "export", "compare"):
+            return REFERENCE[kind] * (self.size if kind in ("model", "export") else 1.0)
+        if kind in ("baseline", "tune_prompt"):
+            b = (p.baselines.get(key) if p is not None and key else None)
+            if b is not None and getattr(b, "endpoint", None):
+                return REFERENCE["other"]
+            if kind == "tune_prompt":
+                return REFERENCE["tune_prompt"] * trials * self.size if b is not None and b.search else 5.0
+            shots = b.shots if b is not None else 0
+            return REFERENCE["baseline_shots" if shots else "baseline"] * test * self.size
+        v = p.variants.get(key) if p is not None and key else None
+        steps = (v.train.max_steps / 40.0) if v is not None else 1.0
+        if kind in ("tune", "tune_from"):
+            return REFERENCE["tune"] * trials * steps * self.size if (p is None or p.tune.trials) else 5.0
+        if kind in ("train", "train_from"):
+            return REFERENCE[kind] * steps * self.size
+        if kind in ("evaluate", "evaluate_from"):
+            return REFERENCE["evaluate"] * test * self.size
+        return REFERENCE["other"]
+
+
+def plan(repo, targets: list[str] | None, force: bool = False):
+    """DVC's order for these targets and the stages of it that will run: changed against dvc.lock (or forced), and
+    every stage downstream of one that will run."""
+    import networkx as nx
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+    graph = get_active_graph(repo.index.graph)
+    steps = plan_repro(graph, collect_stages(repo, targets or ["dvc.yaml"]))
+    will = set()
+    for stage in steps:
+        if stage in will:
+            continue
+        if force or stage.changed():
+            will.add(stage)
+            will.update(s for s in nx.ancestors(graph, stage) if s in steps)  # edges point at dependencies
+    return steps, [s for s in steps if s in will]
+
+
+def _load_params():
+    try:
+        from bakeoff.config import load_params
+
+        return load_params()
+    except Exception:  # noqa: BLE001 - a bad params.yaml is the stages' error to report, with its line
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bakeoff.clock", description="dvc repro, with a clock")
+    ap.add_argument("targets", nargs="*", help="stages or dvc.yaml files, as `dvc repro` takes them")
+    ap.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
+    ap.add_argument("--record", default=str(RECORD), help=f"the run's record of stage times (default {RECORD})")
+    args = ap.parse_args(argv)
+
+    from dvc.repo import Repo
+    from dvc.repo.reproduce import _reproduce_stage
+
+    from bakeoff import VERBOSE
+    from bakeoff.runs import device_name
+
+    import logging
+
+    if not VERBOSE:  # DVC's own progress lines (Running stage, the command, Updating lock file): the clock says it
+        logging.getLogger("dvc").setLevel(logging.WARNING)
+    record_path = Path(args.record)
+    rec = read_record(record_path)
+    machine = device_name()
+    rec["machine"] = machine
+    est = Estimator(rec, _load_params())
+    with Repo() as repo:
+        return _run(repo, args, rec, record_path, machine, est, _reproduce_stage)
+
+
+def _say_plan(steps, will, estimates: dict, total: float, machine: str) -> None:
+    if not will:
+        print(f"[clock] nothing to run: all {len(steps)} stages match dvc.lock", flush=True)
+        return
+    bases = sorted({b for _, b in estimates.values()})
+    print(f"[clock] {len(will)} of {len(steps)} stages will run, about {about(total)} in all on {machine} "
+          f"(estimates from: {'; '.join(bases)})", flush=True)
+    for s in will:
+        e, b = estimates[s.addressing]
+        print(f"  {s.addressing:<28} about {about(e):>8}   ({b})", flush=True)
+
+
+def _record_stage(rec: dict, name: str, status: str, dt: float, e: float, basis: str, machine: str) -> bool:
+    """The stage's entry in the record; True when it ran (a skip is not its real work, so not its next estimate)."""
+    entry = dict(rec["stages"].get(name) or {})
+    entry.update({"last_status": status, "last_s": round(dt, 1), "estimated_s": round(e, 1), "estimated_from": basis,
+                  "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if status == "ran":
+        entry.update({"actual_s": round(dt, 1), "machine": machine})
+    rec["stages"][name] = entry
+    return status == "ran"
+
+
+def _run(repo, args, rec, record_path, machine, est, _reproduce_stage) -> int:
+    from bakeoff.runs import git_commit
+
+    with repo.lock:  # what `dvc status` holds to read the stages' state
+        steps, will = plan(repo, args.targets, args.force)
+    estimates = {s.addressing: est(s.addressing) for s in will}
+    total = sum(e for e, _ in estimates.values())
+    _say_plan(steps, will, estimates, total, machine)
+    run = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
+           "machine": machine, "stages_planned": len(will), "estimated_total_s": round(total, 1)}
+    state = {"i": 0, "left": total, "ran": 0, "t0": time.perf_counter()}
+    order = {s.addressing: i for i, s in enumerate(will, 1)}
+
+    def timed(stage, **kwargs):
+        name = stage.addressing
+        e, basis = estimates.get(name) or est(name)
+        i = order.get(name)
+        tag = f"[{i}/{len(will)}]" if i else "[+]"
+        if i:  # a stage the plan did not expect to run is checked silently, and said only if it ran
+            print(f"{tag} {name} — about {about(e)} — about {about(state['left'])} left", flush=True)
+        t = time.perf_counter()
+        status = "failed"
+        try:
+            ret = _reproduce_stage(stage, **kwargs)
+            status = "ran" if ret else "unchanged"
+            return ret
+        finally:
+            dt = time.perf_counter() - t
+            state["left"] = max(0.0, state["left"] - e) if i else state["left"]
+            if _record_stage(rec, name, status, dt, e, basis, machine):
+                state["ran"] += 1
+            write_record(rec, record_path)
+            word = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED"}[status]
+            if i or status != "unchanged":
+                print(f"{tag} {name} — {word} in {human(dt)} (estimated {about(e)})", flush=True)
+
+    ok = False
+    try:
+        repo.reproduce(args.targets or None, force=args.force, repro_fn=timed)
+        ok = True
+    finally:
+        actual = time.perf_counter() - state["t0"]
+        run.update({"actual_total_s": round(actual, 1), "stages_ran": state["ran"], "completed": ok})
+        if total:
+            run["error_pct"] = round(100.0 * (total - actual) / actual, 1) if actual else None
+        rec["runs"] = (rec["runs"] + [run])[-20:]
+        write_record(rec, record_path)
+        err = run.get("error_pct")
+        off = f", {abs(err):.0f}% {'over' if err > 0 else 'under'}" if err is not None else ""
+        print(f"[clock] {state['ran']} stages ran in {human(actual)}; estimated before the first stage: "
+              f"{about(total)}{off} (record: {record_path})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    from bakeoff.errors import UserError
+
+    try:
+        sys.exit(main())
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as e:  # a stage that failed (DVC's ReproductionError names it; its output is above) or a bad
+        from dvc.exceptions import DvcException  # dvc.yaml: said the way `dvc repro` says it, without a traceback
+
+        if isinstance(e, DvcException):
+            print(f"error: {e}" + (f": {e.__cause__}" if e.__cause__ else ""), file=sys.stderr)
+            sys.exit(1)
+        raise

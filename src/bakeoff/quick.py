@@ -1,0 +1,166 @@
+"""A quick look: the same pipeline on a small budget, for a first answer in minutes (``make quick``).
+
+    python -m bakeoff.quick          builds quick/ from params.yaml, then runs `python -m bakeoff.clock` there
+
+The same dvc.yaml, stages and code as the full run, in a workspace of its own (``quick/``, ignored by git), so it
+never touches the full run's results, dvc.lock or searches. Its params.yaml is yours with a smaller budget:
+
+- the base as it is and your prompting baselines (endpoint baselines left out: they cost money per call), each search
+  capped at ``TRIALS`` trials and at most 3 shots;
+- one LoRA variant (your ``lora``, else your first LoRA variant, else a default one) with a search of ``TRIALS``
+  trials of at most ``STEPS`` steps of ``BATCH`` rows, starting from the top of its searched learning-rate range;
+  no derived variants (DPO, so no preference pairs), no other techniques;
+- ``EXAMPLES`` test items and ``VAL`` validation rows (when val is carved from train), no forgetting probe and no
+  lm-eval cross-check, no latency timing, the export without its served re-score.
+
+The report and the MLflow experiment (``<experiment> (quick look)``) say it is a quick look, with the interval that
+shows why; the full bake-off is ``make repro``. DVC's cache is shared with the project (``.dvc/cache``), so the
+model and data stages are restored from it when the full run already made them.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+QUICK_DIR = Path("quick")
+TRIALS = 2
+STEPS = 30
+BATCH = 8
+VAL = 24
+EXAMPLES = 30
+SUFFIX = " (quick look)"
+
+
+def pick_lora(variants: dict) -> tuple[str, dict]:
+    """The one LoRA variant a quick look trains: ``lora``, else the first PEFT LoRA variant, else a default."""
+    def is_peft_lora(v):
+        return isinstance(v, dict) and v.get("technique") == "lora" and v.get("backend", "peft") == "peft"
+
+    if is_peft_lora(variants.get("lora")):
+        return "lora", dict(variants["lora"])
+    for name, v in variants.items():
+        if is_peft_lora(v):
+            return name, dict(v)
+    return "lora", {"technique": "lora"}
+
+
+def overrides(raw: dict) -> dict:
+    """Your params (as read from params.yaml) on the quick look's budget."""
+    q = copy.deepcopy(raw)
+    baselines = {}
+    for name, b in (raw.get("baselines") or {}).items():
+        b = dict(b or {})
+        if b.get("endpoint"):
+            continue
+        search = b.get("search")
+        if isinstance(search, dict) and isinstance(search.get("shots"), list):
+            small = [s for s in search["shots"] if isinstance(s, int) and s <= 3]
+            b["search"] = {**search, "shots": small or [min(search["shots"])]}
+        if isinstance(b.get("shots"), int):
+            b["shots"] = min(b["shots"], 3)
+        baselines[name] = b
+    if not baselines:
+        baselines = {"zero_shot": {"shots": 0}}
+    q["baselines"] = baselines
+    name, v = pick_lora(raw.get("variants") or {})
+    defaults = raw.get("train_defaults") or {}
+    steps = v.get("max_steps") or defaults.get("max_steps") or STEPS
+    v["max_steps"] = min(int(steps), STEPS)
+    v["eval_steps"] = max(1, v["max_steps"] // 2)  # two judgements a trial: enough for the pruner, half the cost
+    # fewer, smaller steps: a batch of BATCH rows (no accumulation) and the rate the search starts from raised to the
+    # top of the technique's searched range (a short schedule wants the higher end; the search still tries lower)
+    v["effective_batch"] = v["micro_batch"] = min(int(v.get("effective_batch") or defaults.get("effective_batch") or BATCH), BATCH)
+    high = (((raw.get("tune") or {}).get("spaces") or {}).get("lora") or {}).get("lr", {}).get("high")
+    lr = float(v.get("lr") or defaults.get("lr") or 1e-3)
+    v["lr"] = float(high) if high and float(high) > lr else lr
+    q["variants"] = {name: v}
+    q["derived"] = {}
+    tune = dict(raw.get("tune") or {})
+    tune["trials"] = min(int(tune.get("trials", TRIALS) or 0), TRIALS) if tune.get("trials", TRIALS) else 0
+    tune.pop("share", None)
+    tune["storage"] = None  # the quick look's own searches (quick/.bakeoff_tmp/tune.db)
+    q["tune"] = tune
+    task = dict(raw.get("task") or {})
+    if not task.get("val") and (task.get("val_size", "auto") == "auto" or float(task["val_size"]) > VAL):
+        task["val_size"] = VAL  # the split searches and winners are judged on, carved from train: smaller, quicker
+    task["prefs"] = None  # preference pairs are DPO's, and a quick look trains no DPO
+    q["task"] = task
+    ev = dict(raw.get("eval") or {})
+    ev["max_examples"] = min(int(ev["max_examples"]), EXAMPLES) if ev.get("max_examples") else EXAMPLES
+    ev["lm_eval"] = "off"
+    ev["lm_eval_tasks"] = []
+    ev["latency_requests"] = 0  # latency is the full run's: one request at a time is the slowest way to generate
+    ev["probe"] = False  # the forgetting check is the full run's
+    q["eval"] = ev
+    q["export"] = {**(raw.get("export") or {}), "serve": False, "variants": None}
+    q["verdict"] = {**(raw.get("verdict") or {}), "quick_look": True}
+    tracking = dict(raw.get("tracking") or {})
+    tracking["experiment"] = (tracking.get("experiment") or (raw.get("task") or {}).get("name") or "bakeoff") + SUFFIX
+    q["tracking"] = tracking
+    return q
+
+
+def _copy(src: Path, dest: Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dest, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "prepared", "prepared.tmp"))
+    elif src.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+
+
+def build(root: Path = Path("."), dest: Path | None = None) -> Path:
+    """quick/ with the project's pipeline, code and data, and the quick params.yaml; returns it."""
+    from bakeoff.config import load_params
+
+    root = root.resolve()
+    dest = (dest or root / QUICK_DIR).resolve()
+    load_params(root / "params.yaml")  # your params' own errors, with their lines, before anything is copied
+    raw = yaml.safe_load((root / "params.yaml").read_text()) or {}
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in ("dvc.yaml", "stages", "src", "data"):
+        _copy(root / part, dest / part)
+    for key in ("train", "val", "test", "prefs"):  # task files outside data/
+        path = (raw.get("task") or {}).get(key)
+        if isinstance(path, str) and not Path(path).is_absolute() and not path.startswith("data/"):
+            _copy(root / path, dest / path)
+    header = ("# The quick look's params (python -m bakeoff.quick wrote this from ../params.yaml; edit that one):\n"
+              "# the same pipeline on a small budget. The full bake-off: make repro in the project's root.\n")
+    (dest / "params.yaml").write_text(header + yaml.safe_dump(overrides(raw), sort_keys=False))
+    load_params(dest / "params.yaml")
+    if not (dest / ".dvc").exists():
+        subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=dest, check=True)
+    cache = root / ".dvc" / "cache"
+    if (root / ".dvc").exists():
+        subprocess.run(["dvc", "config", "--local", "cache.dir", str(cache)], cwd=dest, check=True)
+    return dest
+
+
+def main() -> int:
+    from bakeoff import tracking
+    from bakeoff.config import load_params
+
+    t0 = time.perf_counter()
+    uri = tracking.tracking_uri(load_params())
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_absolute():
+        uri = f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+    dest = build()
+    print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines ({TRIALS}-trial "
+          f"searches) and one LoRA ({TRIALS} trials of ≤ {STEPS} steps of {BATCH} rows); MLflow: {uri}", flush=True)
+    env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": uri}
+    rc = subprocess.run([sys.executable, "-m", "bakeoff.clock"], cwd=dest, env=env).returncode
+    print(f"[quick] {'done' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s: "
+          f"{dest / 'reports' / 'comparison.md'}; the full bake-off (every technique, full searches): make repro",
+          flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The clock over `dvc repro` (bakeoff.clock), on a real DVC project of three small stages, run twice."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bakeoff.clock import about, human
+
+DVC_YAML = textwrap.dedent("""\
+    stages:
+      first:
+        cmd: python -c "import time; time.sleep(0.6); open('a.txt', 'w').write(open('in.txt').read())"
+        deps: [in.txt]
+        outs: [a.txt]
+      second:
+        cmd: python -c "import time; time.sleep(0.3); open('b.txt', 'w').write(open('a.txt').read() * 2)"
+        deps: [a.txt]
+        outs: [b.txt]
+      alone:
+        cmd: python -c "open('c.txt', 'w').write('c')"
+        outs: [c.txt]
+""")
+
+
+def clock(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bakeoff.clock", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture()
+def project(tmp_path):
+    subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=tmp_path, check=True)
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    (tmp_path / "in.txt").write_text("x")
+    return tmp_path
+
+
+def test_durations_are_written_one_way():
+    assert human(0.43) == "0.4 s" and human(45) == "45 s" and human(151) == "2 min 31 s" and human(1200) == "20 min" and human(3900) == "1 h 5 min"
+    assert about(3) == "3 s" and about(0.2) == "1 s" and about(33) == "35 s" and about(62) == "1 min" and about(245) == "4 min"
+
+
+def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(project):
+    r = clock(project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    # before the first stage: what will run, in DVC's order, and what each estimate rests on
+    assert "[clock] 3 of 3 stages will run" in out and "throughput estimate" in out
+    assert out.index("[clock] 3 of 3") < out.index("[1/3]")
+    assert out.index("[1/3] first — about") < out.index("[2/3] second — about")  # second depends on first
+    assert "left" in out.splitlines()[[i for i, ln in enumerate(out.splitlines()) if ln.startswith("[1/3]")][0]]
+    assert "[2/3] second — done in" in out and "[clock] 3 stages ran in" in out
+    assert (project / "b.txt").read_text() == "xx"  # DVC really ran them
+    rec = json.loads((project / "reports/clock.json").read_text())
+    assert rec["stages"]["first"]["actual_s"] >= 0.6 and rec["stages"]["first"]["estimated_from"] == "throughput estimate"
+    assert rec["runs"][-1]["completed"] and rec["runs"][-1]["stages_ran"] == 3
+
+    # nothing changed: DVC's own check says so, and nothing runs
+    r = clock(project)
+    assert "[clock] nothing to run: all 3 stages match dvc.lock" in r.stdout and "done in" not in r.stdout
+
+    # a changed input reruns its stage and the one downstream, estimated from the first run's record
+    (project / "in.txt").write_text("y")
+    r = clock(project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[clock] 2 of 3 stages will run" in r.stdout and "(last run)" in r.stdout
+    assert "alone —" not in r.stdout  # DVC checks it and skips it, as `dvc repro` does; the clock says nothing
+    rec2 = json.loads((project / "reports/clock.json").read_text())
+    first, second = rec["stages"]["first"]["actual_s"], rec["stages"]["second"]["actual_s"]
+    assert rec2["stages"]["first"]["estimated_s"] == pytest.approx(first, abs=0.05)
+    assert rec2["runs"][-1]["estimated_total_s"] == pytest.approx(first + second, abs=0.1)
+    assert (project / "b.txt").read_text() == "yy"
+
+    # -f runs every stage again, as dvc repro -f does
+    r = clock(project, "-f")
+    assert "[clock] 3 of 3 stages will run" in r.stdout and "[3/3]" in r.stdout
+
+
+def test_a_failed_stage_is_recorded_and_stops_the_run_as_dvc_does(project):
+    (project / "dvc.yaml").write_text(DVC_YAML + "  broken:\n    cmd: python -c \"import sys; sys.exit(3)\"\n"
+                                      "    deps: [b.txt]\n    outs: [d.txt]\n")
+    r = clock(project)
+    assert r.returncode == 1
+    assert "broken — FAILED in" in r.stdout and "failed to reproduce 'broken'" in r.stderr
+    assert "exited with 3" in r.stderr and "Traceback" not in r.stderr
+    rec = json.loads((project / "reports/clock.json").read_text())
+    assert rec["stages"]["broken"]["last_status"] == "failed" and "actual_s" not in rec["stages"]["broken"]
+    assert rec["runs"][-1]["completed"] is False and rec["stages"]["second"]["last_status"] == "ran"
+
+
+def test_a_bad_dvc_yaml_is_said_without_a_traceback(project):
+    (project / "dvc.yaml").write_text("stages:\n  first:\n    cmd: [\n")
+    r = clock(project)
+    assert r.returncode == 1 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr

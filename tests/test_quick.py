@@ -1,0 +1,49 @@
+"""The quick look (bakeoff.quick): the user's params on a small budget, read by the same loader, and said so."""
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from bakeoff import quick
+from bakeoff.config import Source, parse_params
+from bakeoff.report import quick_look_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_default_params_on_a_quick_budget_keep_the_base_prompting_and_one_lora():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    q = quick.overrides(raw)
+    p = parse_params(q, Source("quick/params.yaml", {}))
+    assert list(p.baselines) == list(raw["baselines"])  # the base as it is and the prompt search
+    assert list(p.variants) == ["lora"] and p.variants["lora"].technique == "lora"
+    assert p.variants["lora"].train.max_steps == quick.STEPS and p.tune.trials == quick.TRIALS
+    assert max(p.baselines["prompt_search"].search["shots"]) <= 3
+    assert p.eval.max_examples == quick.EXAMPLES and p.eval.lm_eval == "off" and not p.export.serve
+    assert p.task.val_size == quick.VAL and not p.eval.probe and p.variants["lora"].train.effective_batch == quick.BATCH
+    assert p.variants["lora"].train.lr == raw["tune"]["spaces"]["lora"]["lr"]["high"]
+    assert p.verdict.quick_look and p.tracking.experiment == "tickets (quick look)"
+    assert raw["variants"].keys() >= {"full", "qlora"} and "derived" in raw  # the user's params are not touched
+
+
+def test_a_users_params_keep_their_own_lora_and_drop_paid_endpoints():
+    raw = {"task": {"name": "mine", "train": "t.jsonl"},
+           "baselines": {"api": {"endpoint": {"base_url": "http://x/v1", "model": "m"}}, "few": {"shots": 8}},
+           "variants": {"big_full": {"technique": "full"}, "my_lora": {"technique": "lora", "r": 8, "max_steps": 200}},
+           "tune": {"trials": 10, "share": {"x": "y"}}}
+    q = quick.overrides(raw)
+    assert list(q["baselines"]) == ["few"] and q["baselines"]["few"]["shots"] == 3
+    assert list(q["variants"]) == ["my_lora"] and q["variants"]["my_lora"]["r"] == 8
+    assert q["variants"]["my_lora"]["max_steps"] == quick.STEPS and q["tune"]["trials"] == quick.TRIALS
+    assert "share" not in q["tune"] and q["tracking"]["experiment"] == "mine (quick look)"
+
+
+def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p = parse_params(quick.overrides(raw), Source("quick/params.yaml", {}))
+    lines = quick_look_lines(p, pd.DataFrame({"n_test": [30, 30]}), {"ci_low": 0.3, "ci_high": 0.8})
+    text = " ".join(lines)
+    assert "Quick look" in text and "30 test items" in text and "[+30.0, +80.0]" in text and "make repro" in text
+    full = parse_params(raw, Source("params.yaml", {}))
+    assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), {"ci_low": 0.3, "ci_high": 0.8}) == []
