@@ -96,3 +96,33 @@ def test_a_bad_dvc_yaml_is_said_without_a_traceback(project):
     (project / "dvc.yaml").write_text("stages:\n  first:\n    cmd: [\n")
     r = clock(project)
     assert r.returncode == 1 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_only_an_arms_empty_predictions_go_unwarned():
+    import logging
+
+    from bakeoff.clock import _EmptyPredictions
+
+    f = _EmptyPredictions()
+    rec = lambda path: logging.LogRecord("dvc.output", logging.WARNING, "", 0, "'%s' is empty.", (path,), None)  # noqa: E731
+    assert not f.filter(rec("runs/unsloth/predictions.jsonl"))
+    assert f.filter(rec("data/raw/mine.jsonl")) and f.filter(rec("runs/lora/eval.json"))
+
+
+def test_a_search_is_estimated_by_whether_its_study_is_still_stored(tmp_path, monkeypatch):
+    import sqlite3
+
+    from bakeoff.clock import Estimator
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs/lora").mkdir(parents=True)
+    (tmp_path / "runs/lora/tuned.json").write_text(json.dumps({"study": "tickets.lora.abc", "tune_wall_s": 340.0}))
+    # no study storage: it will search again, as long as its trials took
+    assert Estimator({"stages": {}, "runs": []})("tune@lora") == (355.0, "its trials' recorded time (its study is not stored here)")
+    (tmp_path / ".bakeoff_tmp").mkdir()
+    with sqlite3.connect(tmp_path / ".bakeoff_tmp/tune.db") as con:
+        con.execute("create table studies (study_name text)")
+        con.execute("insert into studies values ('tickets.lora.abc')")
+    assert Estimator({"stages": {}, "runs": []})("tune@lora")[1] == "its study is stored here, so reused"
+    timed = {"stages": {"tune@lora": {"actual_s": 9.5}}, "runs": []}
+    assert Estimator(timed)("tune@lora") == (9.5, "last run")
