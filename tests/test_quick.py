@@ -1,5 +1,6 @@
 """The quick look (bakeoff.quick): the user's params on a small budget, read by the same loader, and said so."""
 
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -45,5 +46,21 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     lines = quick_look_lines(p, pd.DataFrame({"n_test": [30, 30]}), {"ci_low": 0.3, "ci_high": 0.8})
     text = " ".join(lines)
     assert "Quick look" in text and "30 test items" in text and "[+30.0, +80.0]" in text and "make repro" in text
+    assert "`zero_shot`, `prompt_search`, `lora` only" in text and "each search 2 trials" in text
     full = parse_params(raw, Source("params.yaml", {}))
     assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), {"ci_low": 0.3, "ci_high": 0.8}) == []
+
+
+def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):
+    dest = quick.build(ROOT, tmp_path / "quick")
+    stages = subprocess.run(["dvc", "stage", "list", "--name-only"], cwd=dest, capture_output=True, text=True,
+                            check=True).stdout.split()
+    # the same dvc.yaml, expanded over the quick params: one LoRA, no other technique, no DPO
+    assert {"model", "data", "baseline@zero_shot", "tune@lora", "train@lora", "evaluate@lora", "export",
+            "compare"} <= set(stages)
+    assert not any(s.endswith(("@full", "@qlora", "@dpo", "@lora_lowmem")) for s in stages)
+    assert (dest / "stages/train.py").read_text() == (ROOT / "stages/train.py").read_text()
+    config = (dest / ".dvc/config.local").read_text()
+    assert str(ROOT / ".dvc" / "cache") in config  # DVC's cache shared with the project
+    assert (ROOT / "params.yaml").read_text() != (dest / "params.yaml").read_text()
+    assert "quick_look: true" in (dest / "params.yaml").read_text()

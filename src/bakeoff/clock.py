@@ -270,7 +270,7 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage) -> int:
     _say_plan(steps, will, estimates, total, machine)
     run = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
            "machine": machine, "stages_planned": len(will), "estimated_total_s": round(total, 1)}
-    state = {"i": 0, "left": total, "ran": 0, "t0": time.perf_counter()}
+    state = {"left": total, "ran": 0, "t0": time.perf_counter()}
     order = {s.addressing: i for i, s in enumerate(will, 1)}
 
     def timed(stage, **kwargs):

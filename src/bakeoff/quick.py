@@ -21,6 +21,7 @@ model and data stages are restored from it when the full run already made them.
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def overrides(raw: dict) -> dict:
     q["variants"] = {name: v}
     q["derived"] = {}
     tune = dict(raw.get("tune") or {})
-    tune["trials"] = min(int(tune.get("trials", TRIALS) or 0), TRIALS) if tune.get("trials", TRIALS) else 0
+    tune["trials"] = min(int(tune.get("trials", TRIALS) or 0), TRIALS)  # 0 (no search) stays 0
     tune.pop("share", None)
     tune["storage"] = None  # the quick look's own searches (quick/.bakeoff_tmp/tune.db)
     q["tune"] = tune
@@ -154,7 +155,7 @@ def main() -> int:
     dest = build()
     print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines ({TRIALS}-trial "
           f"searches) and one LoRA ({TRIALS} trials of ≤ {STEPS} steps of {BATCH} rows); MLflow: {uri}", flush=True)
-    env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": uri}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     rc = subprocess.run([sys.executable, "-m", "bakeoff.clock"], cwd=dest, env=env).returncode
     print(f"[quick] {'done' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s: "
           f"{dest / 'reports' / 'comparison.md'}; the full bake-off (every technique, full searches): make repro",

@@ -35,18 +35,19 @@ def warning_lines(stats: dict) -> list[str]:
 
 
 def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
-    """A quick look says so first: its small budget, the interval that shows why, and the command for the real run."""
+    """A quick look says so first: what it ran, the interval that shows why it is only that, and the full command."""
     if not params.verdict.quick_look:
         return []
     n = df["n_test"].max() if "n_test" in df.columns and len(df) else None
+    items = f"{n:.0f} test items" if n is not None and n == n else "its test items"
     lo, hi = v.get("ci_low"), v.get("ci_high")
     width = (f" The gain's 95% interval here is [{lo * 100:+.1f}, {hi * 100:+.1f}] points, {(hi - lo) * 100:.0f} "
-             "points wide: few test items and short searches make it wide, and the full run's narrows it."
+             "points wide: with few test items an interval is wide, and more items narrow it."
              if lo is not None and hi is not None else "")
-    trials = params.tune.trials
-    return [f"> **Quick look, not the full bake-off** (`make quick`): measured on {n:.0f} test items with the base, its "
-            f"prompting baselines ({trials}-trial searches) and one LoRA variant ({trials}-trial search); no other "
-            f"technique was run.{width} The full bake-off, every technique with its full search: `make repro`.", ""]
+    arms = ", ".join(f"`{x}`" for x in [*params.baselines, *params.variants])
+    return [f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, each "
+            f"search {params.tune.trials} trials.{width} The full bake-off, every technique with its full search: "
+            "`make repro`.", ""]
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
@@ -77,7 +78,8 @@ def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: 
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))
     tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
-    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
+    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov,
+              "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
     head = quick_look_lines(params, df, v) + warning_lines(stats or {}) + verdict_lines(v, c, caveats(df, v, prov))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
                   after_quality=middle, scope=v.get("scope"))
