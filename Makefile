@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup repro quick test test-fast bench clean-runs mlflow-ui
+.PHONY: setup repro quick worker postgres test test-fast bench clean-runs mlflow-ui
 
 setup: $(VENV)/.installed
 
@@ -38,10 +38,22 @@ quick: setup
 	$(PY) -m bakeoff.quick
 	@echo; echo "Quick look: quick/reports/comparison.md   The full bake-off: make repro"
 
-test: setup
+# one machine's share of a bake-off on several machines (README "Run it on several machines"):
+#   make worker STAGES="evaluate@lora evaluate_from@dpo"     (no STAGES: every stage, restoring what others pushed)
+worker: setup
+	test -d .dvc || dvc init --quiet
+	$(PY) -m bakeoff.worker $(STAGES)
+
+# tests/test_machines.py starts a throwaway PostgreSQL (Debian's package): installed here when it is missing
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  { echo "make: installing PostgreSQL for tests/test_machines.py (apt-get install postgresql)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+test: setup postgres
 	$(PY) -m pytest
 
-test-fast: setup
+test-fast: setup postgres
 	$(PY) -m pytest -m "not slow"
 
 # benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 55 min on 2 CPU cores

@@ -98,6 +98,7 @@ def main() -> None:
             write_jsonl(runs.predictions(name), [])
         tracking.log_metrics(record["metrics"])
         tracking.mark(record)
+    record["device"] = runs.device_name()  # what its figures were measured on (bakeoff.worker: per machine)
     runs.write_json(runs.eval_record(name), record)
     print(f"[{name}] {record['status']}: {runs.summary(record)}")
 

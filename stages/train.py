@@ -144,6 +144,7 @@ def main() -> None:
                 shutil.rmtree(adopt["dir"], ignore_errors=True)
         tracking.log_metrics({k: v for k, v in record["metrics"].items() if not k.endswith("_per_process")})
         tracking.mark(record)
+    record["device"] = runs.device_name()  # what its figures were measured on (bakeoff.worker: per machine)
     runs.write_json(runs.train_record(name), record)
     print(f"[{name}] {record['status']}: {runs.summary(record)}")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bakeoff.clock import about, human
+from bakeoff.clock import Estimator, about, human
 
 DVC_YAML = textwrap.dedent("""\
     stages:
@@ -67,12 +67,14 @@ def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(projec
     (project / "in.txt").write_text("y")
     r = clock(project)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "[clock] 2 of 3 stages will run" in r.stdout and "(last run)" in r.stdout
+    assert "[clock] 2 of 3 stages will run" in r.stdout and "(last run" in r.stdout
     assert "alone —" not in r.stdout  # DVC checks it and skips it, as `dvc repro` does; the clock says nothing
     rec2 = json.loads((project / "reports/clock.json").read_text())
     first, second = rec["stages"]["first"]["actual_s"], rec["stages"]["second"]["actual_s"]
-    assert rec2["stages"]["first"]["estimated_s"] == pytest.approx(first, abs=0.05)
-    assert rec2["runs"][-1]["estimated_total_s"] == pytest.approx(first + second, abs=0.1)
+    # scaled by the speed probe now against then, where they differ beyond the probe's spread
+    f = Estimator(rec, probe=rec2["runs"][-1]["probe_s"]).speed(rec["stages"]["first"])[0]
+    assert rec2["stages"]["first"]["estimated_s"] == pytest.approx(first * f, abs=0.05)
+    assert rec2["runs"][-1]["estimated_total_s"] == pytest.approx((first + second) * f, abs=0.1)
     assert (project / "b.txt").read_text() == "yy"
 
     # -f runs every stage again, as dvc repro -f does
@@ -126,3 +128,22 @@ def test_a_search_is_estimated_by_whether_its_study_is_still_stored(tmp_path, mo
     assert Estimator({"stages": {}, "runs": []})("tune@lora")[1] == "its study is stored here, so reused"
     timed = {"stages": {"tune@lora": {"actual_s": 9.5}}, "runs": []}
     assert Estimator(timed)("tune@lora") == (9.5, "last run")
+
+
+def test_a_last_time_is_scaled_by_the_machines_speed_now_against_then(tmp_path, monkeypatch):
+    """Machines of this kind run 1.4x slower some hours: a stage's last time is scaled by the speed probe now over
+    the probe recorded when it was timed (within 5%: as measured; no probe: unscaled)."""
+    from bakeoff.measure import speed_probe
+
+    monkeypatch.chdir(tmp_path)
+    rec = {"stages": {"train@lora": {"actual_s": 100.0, "probe_s": 0.02}}, "runs": []}
+    assert Estimator(rec, probe=0.03)("train@lora") == (pytest.approx(150.0), "last run, x1.50 for this machine's speed now")
+    assert Estimator(rec, probe=0.023)("train@lora") == (100.0, "last run")   # within the probe's own spread
+    assert Estimator(rec)("train@lora") == (100.0, "last run")
+    assert Estimator(rec, probe=1.0)("train@lora")[0] == pytest.approx(250.0)  # a factor past 2.5 is a broken probe
+    (tmp_path / "runs/lora").mkdir(parents=True)  # a search to run again: its trials' time, scaled the same way
+    (tmp_path / "runs/lora/tuned.json").write_text(json.dumps({"study": "s", "tune_wall_s": 200.0}))
+    rec["stages"]["tune@lora"] = {"actual_s": 5.0, "probe_s": 0.02}
+    assert Estimator(rec, probe=0.03)("tune@lora")[0] == pytest.approx(315.0)
+    probe = speed_probe()
+    assert 0.001 < probe < 5.0

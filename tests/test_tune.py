@@ -170,7 +170,7 @@ def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, ti
 def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
     """Default storage is a SQLite file beside the run's scratch folder: on a fresh clone that folder does not exist
     yet, and the first search must create it (the first `make repro` with tuning on failed here)."""
-    from bakeoff.search import open_study
+    from bakeoff.study import open_study
 
     data = _prepared(tickets, tmp_path / "data")
     work = tmp_path / "clone" / ".bakeoff_tmp" / "lora.tune"
@@ -286,7 +286,7 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
     most ``trials``); an arm with cheaper trials gets more of them, and none more tokens than one trial past it."""
     import optuna
 
-    from bakeoff.search import run_study
+    from bakeoff.study import run_study
 
     def study(name):
         return optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / 'b.db'}", direction="minimize")

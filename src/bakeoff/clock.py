@@ -4,7 +4,9 @@
 
 It sits on DVC, not beside it: DVC's own graph and plan (``plan_repro``, the order ``dvc repro`` runs), DVC's own
 check of what changed (each stage's status against dvc.lock), and DVC's own ``Repo.reproduce``, with one hook
-around each stage (its ``repro_fn``). A stage DVC finds unchanged is skipped exactly as ``dvc repro`` skips it.
+around each stage (its ``repro_fn``). A stage DVC finds unchanged is skipped exactly as ``dvc repro`` skips it; one
+DVC checks out from its run-cache (the same inputs ran before, here or on another machine: ``bakeoff.worker``) is
+said to be restored, not run.
 
 Before the first stage it prints the stages that will run and each one's estimate; then, per stage::
 
@@ -15,7 +17,9 @@ An estimate is the stage's last measured time in ``reports/clock.json`` (the run
 ends, so a killed run keeps what it measured) or, for a stage never timed here, a rough throughput estimate: this
 project's default on its 2-core reference CPU, scaled by the model's size, the steps, trials and test items (a
 projection, and said to be one). A search (``tune*``) whose study is no longer in its storage is estimated from its
-trials' own recorded wall time (``runs/<arm>/tuned.json``), since it will search again rather than reuse.
+trials' own recorded wall time (``runs/<arm>/tuned.json``), since it will search again rather than reuse. A
+measured time is scaled by this machine's speed now against then (``bakeoff.measure.speed_probe``, about 1 s, kept
+with each stage's time) when they differ by more than the probe's own spread.
 Each record keeps the estimate beside the actual time, and the run's total beside the estimate made before its
 first stage, so how far off the clock was is on record.
 """
@@ -40,6 +44,7 @@ REFERENCE = {"model": 25, "data": 8, "tune_prompt": 170, "baseline": 72, "baseli
              "tune_from": 900, "train": 160, "train_from": 230, "evaluate": 72, "export": 60, "compare": 8, "other": 30}
 REFERENCE_PARAMS = 134_515_008
 REFERENCE_CPU = "AMD EPYC, 2 cores (AVX512-BF16, no AMX)"
+SPEED_BAND = 0.2  # the speed probe (bakeoff.measure.speed_probe) varies up to 18% between processes here
 
 
 def human(seconds: float) -> str:
@@ -105,10 +110,10 @@ def _study_stored(tuned: dict, storage_url: str | None) -> bool | None:
 
 
 class Estimator:
-    """Each stage's estimate in seconds and what it rests on."""
+    """Each stage's estimate in seconds and what it rests on; ``probe``: ``bakeoff.measure.speed_probe()`` now."""
 
-    def __init__(self, record: dict, params=None):
-        self.record, self.params = record, params
+    def __init__(self, record: dict, params=None, probe: float | None = None):
+        self.record, self.params, self.probe = record, params, probe
         self.size = 1.0
         source = Path("models/base/bakeoff_source.json")
         try:
@@ -126,11 +131,22 @@ class Estimator:
             search = self._search(name, key)
             if search is not None:
                 return search
-        last = (self.record["stages"].get(name) or {}).get("actual_s")
-        if last is not None:
-            where = self.record["stages"][name].get("machine")
-            return float(last), "last run" + (f", on {where}" if where and where != self.record.get("machine") else "")
+        entry = self.record["stages"].get(name) or {}
+        if entry.get("actual_s") is not None:
+            where = entry.get("machine")
+            f, said = self.speed(entry)
+            return float(entry["actual_s"]) * f, "last run" + (
+                f", on {where}" if where and where != self.record.get("machine") else "") + said
         return self._throughput(kind, key), "throughput estimate"
+
+    def speed(self, entry: dict) -> tuple[float, str]:
+        """(factor, words): the probe now over the probe when ``entry`` was timed, within 0.4 to 2.5; 1 within
+        ``SPEED_BAND`` (the probe's own spread from one process to the next)."""
+        then = entry.get("probe_s")
+        if not (self.probe and then):
+            return 1.0, ""
+        f = min(2.5, max(0.4, self.probe / then))
+        return (1.0, "") if abs(f - 1.0) < SPEED_BAND else (f, f", x{f:.2f} for this machine's speed now")
 
     def _search(self, name: str, key: str) -> tuple[float, str] | None:
         try:
@@ -141,7 +157,9 @@ class Estimator:
         stored = _study_stored(tuned, storage)
         if stored is False and tuned.get("tune_wall_s"):
             overhead = 15.0
-            return float(tuned["tune_wall_s"]) + overhead, "its trials' recorded time (its study is not stored here)"
+            f, said = self.speed(self.record["stages"].get(name) or {})
+            return (float(tuned["tune_wall_s"]) * f + overhead,
+                    "its trials' recorded time (its study is not stored here)" + said)
         if stored and name not in self.record["stages"]:
             return 10.0, "its study is stored here, so reused"
         return None
@@ -221,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     rec = read_record(record_path)
     machine = device_name()
     rec["machine"] = machine
-    est = Estimator(rec, _load_params())
+    from bakeoff.measure import speed_probe
+
+    est = Estimator(rec, _load_params(), speed_probe())
     with Repo() as repo:
         return _run(repo, args, rec, record_path, machine, est, _reproduce_stage)
 
@@ -249,19 +269,64 @@ def _say_plan(steps, will, estimates: dict, total: float, machine: str) -> None:
         print(f"  {s.addressing:<28} about {about(e):>8}   ({b})", flush=True)
 
 
-def _record_stage(rec: dict, name: str, status: str, dt: float, e: float, basis: str, machine: str) -> bool:
+def _record_stage(rec: dict, name: str, status: str, dt: float, e: float, basis: str, machine: str,
+                  probe: float | None = None) -> bool:
     """The stage's entry in the record; True when it ran (a skip is not its real work, so not its next estimate)."""
     entry = dict(rec["stages"].get(name) or {})
     entry.update({"last_status": status, "last_s": round(dt, 1), "estimated_s": round(e, 1), "estimated_from": basis,
                   "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if status == "ran":
-        entry.update({"actual_s": round(dt, 1), "machine": machine})
+        entry.update({"actual_s": round(dt, 1), "machine": machine, "probe_s": probe})
     rec["stages"][name] = entry
     return status == "ran"
 
 
-def _run(repo, args, rec, record_path, machine, est, _reproduce_stage) -> int:
+def _track_restores(repo) -> set:
+    """The names of the stages DVC checks out from its (run-)cache instead of running their command, as it does."""
+    restored: set = set()
+    real_restore = repo.stage_cache.restore
+
+    def restore(stage, *a, **kw):
+        real_restore(stage, *a, **kw)  # raises RunCacheNotFoundError when there is nothing to restore
+        if not kw.get("dry"):
+            restored.add(stage.addressing)
+
+    repo.stage_cache.restore = restore
+    return restored
+
+
+def _close_run(rec: dict, run: dict, record_path: Path, actual: float, ran: int, restored: int, total: float,
+               ended: float) -> None:
+    """The run's entry in the record (its actual time beside its estimate) and the clock's last line. A run that
+    stopped early is compared on the stages it ended (``ended``: their estimates), not on the whole plan."""
+    ok = run.pop("_ok", False)
+    run.update({"actual_total_s": round(actual, 1), "stages_ran": ran, "completed": ok,
+                **({"stages_restored": restored} if restored else {})})
+    against = total if ok else ended
+    if not ok:
+        run["estimated_ended_s"] = round(ended, 1)
+    if against and actual:
+        run["error_pct"] = round(100.0 * (against - actual) / actual, 1)
+    rec["runs"] = (rec["runs"] + [run])[-20:]
+    write_record(rec, record_path)
+    err = run.get("error_pct")
+    off = f", {abs(err):.0f}% {'over' if err > 0 else 'under'}" if err is not None else ""
+    back = f" ({restored} more restored from the cache)" if restored else ""
+    if ok:
+        print(f"[clock] {ran} stages ran{back} in {human(actual)}; estimated before the first stage: "
+              f"{about(total)}{off} (record: {record_path})", flush=True)
+    else:
+        print(f"[clock] stopped: {ran} stages ran{back} in {human(actual)}; the stages it ended were estimated at "
+              f"{about(ended)}{off} (record: {record_path})", flush=True)
+
+
+def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=None, **repro_kwargs) -> int:
+    """``around(stage, run, restored)``: runs the stage through ``run()`` (bakeoff.worker holds a lock and pushes
+    there); ``restored``: the names of the stages restored from the cache so far;
+    ``repro_kwargs`` go to ``Repo.reproduce`` (the worker's ``pull=True``, as ``dvc repro --pull``)."""
     from bakeoff.runs import git_commit
+
+    restored = _track_restores(repo)
 
     with repo.lock:  # what `dvc status` holds to read the stages' state
         steps, will = plan(repo, args.targets, args.force)
@@ -269,8 +334,9 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage) -> int:
     total = sum(e for e, _ in estimates.values())
     _say_plan(steps, will, estimates, total, machine)
     run = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
-           "machine": machine, "stages_planned": len(will), "estimated_total_s": round(total, 1)}
-    state = {"left": total, "ran": 0, "t0": time.perf_counter()}
+           "machine": machine, "stages_planned": len(will), "estimated_total_s": round(total, 1),
+           "probe_s": est.probe}
+    state = {"left": total, "ran": 0, "t0": time.perf_counter(), "estimated_ended": 0.0}
     order = {s.addressing: i for i, s in enumerate(will, 1)}
 
     def timed(stage, **kwargs):
@@ -283,34 +349,29 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage) -> int:
         t = time.perf_counter()
         status = "failed"
         try:
-            ret = _reproduce_stage(stage, **kwargs)
-            status = "ran" if ret else "unchanged"
+            ret = (around(stage, lambda: _reproduce_stage(stage, **kwargs), restored) if around
+                   else _reproduce_stage(stage, **kwargs))
+            status = ("restored" if name in restored else "ran") if ret else "unchanged"
             return ret
         finally:
             dt = time.perf_counter() - t
             state["left"] = max(0.0, state["left"] - e) if i else state["left"]
-            if _record_stage(rec, name, status, dt, e, basis, machine):
+            if i:
+                state["estimated_ended"] += e
+            if _record_stage(rec, name, status, dt, e, basis, machine, est.probe):
                 state["ran"] += 1
             write_record(rec, record_path)
-            word = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED"}[status]
+            word = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED",
+                    "restored": "restored from the cache, not run,"}[status]
             if i or status != "unchanged":
                 print(f"{tag} {name} — {word} in {human(dt)} (estimated {about(e)})", flush=True)
 
-    ok = False
     try:
-        repo.reproduce(args.targets or None, force=args.force, repro_fn=timed)
-        ok = True
+        repo.reproduce(args.targets or None, force=args.force, repro_fn=timed, **repro_kwargs)
+        run["_ok"] = True
     finally:
-        actual = time.perf_counter() - state["t0"]
-        run.update({"actual_total_s": round(actual, 1), "stages_ran": state["ran"], "completed": ok})
-        if total:
-            run["error_pct"] = round(100.0 * (total - actual) / actual, 1) if actual else None
-        rec["runs"] = (rec["runs"] + [run])[-20:]
-        write_record(rec, record_path)
-        err = run.get("error_pct")
-        off = f", {abs(err):.0f}% {'over' if err > 0 else 'under'}" if err is not None else ""
-        print(f"[clock] {state['ran']} stages ran in {human(actual)}; estimated before the first stage: "
-              f"{about(total)}{off} (record: {record_path})", flush=True)
+        _close_run(rec, run, record_path, time.perf_counter() - state["t0"], state["ran"], len(restored), total,
+                   state["estimated_ended"])
     return 0
 
 

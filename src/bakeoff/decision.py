@@ -51,7 +51,8 @@ def decide(params, flips_dir: Path | None = None) -> SimpleNamespace:  # long: t
     src = prov.get("base_model") or {}
     scope = {"model": src.get("alias") or src.get("source") or params.model.base, "split": "test",
              "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
-             "machine": prov["device"], "target": target}
+             "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
+             "target": target}
     v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA, scope=scope, equivalence=eq,
              recommendation=ranking.recommend(df, v, groups, costs, eq, scope, params.verdict.min_gain))
     return SimpleNamespace(df=df, v=v, records=records, sized=sized, stats=stats, spent=spent, costs=costs,

@@ -210,8 +210,11 @@ def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
 def serving_words(rows: dict, names: list[str], machine: str) -> str:
     """Which run serves fastest, only where its latency's interquartile range separates from every other's
     (``bakeoff.measure.latency_separated``); otherwise a tie."""
+    from bakeoff.runs import SEVERAL
     from bakeoff.stats import latency_separated
 
+    if machine.startswith(SEVERAL):  # latencies of different machines say nothing of the runs
+        return f"Serving latency at batch 1: timed on {machine}; compare latencies within one machine only."
     timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
              and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
     if len(timed) < 2:

@@ -95,6 +95,23 @@ def device_name() -> str:
     return f"{name}, {len(os.sched_getaffinity(0))} cores ({feats})"
 
 
+SEVERAL = "several machines: "
+
+
+def measured_on(names: list[str], here: str) -> str:
+    """The machine the runs' figures were measured on: ``here`` when every record (``device``, written by the stage
+    that measured it) names it or none does; else "several machines: X (lora, dpo); Y (full)" (bakeoff.worker)."""
+    by: dict[str, list[str]] = {}
+    for n in names:
+        for path in (train_record(n), eval_record(n)):
+            device = (read_json(path) or {}).get("device")
+            if device and n not in by.setdefault(device, []):
+                by[device].append(n)
+    if len(by) <= 1:
+        return next(iter(by), here)
+    return SEVERAL + "; ".join(f"{d} ({', '.join(ns)})" for d, ns in by.items())
+
+
 def work_dir(name: str) -> Path:
     """A run's scratch folder (checkpoints, lm-eval task files); not a stage output."""
     return TMP / name

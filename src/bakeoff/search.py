@@ -15,26 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from bakeoff.tune import apply, rung_steps, run_identity, study_name, trial_variant
-
-
-def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None):
-    import optuna
-
-    if finite(space):  # a finite space: each point at most once (seeded order)
-        grid = {k: spec["choices"] for k, spec in space.items()}
-        sampler = optuna.samplers.GridSampler(grid, seed=tc.seed)
-    else:
-        sampler = optuna.samplers.TPESampler(seed=tc.seed, n_startup_trials=max(1, tc.trials // 2))
-    pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
-              # rungs at rung_steps × 2^k: a trial goes on to the next only while it is in the better half there
-              "halving": optuna.pruners.SuccessiveHalvingPruner(min_resource=rung_steps or "auto", reduction_factor=2),
-              "none": optuna.pruners.NopPruner()}[tc.pruner]
-    return sampler, pruner
-
-
-def finite(space: dict) -> bool:
-    return all("choices" in spec for spec in space.values())
+from bakeoff.study import _sampler_and_pruner, finite, open_study, run_study, values_drawn
+from bakeoff.tune import apply, rung_steps, run_identity, trial_variant
 
 
 def recipe_values(variant, space: dict) -> dict:
@@ -151,8 +133,6 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
     precision = resolve_precision(v.train.precision)
     parent = runs.variant_dir(v.parent) if v.parent else None
     recipe = recipe_values(v, space)
-    if not finite(space) and not study.get_trials(deepcopy=False):  # trial 0: the plain recipe, at full length
-        study.enqueue_trial(recipe, user_attrs={"recipe": True})
 
     def objective(trial):
         current = study.user_attrs.get("space") or space
@@ -163,6 +143,7 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
                 study.set_user_attr("space", current)
                 study.set_user_attr("widened", widenings)
         values = {k: suggest(trial, k, spec) for k, spec in current.items()}
+        values_drawn()
         tv = trial_variant(v, tc, values)
         out = Path(work_dir) / f"trial-{trial.number}"
         result = {"state": "pruned"}
@@ -197,7 +178,9 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
                 shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(out / "work", ignore_errors=True)
 
-    rec = run_study(study, objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None)
+    rec = run_study(study, objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None, url=storage,
+                    sampler_for=lambda n: _sampler_and_pruner(tc, space, rung, n)[0],
+                    enqueue=None if finite(space) else recipe)
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     out = {"variant": name, "storage": storage.split("://")[0], "searched": study.user_attrs.get("space") or space,
            "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": judged_by,
@@ -270,67 +253,6 @@ def _best_finished(study, direction: str):
     return (min if direction == "minimize" else max)(done, key=lambda t: t.value)
 
 
-def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, direction: str,
-               rung_steps: int | None = None):
-    """(study, storage URL): the study of ``name`` in ``tune.storage`` (default: .bakeoff_tmp/tune.db), created or
-    continued."""
-    import optuna
-
-    from bakeoff import runs
-
-    tc = params.tune
-    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
-    if not tc.storage:  # the default file's folder does not exist yet on a fresh clone
-        Path(work_dir).parent.mkdir(parents=True, exist_ok=True)
-    storage = tc.storage or f"sqlite:///{(Path(work_dir).parent / 'tune.db').resolve()}"
-    sampler, pruner = _sampler_and_pruner(tc, space, rung_steps)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
-    study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
-                                load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
-    return study, storage
-
-
-def run_study(study, objective, trials: int, token_budget: float | None = None) -> dict:
-    """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has) and
-    return its choice and every finished trial. ``token_budget`` (``tune.budget: tokens``): trials go on, up to
-    ``trials`` of them, only while the finished ones have trained fewer tokens than it."""
-    import optuna
-
-    # a trial that failed (out of memory, unsupported, crashed) counts in the budget like one that finished
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-
-    def spent() -> float:
-        return sum(t.user_attrs.get("tokens_seen") or 0 for t in study.get_trials(deepcopy=False, states=finished))
-
-    while (left := trials - len(study.get_trials(deepcopy=False, states=finished))) > 0:
-        if token_budget and spent() >= token_budget:
-            break
-        # the callback caps the total when other machines work on the same study
-        study.optimize(objective, n_trials=1 if token_budget else left, gc_after_trial=True, catch=(Exception,),
-                       callbacks=[optuna.study.MaxTrialsCallback(trials, finished)])
-        if not token_budget:
-            break
-    done = study.get_trials(deepcopy=False, states=finished)
-    listed = [{"number": t.number, "values": t.params, "value": t.value,
-               "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}
-                                                              for k, x in sorted(t.intermediate_values.items())],
-               **t.user_attrs, "state": t.user_attrs.get("status") or t.state.name.lower()} for t in done]
-    failed = [t for t in listed if t["state"] not in ("complete", "pruned")]
-    common = {"study": study.study_name, "trials": listed,
-              "n_pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in done),
-              "n_failed": len(failed),
-              # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
-              "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
-              "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}
-    if not any(t.state == optuna.trial.TrialState.COMPLETE for t in done):
-        counts = {}
-        for t in listed:
-            counts[t["state"]] = counts.get(t["state"], 0) + 1
-        how = ", ".join(f"{n} {state}" for state, n in counts.items())
-        return {**common, "values": {}, "skipped": f"no trial finished ({how}): params.yaml's values stand"}
-    return {**common, "values": study.best_params, "best_value": study.best_value, "best_trial": study.best_trial.number}
-
-
 def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, log_trial=None) -> dict:
     """The prompting arm searched like a variant: ``tune.trials`` points of baseline ``name``'s ``search`` space
     (shots, selection, instruction), each scored on the validation split with the base model in the serving dtype
@@ -357,6 +279,7 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
 
     def objective(trial):
         cfg = {k: trial.suggest_categorical(k, spec["choices"]) for k, spec in space.items()}
+        values_drawn()
         t_start = time.perf_counter()
         shots, selection = cfg.get("shots", b.shots), cfg.get("selection", b.selection)
         pick = shot_picker(inputs.train, shots, selection, params.task.seed)
@@ -391,4 +314,5 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
                 log_trial(trial.number, cfg, result)
 
     return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
-            **run_study(study, objective, tc.trials)}
+            **run_study(study, objective, tc.trials, url=storage,
+                        sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0])}

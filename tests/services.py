@@ -1,0 +1,97 @@
+"""Real servers for the tests, on 127.0.0.1, started and stopped by them: PostgreSQL (Debian's package; `.ci/run`
+installs it where it is missing) and `mlflow server`.
+
+    with Postgres() as pg:          # initdb in a temporary folder, `postgres` on a free port, trust auth
+        url = pg.create("studies")  # postgresql://bakeoff@127.0.0.1:PORT/studies
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg_bin(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+    if not found:
+        raise AssertionError(f"PostgreSQL's {name} is not installed: `apt-get install -y postgresql` (.ci/run does)")
+    return found
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster. PostgreSQL refuses to run as root: as root it runs as the `postgres` user the
+    Debian package creates."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="bakeoff-pg-"))
+        self.port = free_port()
+        self.user = "bakeoff"
+
+    def _as_owner(self, args: list[str]) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+    def __enter__(self) -> "Postgres":
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres")
+        data = self.dir / "data"
+        subprocess.run(self._as_owner([pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", self.user]),
+                       check=True, capture_output=True)
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=50"
+        subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(self.dir / "log"),
+                                       "-w", "start"]), check=True, capture_output=True)
+        return self
+
+    def url(self, db: str) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{db}"
+
+    def create(self, db: str) -> str:
+        subprocess.run([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, db],
+                       check=True, capture_output=True)
+        return self.url(db)
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"]),
+                       capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class MlflowServer:
+    """`mlflow server` on a free port of 127.0.0.1 with an sqlite backend; waits for its health check."""
+
+    def __init__(self, root: Path):
+        self.root, self.port = Path(root), free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "MlflowServer":
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                                      "--port", str(self.port), "--backend-store-uri",
+                                      f"sqlite:///{self.root / 'server.db'}", "--artifacts-destination",
+                                      str(self.root / "artifacts"), "--workers", "1"],
+                                     stdout=subprocess.DEVNULL, stderr=open(self.root / "server.log", "w"))
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(self.uri + "/health", timeout=1)
+                return self
+            except OSError:
+                assert self.proc.poll() is None, (self.root / "server.log").read_text()[-2000:]
+                time.sleep(0.5)
+        raise AssertionError("mlflow server did not start:\n" + (self.root / "server.log").read_text()[-2000:])
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
