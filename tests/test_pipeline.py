@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import make_dvc_repo
+from services import MlflowServer
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -39,28 +40,9 @@ def sh(cmd: str, cwd: Path, ok: bool = True, **extra) -> str:
 
 
 def start_mlflow_server(root: Path) -> None:
-    """`mlflow server` on a free port of 127.0.0.1 with an sqlite backend; waits for its health check."""
-    import socket
-    import time
-    import urllib.request
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
-                             "--port", str(port), "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
-                             "--artifacts-destination", str(root / "artifacts"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"))
-    uri = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(uri + "/health", timeout=1)
-            SERVER.update(uri=uri, proc=proc)
-            return
-        except OSError:
-            assert proc.poll() is None, (root / "server.log").read_text()[-2000:]
-            time.sleep(0.5)
-    raise AssertionError("mlflow server did not start:\n" + (root / "server.log").read_text()[-2000:])
+    """`mlflow server` on a free port of 127.0.0.1 with an sqlite backend (tests/services.py), for the module."""
+    server = MlflowServer(root).__enter__()
+    SERVER.update(uri=server.uri, proc=server.proc)
 
 
 @pytest.fixture(scope="module")

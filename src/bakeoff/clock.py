@@ -375,7 +375,9 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=No
     return 0
 
 
-if __name__ == "__main__":
+def cli(main) -> None:
+    """Exit with ``main()``'s code; a user error (2) or a failed stage or bad dvc.yaml (1: DVC's ReproductionError
+    names the stage, its output is above) said the way `dvc repro` says it, without a traceback."""
     from bakeoff.errors import UserError
 
     try:
@@ -383,10 +385,14 @@ if __name__ == "__main__":
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except Exception as e:  # a stage that failed (DVC's ReproductionError names it; its output is above) or a bad
-        from dvc.exceptions import DvcException  # dvc.yaml: said the way `dvc repro` says it, without a traceback
+    except Exception as e:
+        from dvc.exceptions import DvcException
 
         if isinstance(e, DvcException):
             print(f"error: {e}" + (f": {e.__cause__}" if e.__cause__ else ""), file=sys.stderr)
             sys.exit(1)
         raise
+
+
+if __name__ == "__main__":
+    cli(main)

@@ -22,7 +22,6 @@ it on several machines" has the recipe.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bakeoff.errors import UserError
@@ -112,15 +111,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except Exception as e:
-        from dvc.exceptions import DvcException
+    from bakeoff.clock import cli
 
-        if isinstance(e, DvcException):
-            print(f"error: {e}" + (f": {e.__cause__}" if e.__cause__ else ""), file=sys.stderr)
-            sys.exit(1)
-        raise
+    cli(main)
