@@ -39,7 +39,7 @@ def finite(space: dict) -> bool:
     return all("choices" in spec for spec in space.values())
 
 
-HEARTBEAT_S, GRACE_S = 10, 30  # a running trial writes a heartbeat every 10 s; 30 s without one: its worker died
+HEARTBEAT_S, GRACE_S = 10, 60  # a running trial writes a heartbeat every 10 s; 60 s without one: its worker died
 POLL_S = 2.0  # how often a worker that finished its share looks again at trials still running elsewhere
 
 
@@ -79,9 +79,14 @@ def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, d
     url = storage_url(params, work_dir)
     sampler, pruner = _sampler_and_pruner(tc, space, rung_steps)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
-    storage = storage_of(url)
-    study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
-                                load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
+    from bakeoff.locks import Lock
+
+    # two workers starting at once would both create Optuna's tables or the study (PostgreSQL: a UniqueViolation
+    # for the second, found by tests/test_machines.py under CI's load): one at a time
+    with Lock(url, "optuna:open-study", say=lambda m: None):
+        storage = storage_of(url)
+        study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
+                                    load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
     return study, url
 
 
@@ -186,7 +191,12 @@ def _draw_until_full(study, guarded, full, url, sampler_for, enqueue) -> None:
             if sampler_for is not None:
                 study.sampler = sampler_for(min(waiting) if waiting else len(every))
             _HELD.append(lock)
-            study.optimize(guarded, n_trials=1, gc_after_trial=True, catch=(Exception,))
+            try:
+                study.optimize(guarded, n_trials=1, gc_after_trial=True, catch=(Exception,))
+            except optuna.exceptions.UpdateFinishedTrialError:  # another worker saw no heartbeat and marked it lost
+                print(f"[tune] {study.study_name}: a trial here was marked lost by another worker (no heartbeat for "
+                      f"{GRACE_S} s: an overloaded machine?); its result is dropped and its place drawn again",
+                      flush=True)
         finally:
             values_drawn()
             lock.release()

@@ -31,6 +31,16 @@ def lock_name(experiment: str, stage: str) -> str:
     return f"stage:{experiment}:{stage}"
 
 
+def without_secret(url: str | None) -> str:
+    """A URL as it may be printed: any user and password (``postgresql://user:pass@host/db``) left out."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "local SQLite"
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl() if parts.netloc else url
+
+
 def _stage_hook(repo, url: str | None, experiment: str):
     """``around(stage, run, restored)`` for the clock: the stage's lock, the remote's run-cache pulled again once it
     is held, the stage run (or restored), and pushed before the lock goes when it ran here."""
@@ -97,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         if not is_postgres(url):
             print("[worker] tune.storage is not a PostgreSQL URL: stages are locked on this machine only, and each "
                   "machine keeps its own studies (README: Run it on several machines)", flush=True)
-        print(f"[worker] remote {remote!r}; MLflow {tracking_uri(params)}; studies and locks "
-              f"{(url.split('@')[-1] if url else 'local SQLite')}", flush=True)
+        print(f"[worker] remote {remote!r}; MLflow {without_secret(tracking_uri(params))}; studies and locks "
+              f"{without_secret(url)}", flush=True)
         around = _stage_hook(repo, url, experiment_name(params))
         rec = clock.read_record(Path(args.record))
         machine = device_name()
