@@ -296,10 +296,10 @@ def _track_restores(repo) -> set:
 
 
 def _close_run(rec: dict, run: dict, record_path: Path, actual: float, ran: int, restored: int, total: float,
-               ended: float) -> None:
+               ended: float, ok: bool) -> None:
     """The run's entry in the record (its actual time beside its estimate) and the clock's last line. A run that
-    stopped early is compared on the stages it ended (``ended``: their estimates), not on the whole plan."""
-    ok = run.pop("_ok", False)
+    stopped early (``ok`` false) is compared on the stages it ended (``ended``: their estimates), not on the whole
+    plan."""
     run.update({"actual_total_s": round(actual, 1), "stages_ran": ran, "completed": ok,
                 **({"stages_restored": restored} if restored else {})})
     against = total if ok else ended
@@ -366,12 +366,13 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=No
             if i or status != "unchanged":
                 print(f"{tag} {name} — {word} in {human(dt)} (estimated {about(e)})", flush=True)
 
+    ok = False
     try:
         repo.reproduce(args.targets or None, force=args.force, repro_fn=timed, **repro_kwargs)
-        run["_ok"] = True
+        ok = True
     finally:
         _close_run(rec, run, record_path, time.perf_counter() - state["t0"], state["ran"], len(restored), total,
-                   state["estimated_ended"])
+                   state["estimated_ended"], ok)
     return 0
 
 
