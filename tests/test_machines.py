@@ -281,7 +281,7 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     # the same result as one machine: report (timings aside), predictions, the search's trials
     report = {m: (tmp_path / m / "reports" / "comparison.md").read_text() for m in ("single", "c")}
     assert timings_masked(report["c"]) == timings_masked(report["single"])
-    quality = [ln for ln in timings_masked(report["c"]).splitlines() if ln.startswith("| lora | ")]
+    quality = [ln for ln in timings_masked(report["c"]).splitlines() if ln.strip().startswith("lora | ")]
     assert quality and "%" in quality[0] and "ok" in quality[0], quality  # the qualities are compared, not masked
     for arm in ("zero_shot", "lora", "full"):
         assert ((tmp_path / "c" / "runs" / arm / "predictions.jsonl").read_bytes()
