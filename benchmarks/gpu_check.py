@@ -24,6 +24,12 @@ Each part runs in its own process (clean CUDA peaks; Unsloth patches transformer
             (``bakeoff.measure.mfu``) against the card's dense bf16 peak from params.yaml's sizing.gpus
 
 On CPU (``--shape tiny``) every shape is a 2-layer model and every length 64 tokens; CUDA-only figures are None.
+
+Targets, each printed as met or MISSED; the script exits 1 on any miss (``--target name=value`` replaces one):
+every part ran (``parts_failed`` ≤ 0) and every pipeline status is ``ok`` (``full_oom``: ``oom``; on CPU Unsloth
+``skipped``); on CUDA also QLoRA at 8B ≤ 22 GiB, ≤ 10 GiB with checkpointing; QLoRA ≤ 0.6× LoRA's peak at 8B and
+1B; every CUDA peak within 10% of the sizing model; MFU of full fine-tuning ≥ 35% and of LoRA ≥ 25% at 1B; Unsloth
+ran. The tiny shape checks the first two (and, with a replaced target, that a miss exits 1).
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from targets import Targets  # noqa: E402
+from targets import add_argument as add_target_argument  # noqa: E402
 TOKENIZER = ROOT / "benchmarks" / "tokenizer"  # the default model's tokenizer (SmolLM2-135M-Instruct's)
 LIMIT_S = 9 * 60
 
@@ -353,7 +362,7 @@ def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) 
         peak = next((g["bf16_tflops"] * 1e12 for g in sorted(gpus, key=lambda g: -len(g["name"]))
                      if g["name"].lower().split("-")[0] in name), None)
     got = {}
-    for name, technique, extra in (("full", "full", {}), ("lora", "lora", {}),
+    for name, technique, extra in (("full", "full", {}), ("lora", "lora", {}), ("qlora", "qlora", {}),
                                    ("lora, all logits", "lora", {"loss_logits": "all"})):
         r = sub_step(model, technique, "hf", extra, batch, seq, 8, work / f"mfu-{name}", (deadline - time.time()) / 3)
         if peak and r.get("tokens_per_s"):
@@ -361,6 +370,57 @@ def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) 
         got[name] = r
     shutil.rmtree(model, ignore_errors=True)
     return {"status": "ok", "peak_tflops": peak and peak / 1e12, "rows": got}
+
+
+# ---------------------------------------------------------------- targets
+
+# what the GPU run must show (README "On a GPU"); torchtune measured 7.4 GiB for Llama-3 8B QLoRA at 2 x 2048 packed
+GIB = 1024 ** 3 / 1e9  # measured_gb is in 1e9 bytes; the targets are in GiB
+EXPECTED_NOT_OK = {"full_oom": "oom"}  # the pipeline's forced fault: its run must end `oom`
+
+
+def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
+    """Every target, printed as met or MISSED (``targets.exit()`` exits 1 on a miss). On CPU (``tiny``) the CUDA
+    figures do not exist: what is checked there is that every part ran and every pipeline status is as expected
+    (Unsloth skipped without CUDA)."""
+    failed = [p for p in ("env", "pipeline", "8b", "unsloth", "mfu") if p in res and
+              str(res[p].get("status", "")).startswith(("failed", "not run"))]
+    targets.at_most("parts_failed", len(failed), 0)
+    if failed:
+        for p in failed:
+            print(f"  part {p}: {res[p].get('status')}")
+    runs_ = (res.get("pipeline") or {}).get("runs") or {}
+    allowed = {**EXPECTED_NOT_OK, **({"unsloth": "skipped"} if tiny else {})}
+    wrong = [n for n, r in runs_.items() if r.get("train") != allowed.get(n, "ok")
+             or (n not in allowed and r.get("eval") != "ok")]
+    if runs_:
+        targets.at_most("pipeline_statuses_wrong", len(wrong), 0)
+        for n in wrong:
+            print(f"  pipeline {n}: train {runs_[n].get('train')}, eval {runs_[n].get('eval')}: {runs_[n].get('error')}")
+    if tiny:
+        return
+    eight = (res.get("8b") or {}).get("rows") or {}
+    one = (res.get("mfu") or {}).get("rows") or {}
+    gb = lambda r: (r or {}).get("measured_gb")  # noqa: E731
+    if gb(eight.get("qlora")) is not None:
+        targets.at_most("qlora_8b_peak_gib", round(gb(eight["qlora"]) / GIB, 2), 22.0)
+    if gb(eight.get("qlora + checkpointing")) is not None:
+        targets.at_most("qlora_8b_checkpointed_peak_gib", round(gb(eight["qlora + checkpointing"]) / GIB, 2), 10.0)
+    for shape, rows_ in (("8b", eight), ("1b", one)):
+        if gb(rows_.get("qlora")) is not None and gb(rows_.get("lora")):
+            targets.at_most(f"qlora_over_lora_peak_{shape}", round(gb(rows_["qlora"]) / gb(rows_["lora"]), 3), 0.6)
+    for shape, rows_ in (("8b", eight), ("1b", one)):
+        for name, r in rows_.items():
+            if isinstance(r.get("error_vs_model"), (int, float)):
+                targets.at_most(f"sizing_error_{shape}_{name.replace(' ', '_')}", round(abs(r["error_vs_model"]), 3),
+                                0.10)
+    for name, floor in (("full", 0.35), ("lora", 0.25)):
+        if isinstance((one.get(name) or {}).get("mfu"), (int, float)):
+            targets.at_least(f"mfu_1b_{name}", one[name]["mfu"], floor)
+        else:
+            targets.at_least(f"mfu_1b_{name}", 0.0, floor)  # not measured: a miss, never a silent pass
+    u = (res.get("unsloth") or {}).get("rows") or {}
+    targets.equal("unsloth_ran", (u.get("unsloth") or {}).get("status"), "ok")
 
 
 # ---------------------------------------------------------------- table
@@ -395,6 +455,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=("real", "tiny"), default="real")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "gpu.json"))
     ap.add_argument("--parts", default="env,pipeline,8b,unsloth,mfu")
+    add_target_argument(ap)
     ap.add_argument("--step", action="store_true", help=argparse.SUPPRESS)
     for k in ("--model", "--technique", "--backend", "--extra", "--work"):
         ap.add_argument(k, help=argparse.SUPPRESS)
@@ -438,10 +499,14 @@ def main() -> None:
                  f"card, dvc exp run -S sizing.mfu={low:.2f}   (the lowest, a run without checkpointing)")
         res["sizing_mfu"] = round(low, 3)
     print(text)
+    targets = Targets.from_args(args.target)
+    check_targets(res, targets, tiny)
     res["table"] = text.splitlines()
+    res["targets"] = targets.results
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2, default=str))
     print(f"[gpu_check] {args.out}")
+    targets.exit()
 
 
 if __name__ == "__main__":

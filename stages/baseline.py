@@ -13,7 +13,7 @@ from bakeoff import runs, tracking
 from bakeoff.config import load_params
 from bakeoff.data import Example, write_jsonl
 from bakeoff.errors import cli
-from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval
+from bakeoff.evaluate import EvalInputs, evaluate_examples, run_lm_eval, side_check
 from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
 from bakeoff.prompts import few_shot_messages, shot_picker
 from bakeoff.tune import as_run
@@ -33,12 +33,13 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
     from bakeoff import endpoint
 
     ep = endpoint.Endpoint.from_spec(b.endpoint)
-    served = ep.preflight()  # UserError: stops the stage, naming the variable or the URL, before any request
-    record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model,
-                        "model_listed": ep.model in served if served else None, "concurrency": ep.concurrency,
+    ep.check_key()  # an unset key variable is the user's to fix: the stage stops, naming it, before any request
+    record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model, "concurrency": ep.concurrency,
                         "price": b.price}
 
     def work():
+        served = ep.preflight()  # a server that does not answer or refuses the key: this baseline's failure
+        record["engine"]["model_listed"] = ep.model in served if served else None
         metrics, rows = endpoint.evaluate(ep, inputs.test, inputs.val, inputs.plan, to_prompt, b.price, name)
         record["engine"]["label_choice"] = metrics.pop("label_choice", "no label set: generation only")
         write_jsonl(runs.predictions(name), rows)
@@ -77,20 +78,23 @@ def main() -> None:
             metrics["serving_dtype"] = serving
             write_jsonl(runs.predictions(name), rows)
             resume.finish()
-            if params.eval.lm_eval != "off":
-                metrics.update(run_lm_eval(inputs, rows, {"pretrained": str(BASE)}, tok,
-                                           runs.work_dir(name) / "lm_eval", to_prompt, torch_name(serving),
-                                           params.eval.lm_eval))
+            if params.eval.lm_eval != "off":  # each side check's failure is its own, never the baseline's
+                side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
+                    inputs, rows, {"pretrained": str(BASE)}, tok, runs.work_dir(name) / "lm_eval", to_prompt,
+                    torch_name(serving), params.eval.lm_eval))
             if params.eval.probe and as_is:
                 from bakeoff.lmeval import run_probe
 
-                metrics.update(run_probe(model, tok, runs.work_dir(name) / "probe", params.eval.batch_size,
-                                         limit=params.eval.probe_limit), general_kl=0.0)  # the base itself
+                side_check(record, metrics, "probe", lambda: {**run_probe(
+                    model, tok, runs.work_dir(name) / "probe", params.eval.batch_size, limit=params.eval.probe_limit),
+                    "general_kl": 0.0})  # the base itself
             if params.eval.lm_eval_tasks and as_is:
                 from bakeoff.lmeval import run_standard
 
-                record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,
-                                                       params.eval.batch_size, params.eval.lm_eval_limit)
+                def standard():
+                    record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,
+                                                           params.eval.batch_size, params.eval.lm_eval_limit)
+                side_check(record, metrics, "lm_eval_tasks", standard)
             return metrics
 
         runs.guarded(record, remote or work)

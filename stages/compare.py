@@ -35,7 +35,8 @@ def champion_of(params, rec: dict) -> dict | None:
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "reports")
     params = load_params()
-    d = decision.decide(params, runs.fresh_dir(out / "flips"))
+    shipped = runs.read_json(out / "shipped.json")
+    d = decision.decide(params, runs.fresh_dir(out / "flips"), shipped)
     df, v, pw, card, costs = d.df, d.v, d.pw, d.card, d.costs
     # the money follows the recommendation: the variant it names, served on its card, against the best prompting
     picked = decision.picked(v)
@@ -45,7 +46,7 @@ def main() -> None:
     histories = {n: r.get("history") or [] for n, r in d.records.items()}
     images = report.plots(df, histories, runs.fresh_dir(out / "plots"), params.task.metric, pw)
     extra = {"budget": d.spent, "costs": costs, "serve_card": card.__dict__ if card else None,
-             "shipped": runs.read_json(out / "shipped.json")}
+             "shipped": shipped}
     paths = report.write_all(out, df, params, v, c, d.sized, d.prov, images, d.stats, pw, extra)
     names = list(df["name"])
     parent = tracking.summary_run(params, names,

@@ -15,7 +15,7 @@ from bakeoff.config import load_params
 from bakeoff.data import write_jsonl
 from bakeoff.errors import cli
 from bakeoff.evaluate import (EvalInputs, KlToBase, evaluate_examples, latency, quantized_control, run_lm_eval,
-                              score_seed)
+                              score_seed, side_check)
 from bakeoff.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.techniques import get_technique
 
@@ -40,19 +40,33 @@ def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], prim
             "quality_seed_max": round(max(qualities), 4)}
 
 
-def general_checks(params, name: str, lm, tok, serving: str, record: dict) -> dict:
-    """The forgetting checks lm-eval runs on ``lm`` (a loaded model or its ``hf`` model_args): the offline probe
-    (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
+def general_checks(params, name: str, lm, tok, serving: str, record: dict, metrics: dict) -> None:
+    """The forgetting checks lm-eval runs on ``lm`` (a loaded model or its ``hf`` model_args), each a side check:
+    the offline probe (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
     from bakeoff.lmeval import run_probe, run_standard
 
-    metrics = {}
     if params.eval.probe:
-        metrics.update(run_probe(lm, tok, runs.work_dir(name) / "probe", params.eval.batch_size, torch_name(serving),
-                                 params.eval.probe_limit))
+        side_check(record, metrics, "probe", lambda: run_probe(lm, tok, runs.work_dir(name) / "probe",
+                                                                params.eval.batch_size, torch_name(serving),
+                                                                params.eval.probe_limit))
     if params.eval.lm_eval_tasks:
-        record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
-                                               params.eval.lm_eval_limit, torch_name(serving))
-    return metrics
+        def standard():
+            record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
+                                                   params.eval.lm_eval_limit, torch_name(serving))
+        side_check(record, metrics, "lm_eval_tasks", standard)
+
+
+def unmerged_latency(technique, v, serving: str, tok, inputs) -> dict:
+    """Latency of an adapter served unmerged (nothing where the technique serves it merged only)."""
+    unmerged = technique.load_unmerged(BASE, runs.variant_dir(v.name), v, serving)
+    if unmerged is None:
+        return {}
+    prompts = [e.messages for e in inputs.test]
+    got = latency(unmerged, tok, prompts, inputs.plan.max_new_tokens, inputs.plan.latency_requests,
+                  f"{v.name} unmerged").metrics("_unmerged")
+    del unmerged
+    gc.collect()
+    return got
 
 
 @cli
@@ -87,8 +101,8 @@ def main() -> None:
                 resume.finish()
                 metrics.update(served=technique.served_as(out), serving_dtype=technique.serving_dtype(v, serving))
                 kl = KlToBase(BASE, name, serving) if params.eval.probe else None
-                if kl:  # how far training moved the model from the base on general text (finished below)
-                    kl.take(model, tok)
+                if kl and not side_check(record, metrics, "general_kl", lambda: kl.take(model, tok)):
+                    kl = None  # how far training moved the model from the base on general text (finished below)
                 if v.technique == "qlora" and hasattr(model, "disable_adapter"):
                     # the control: the untrained 4-bit base scored like every run (task, probe, KL to the base)
                     from bakeoff.lmeval import run_probe
@@ -107,22 +121,18 @@ def main() -> None:
                     gc.collect()
                     model = None
                 if inputs.plan.latency_requests:
-                    unmerged = technique.load_unmerged(BASE, out, v, serving)
-                    if unmerged is not None:
-                        prompts = [e.messages for e in inputs.test]
-                        metrics.update(latency(unmerged, tok, prompts, inputs.plan.max_new_tokens,
-                                               inputs.plan.latency_requests, f"{name} unmerged").metrics("_unmerged"))
-                        del unmerged
-                        gc.collect()
+                    side_check(record, metrics, "latency_unmerged", lambda: unmerged_latency(technique, v, serving,
+                                                                                           tok, inputs))
                 lm = lm_model if lm_model is not None else model
                 if params.eval.lm_eval != "off":
-                    metrics.update(run_lm_eval(inputs, rows, lm, tok, runs.work_dir(name) / "lm_eval",
-                                               dtype=torch_name(serving), mode=params.eval.lm_eval))
-                metrics.update(general_checks(params, name, lm, tok, serving, record))
+                    side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
+                        inputs, rows, lm, tok, runs.work_dir(name) / "lm_eval", dtype=torch_name(serving),
+                        mode=params.eval.lm_eval))
+                general_checks(params, name, lm, tok, serving, record, metrics)
                 if kl:  # the base, where it is loaded, only once the evaluated model is freed
                     del model, lm
                     gc.collect()
-                    metrics.update(kl.finish(tok))
+                    side_check(record, metrics, "general_kl", lambda: kl.finish(tok))
                 return metrics
 
             runs.guarded(record, work)

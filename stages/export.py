@@ -125,32 +125,63 @@ def _size(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
 
 
-@cli
-def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "exports")
-    params = load_params()
+def export_all(params, out: Path, shipped: dict) -> None:
+    """Ship each chosen variant into ``out``; one variant's failure is its status in ``shipped``, the others go on."""
     if params.export.variants:
-        names, why = list(params.export.variants), "export.variants"
+        names, shipped["chosen_by"] = list(params.export.variants), "export.variants"
     else:
         pick = decision.picked(decision.decide(params).v)
-        names, why = ([pick] if pick else []), "the recommendation"
+        names, shipped["chosen_by"] = ([pick] if pick else []), "the recommendation"
     runs.fresh_dir(out)
     inputs = EvalInputs.load(runs.PREPARED, params)
-    shipped = {"chosen_by": why, "machine": runs.device_name(), "variants": {}}
     for name in names:
         rec = {}
         runs.guarded(rec, lambda: ship(params, name, out / name, inputs))  # one failure is that variant's status
-        shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
-        ev = runs.read_json(runs.eval_record(name)) or {}
-        got = shipped["variants"][name]
+        got = shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
         flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got
                 for f in ("identical_share", "quality")}
+        ev = runs.read_json(runs.eval_record(name)) or {}
         if ev.get("run_id") and flat:
             tracking.log_to_run(ev["run_id"], {f"shipped_{k}": v for k, v in flat.items()}, params)
         print(f"[export] {name}: {got.get('status')} {flat or got.get('reason') or got.get('error', '')}")
     if not names:
         shipped["note"] = "nothing to export: the recommendation is not a fine-tuned variant (set export.variants)"
         print(f"[export] {shipped['note']}")
+    if params.eval.latency_requests:  # a side figure: its failure is its own, the export stands
+        rec = runs.guarded({}, lambda: time_interleaved(params, inputs))
+        shipped["latency_interleaved"] = rec["metrics"] if rec["status"] == "ok" else {
+            "status": rec["status"], "error": rec["error"].splitlines()[0]}
+
+
+def time_interleaved(params, inputs: EvalInputs) -> dict:
+    """Every evaluated variant's serving latency at batch 1, timed interleaved in this one process (as served:
+    merged, QLoRA on its 4-bit base), so that the report compares them on one machine state."""
+    from bakeoff.evaluate import interleaved_latency
+    from bakeoff.techniques import get_technique
+
+    serving, models = resolve_precision(params.eval.dtype), {}
+    for name, v in params.variants.items():
+        if (runs.read_json(runs.eval_record(name)) or {}).get("status") == "ok":
+            models[name] = get_technique(v.technique).load_for_eval(runs.BASE, runs.variant_dir(name), v, serving)
+    if len(models) < 2:
+        return {}
+    logs = interleaved_latency(models, load_tokenizer(runs.BASE), [e.messages for e in inputs.test],
+                               inputs.plan.max_new_tokens, params.eval.latency_requests)
+    print(f"[export] serving latency of {len(models)} variants timed interleaved ({params.eval.latency_requests} "
+          "rounds)", flush=True)
+    return {n: log.metrics() for n, log in logs.items()}
+
+
+@cli
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "exports")
+    params = load_params()
+    shipped = {"chosen_by": None, "machine": runs.device_name(), "variants": {}}
+    rec = runs.guarded({}, lambda: export_all(params, out, shipped))  # whatever fails, compare still runs
+    if rec["status"] != "ok":
+        shipped.update(status=rec["status"], error=rec["error"])
+        print(f"[export] {rec['status']}: {rec['error'].splitlines()[0]}")
+    out.mkdir(parents=True, exist_ok=True)  # a declared output, even when nothing was exported
     runs.write_json(SHIPPED, shipped)
 
 

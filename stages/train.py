@@ -34,10 +34,10 @@ def main() -> None:
     from bakeoff import runs, tune
 
     v, tuned = tune.as_run(params, name)  # with the tune stage's choice, judged on validation
-    if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:
+    if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:  # every rank's failure is the arm's status
         from bakeoff.techniques.trainer import launch
 
-        sys.exit(launch(str(Path(__file__).resolve()), name, v.train))
+        return launch(str(Path(__file__).resolve()), name, params, v)
     no_unsloth = None
     if v.backend == "unsloth":  # before anything imports transformers, PEFT or TRL; on a CPU, not at all
         from bakeoff.techniques.backends import unsloth
@@ -48,7 +48,7 @@ def main() -> None:
     from bakeoff import tracking
     from bakeoff.models import resolve_precision
     from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import fingerprint, rank, resumable, train
+    from bakeoff.techniques.trainer import fingerprint, guard_rank, rank, resumable, train
 
     if rank() == 0:
         tracking.check_reachable(tracking.tracking_uri(params))  # before anything of the last run is touched
@@ -80,8 +80,7 @@ def main() -> None:
 
     if rank() != 0:  # another process of a multi-process run: train, and leave records and MLflow to rank 0
         out = runs.variant_dir(name)
-        work_fn()
-        return
+        return guard_rank(name, work_fn)  # its failure is written for the launcher, which records the arm's
 
     out = runs.fresh_dir(runs.variant_dir(name))
     if resume is None:

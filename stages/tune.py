@@ -31,11 +31,12 @@ def main() -> None:
     target = params.tune.share.get(name, name)
     if not params.tune.trials or (baseline and not params.baseline(name).search):
         why = "tune.trials is 0" if not params.tune.trials else f"baselines.{name} has no search"
-        runs.write_json(runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "skipped": why})
+        runs.write_json(runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "status": "off",
+                                                  "skipped": why})
         print(f"[{name}] not tuned: {why}")
         return
     try:
-        rec = tune_prompt(params, name) if baseline else tune_one(params, name, target)
+        rec = {"status": "ok", **(tune_prompt(params, name) if baseline else tune_one(params, name, target))}
     except UserError:
         raise
     except Exception as e:  # a search that cannot run is this arm's note, not the pipeline's end: it trains as written

@@ -3,6 +3,7 @@ installs it where it is missing) and `mlflow server`.
 
     with Postgres() as pg:          # initdb in a temporary folder, `postgres` on a free port, trust auth
         url = pg.create("studies")  # postgresql://bakeoff@127.0.0.1:PORT/studies
+    with Postgres(password="...") as pg:  # password auth (scram-sha-256): clients need PGPASSWORD or ~/.pgpass
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ class Postgres:
     """A throwaway PostgreSQL cluster. PostgreSQL refuses to run as root: as root it runs as the `postgres` user the
     Debian package creates."""
 
-    def __init__(self):
+    def __init__(self, password: str | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="bakeoff-pg-"))
         self.port = free_port()
-        self.user = "bakeoff"
+        self.user, self.password = "bakeoff", password
 
     def _as_owner(self, args: list[str]) -> list[str]:
         return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
@@ -48,7 +49,14 @@ class Postgres:
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres")
         data = self.dir / "data"
-        subprocess.run(self._as_owner([pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", self.user]),
+        auth = ["-A", "trust"]
+        if self.password:  # the superuser's password from a file only the server's owner reads
+            pwfile = self.dir / "pw"
+            pwfile.write_text(self.password + "\n")
+            if os.geteuid() == 0:
+                shutil.chown(pwfile, "postgres")
+            auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
+        subprocess.run(self._as_owner([pg_bin("initdb"), "-D", str(data), *auth, "-U", self.user]),
                        check=True, capture_output=True)
         opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=50"
         subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(self.dir / "log"),
@@ -59,8 +67,9 @@ class Postgres:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{db}"
 
     def create(self, db: str) -> str:
+        env = {**os.environ, **({"PGPASSWORD": self.password} if self.password else {})}
         subprocess.run([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, db],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env=env)
         return self.url(db)
 
     def __exit__(self, *exc) -> None:

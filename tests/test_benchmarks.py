@@ -58,3 +58,41 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     assert res["unsloth"]["status"].startswith("skipped") or res["unsloth"]["status"].startswith("missing")
     assert res["mfu"]["rows"]["full"]["status"] == "ok" and res["mfu"]["rows"]["lora"]["tokens_per_s"] > 0
     assert "pipeline" in r.stdout and "qlora + checkpointing" in r.stdout
+    met = {t["name"]: t["met"] for t in res["targets"]}
+    assert met == {"parts_failed": True, "pipeline_statuses_wrong": True}, res["targets"]  # CPU: the CUDA ones absent
+
+
+def test_a_missed_target_of_the_gpu_check_exits_1(tmp_path):
+    """The check cannot pass by failing: a target it misses (here one replaced to be out of reach) exits 1."""
+    out = tmp_path / "gpu.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--parts", "env",
+           "--out", str(out)]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "target parts_failed: 0 ≤ 0: met" in ok.stdout, ok.stdout[-2000:] + ok.stderr
+    r = subprocess.run(cmd + ["--target", "parts_failed=-1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "target parts_failed: 0 ≤ -1: MISSED" in r.stdout, r.stdout[-2000:] + r.stderr
+    assert "MISSED: parts_failed" in r.stderr
+    assert json.loads(out.read_text())["targets"] == [{"name": "parts_failed", "value": 0, "target": "≤ -1",
+                                                       "met": False}]
+
+
+def test_the_gpu_checks_cuda_targets_miss_on_figures_that_miss_them(capsys):
+    """The CUDA targets on figures as a GPU run writes them: each miss is printed and counted; a figure never
+    measured is a miss, not a pass."""
+    from targets import Targets
+
+    rows = lambda **kw: {k: {"status": "ok", **v} for k, v in kw.items()}  # noqa: E731
+    res = {"env": {"status": "ok"}, "pipeline": {"status": "ok", "runs": {
+               "lora": {"train": "ok", "eval": "ok"}, "full_oom": {"train": "oom"}, "qlora": {"train": "failed"}}},
+           "8b": {"status": "ok", "rows": rows(**{"qlora": {"measured_gb": 25.0, "error_vs_model": 0.05},
+                                                   "qlora + checkpointing": {"measured_gb": 9.0, "error_vs_model": -0.2},
+                                                   "lora": {"measured_gb": 30.0, "error_vs_model": 0.01}})},
+           "unsloth": {"status": "ok", "rows": rows(unsloth={"tokens_per_s": 1.0})},
+           "mfu": {"status": "ok", "rows": rows(full={"mfu": 0.40, "measured_gb": 20.0},
+                                                lora={"measured_gb": 10.0}, qlora={"measured_gb": 7.0})}}
+    t = Targets()
+    gpu_check.check_targets(res, t, tiny=False)
+    missed = set(t.missed)
+    assert missed == {"pipeline_statuses_wrong", "qlora_8b_peak_gib", "qlora_over_lora_peak_8b",
+                      "qlora_over_lora_peak_1b", "sizing_error_8b_qlora_+_checkpointing", "mfu_1b_lora"}, t.results
+    assert "MISSED" in capsys.readouterr().out

@@ -85,6 +85,18 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     # its training 3 + its search 3 × 60/30 = 6 + its parent's all in 3 = 12; at mfu_low every part doubles
     assert dpo["usd"] == pytest.approx(12.0) and dpo["usd_high"] == pytest.approx(24.0) and dpo["parent_usd"] == 3.0
     assert costs.all_in("qlora", {}, spent, seen, {}) is None  # fits no card: no cost to show
+    # bought alone, an arm pays its whole search (lora's 90 tokens, not its third of them) and its parent's
+    assert lora["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60) and lora["search_users"] == 3
+    assert dpo["alone_usd"] == pytest.approx(3.0 + 3.0 * 60 / 30 + lora["alone_usd"])
+    fits["qlora"] = {**fits["lora"]}
+    q = costs.all_in("qlora", fits, spent, {**seen, "qlora": 60}, {})
+    assert q["usd"] == pytest.approx(2.0 + 2.0 * 30 / 60) and q["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60)
+    assert q["search_users"] == 3 and q["lender"] == "lora"
+    from bakeoff.ranking import projected_words
+
+    said = projected_words("qlora", ["qlora"], {"qlora": q})[0]
+    assert "$5.0–10 all in, bought alone (training, `lora`'s whole search)" in said, said
+    assert "$3.0–6.0 when its search is split among the 3 arms that use it" in said, said
 
 
 def test_break_even_is_requests_a_day_against_a_named_card():

@@ -130,14 +130,22 @@ def test_a_malformed_response_is_that_items_recorded_failure_and_is_asked_again(
 
 
 def test_a_dead_url_or_a_missing_key_fails_before_any_request(proxy, monkeypatch):
+    """A missing key variable is the user's error (UserError: the stage stops); a dead URL or a refused key is the
+    endpoint's, which that baseline records as its failure (EndpointDown). Neither sends a completion."""
+    from bakeoff.endpoint import EndpointDown
+
+    before = proxy.hits
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(UserError, match=KEY_ENV):
+        Endpoint(proxy.url, "smollm2", KEY_ENV).check_key()
+    with pytest.raises(UserError, match=KEY_ENV):
         Endpoint(proxy.url, "smollm2", KEY_ENV).preflight()
-    with pytest.raises(UserError, match=r"http://127\.0\.0\.1:9/v1 does not answer"):
+    with pytest.raises(EndpointDown, match=r"http://127\.0\.0\.1:9/v1 does not answer"):
         Endpoint("http://127.0.0.1:9/v1", "m", None).preflight()
     monkeypatch.setenv(KEY_ENV, "sk-wrong")
-    with pytest.raises(UserError, match="refused the key"):
+    with pytest.raises(EndpointDown, match="refused the key"):
         Endpoint(proxy.url, "smollm2", KEY_ENV).preflight()
+    assert proxy.hits == before
 
 
 def test_label_choice_reads_the_servers_log_probabilities_or_says_generation_only(proxy, tmp_path, monkeypatch):
@@ -273,11 +281,18 @@ def test_a_rerun_sends_no_request(project, proxy):
 
 
 @pytest.mark.slow
-def test_a_dead_url_or_a_missing_key_stops_the_stage_naming_it(project, proxy):
+def test_a_dead_endpoint_is_that_baselines_failure_and_a_missing_key_stops_the_stage(project, proxy):
+    """A dead URL: `dvc repro` goes on, the baseline is recorded `failed` with the URL, nothing was sent, and the
+    report's first screen names it. A missing key variable stops the stage (the user's to fix), keeping what was."""
     repo, _, _ = project
-    r = sh("python stages/baseline.py dead", repo, ok=False)
-    assert r.returncode == 2 and "http://127.0.0.1:9/v1 does not answer" in r.stderr and "Traceback" not in r.stderr
-    assert not (repo / "runs" / "dead" / "eval.json").exists()
+    r = sh("dvc repro baseline@dead", repo)
+    rec = json.loads((repo / "runs" / "dead" / "eval.json").read_text())
+    assert rec["status"] == "failed" and "http://127.0.0.1:9/v1 does not answer" in rec["error"], rec
+    assert "EndpointDown" in rec["error"] and rec["metrics"] == {}
+    assert "[dead] failed: EndpointDown: the endpoint http://127.0.0.1:9/v1 does not answer" in r.stdout
+    sh("python stages/compare.py reports", repo)
+    first = (repo / "reports" / "comparison.md").read_text().split("\n## Quality")[0]
+    assert "No result from `dead` (failed)" in first and "the verdict is on the other runs" in first, first
     before, kept = proxy.hits, (repo / "runs" / "big" / "eval.json").read_text()
     r = sh("python stages/baseline.py big", repo, ok=False, key=False)
     assert r.returncode == 2 and f"environment variable {KEY_ENV}, which is not set" in r.stderr

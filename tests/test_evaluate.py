@@ -441,3 +441,24 @@ def _moved(model_dir):
         for p in m.model.layers.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     return m
+
+
+def test_interleaved_latency_times_each_model_in_turn_in_one_process(tiny_model_dir, tickets, monkeypatch):
+    """Every model gets one request per round, the order rotated each round, after one untimed warm-up each: the
+    models' timings are taken over the same minutes."""
+    from bakeoff import evaluate
+
+    tok = load_tokenizer(tiny_model_dir)
+    models = {"a": load_model(tiny_model_dir).eval(), "b": load_model(tiny_model_dir).eval()}
+    order, real = [], evaluate.generate
+
+    def spy(model, tok_, prompts, *a, **k):
+        order.append(next(n for n, m in models.items() if m is model))
+        return real(model, tok_, prompts, *a, **k)
+
+    monkeypatch.setattr(evaluate, "generate", spy)
+    prompts = [e.messages for e in read_examples(tickets)[:3]]
+    logs = evaluate.interleaved_latency(models, tok, prompts, 4, 3)
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then rounds 0 (a b), 1 (b a), 2 (a b)
+    assert {n: len(x.seconds) for n, x in logs.items()} == {"a": 3, "b": 3}
+    assert logs["a"].metrics()["latency_p50_s"] > 0

@@ -27,9 +27,15 @@ from services import MlflowServer, Postgres
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# the database's password: every client here reads it from PGPASSWORD, as libpq does; the URLs hold none, and the
+# three-machine test checks that it reaches no file, no MLflow run and no log
+PLANTED = "pl4nted-Pg-s3cret"
+
+
 @pytest.fixture(scope="module")
 def pg():
-    with Postgres() as server:
+    with Postgres(password=PLANTED) as server, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PGPASSWORD", PLANTED)
         yield server
 
 
@@ -293,10 +299,19 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     arms = [r.data.tags.get("bakeoff.name") for r in runs if r.data.tags.get("kind") in ("baseline", "variant")]
     assert sorted(arms) == ["full", "lora", "zero_shot"], arms
     assert [r.data.tags.get("bakeoff.name") for r in runs].count("comparison") == 1
+    # the database's password (PGPASSWORD only) is nowhere: params, dvc.lock, the DVC caches and the remote's
+    # run-cache, the records, MLflow's store and its runs' params and tags, the machines' logs
+    for r in runs:
+        assert PLANTED not in json.dumps([r.data.params, r.data.tags]), r.info.run_name
+    for log in [c_log, *logs.values()]:
+        assert PLANTED not in log
+    holding = [str(f) for f in tmp_path.rglob("*") if f.is_file() and PLANTED.encode() in f.read_bytes()]
+    assert not holding, holding
+    assert list((remote / "runs").rglob("*")), "the remote holds no run-cache: the check above saw none"
 
 
 def test_the_worker_prints_its_services_without_their_passwords():
-    from bakeoff.worker import without_secret
+    from bakeoff.schema import without_secret
 
     assert without_secret("postgresql://bob:s3cret@db.example:5432/bakeoff") == "postgresql://db.example:5432/bakeoff"
     assert without_secret("http://u:p@mlflow:5000") == "http://mlflow:5000"

@@ -279,6 +279,12 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
 
     assert header(tables.QUALITY_MORE).index("label choice 95% CI") == header(tables.QUALITY_MORE).index("label choice") + 1
     assert header(tables.QUALITY).index("95% CI") == header(tables.QUALITY).index("quality") + 1
+    # the figure the gain is taken against stands in the main table and in the verdict, with its path
+    assert row["verdict_figure"] == "50.0% by label choice"
+    main = "\n".join(tables._table(df, tables.QUALITY))
+    assert "| zero_shot | ok | 0.0% | 0.0%–0.0% | 50.0% by label choice |" in main, main
+    v = verdict.verdict(df, 0.05)
+    assert "over `zero_shot` (50.0% by label choice)" in v["reason"] and v["baseline_figure"] == "50.0% by label choice"
 
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
@@ -310,3 +316,76 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
     assert (lora["tune_tokens"], lora["tune_wall_s"]) == (300, 30.0)
     assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search " \
            "chose lr=0.0002, which scored 0.1 there." in text
+
+
+def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, monkeypatch):
+    """DPO whose search kept a rate too small to train: the same answer on every test item as its parent and a
+    preference loss of 0.686 against ln 2 = 0.693. It "did not move from `lora`", not "converged"; a DPO whose
+    answers differ, or whose loss left ln 2, keeps its own convergence."""
+    from bakeoff import runs
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("lora", "dpo", "dpo_moved", "dpo_loss"):
+        _write(tmp_path, name, [1.0] * 30 + [0.0] * 10, 100, "variant")
+    moved = tmp_path / "runs" / "dpo_moved" / "predictions.jsonl"
+    rows = [json.loads(x) for x in moved.read_text().splitlines()]
+    moved.write_text("".join(json.dumps({**r, "prediction": "q" if r["id"] == 3 else "p"}) + "\n" for r in rows))
+    for name, loss in (("dpo", 0.686), ("dpo_moved", 0.686), ("dpo_loss", 0.52)):
+        runs.write_json(runs.train_record(name), {"status": "ok", "val_curve": [{"step": 10, "loss": loss}]})
+    df = verdict.collect([], ["lora", "dpo", "dpo_moved", "dpo_loss"])
+    df["convergence"] = "converged"
+    got = verdict.did_not_move(df, {"dpo": "lora", "dpo_moved": "lora", "dpo_loss": "lora"})
+    assert list(got) == ["dpo"] and got["dpo"]["identical"] == 40
+    conv = df.set_index("name")["convergence"]
+    assert conv["dpo"] == "did not move from `lora`" and conv["dpo_moved"] == conv["dpo_loss"] == "converged"
+
+
+def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "few_shot", [1.0] * 20 + [0.0] * 180, 400, "baseline")
+    for name in ("full", "lora"):
+        _write(tmp_path, name, [1.0] * 160 + [0.0] * 40, 100, "variant")
+    for name, val in (("few_shot", 0.1), ("full", 0.9), ("lora", 0.9)):
+        rec = tmp_path / "runs" / name / "eval.json"
+        r = json.loads(rec.read_text())
+        r["metrics"]["val_quality"] = val
+        rec.write_text(json.dumps(r))
+    df = verdict.collect(["few_shot"], ["full", "lora"])
+    verdict.add_confidence(df, "exact_match", resamples=500)
+    v = verdict.verdict(df, 0.05)
+    assert v["variant"] == "full" and v["tie"] == {"runs": ["full", "lora"], "at": 0.9, "split": "validation",
+                                                   "rule": "the first listed in params.yaml leads"}
+    assert v["reason"].startswith("`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
+                                  "leads) beats `few_shot` (10.0% generated)"), v["reason"]
+
+
+def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
+    from bakeoff.ranking import serving_words
+    from bakeoff.report.shipped import throughput_words
+
+    def lat(p25, p50, p75):
+        return {"latency_p25_s": p25, "latency_p50_s": p50, "latency_p75_s": p75}
+
+    tie = {"a": lat(1.0, 1.1, 1.2), "b": lat(1.1, 1.2, 1.3)}
+    assert "tie" in serving_words(tie, ["a", "b"], "here") and "every pair" in serving_words(tie, ["a", "b"], "here")
+    some = {"a": lat(1.0, 1.1, 1.2), "b": lat(1.1, 1.2, 1.3), "c": lat(1.25, 1.3, 1.4)}
+    said = serving_words(some, ["a", "b", "c"], "here")
+    assert "1 of 3 pairs separate, `a` below `c`" in said and "tie" not in said, said
+    fast = {"a": lat(0.5, 0.6, 0.7), **{k: some[k] for k in "bc"}}
+    assert serving_words(fast, ["a", "b", "c"], "here").startswith("Fastest to serve here")
+    rows = [{"concurrency": 1, "latency_p50_s": 0.38, "tokens_per_s": 46.9},
+            {"concurrency": 4, "latency_p50_s": 1.4, "tokens_per_s": 34.1}]
+    assert "throughput falls 27%, from 46.9 to 34.1" in throughput_words(rows)
+    rows[1]["tokens_per_s"] = 45.0
+    assert "throughput stays within 10% (46.9 → 45.0" in throughput_words(rows)
+
+
+def test_the_exports_interleaved_latencies_replace_each_stages_own(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "lora", [1.0] * 4, 100, "variant")
+    _write(tmp_path, "full", [1.0] * 4, 100, "variant")
+    df = verdict.collect([], ["lora", "full"])
+    verdict.use_interleaved(df, {"lora": {"latency_p50_s": 0.5, "latency_p25_s": 0.4, "latency_p75_s": 0.6}})
+    row = df.set_index("name").loc["lora"]
+    assert row["latency_p50_s"] == 0.5 and "interleaved" in row["latency_how"]
+    verdict.use_interleaved(df, {"status": "failed", "error": "x"})  # a failed timing changes nothing

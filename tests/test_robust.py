@@ -137,6 +137,25 @@ def test_tracking_uri_inside_the_repo_is_fine(tmp_path, monkeypatch):
     assert load_params(_params(tmp_path, "tracking:\n  uri: sqlite:///runs.db\n")).tracking.uri == "sqlite:///runs.db"
 
 
+@pytest.mark.parametrize("text, key, home", [
+    ("tune:\n  storage: postgresql://bob:pl4nted-s3cret@db.example:5432/bakeoff\n", "tune.storage", "PGPASSWORD"),
+    ("tracking:\n  uri: https://bob:pl4nted-s3cret@mlflow.example\n", "tracking.uri", "MLFLOW_TRACKING_PASSWORD"),
+])
+def test_a_password_in_params_is_refused_naming_the_key_without_printing_it(tmp_path, text, key, home):
+    """params.yaml is committed and a stage's params go into dvc.lock and the run-cache: a password there is refused,
+    the error names the file, line and key, where the password goes instead, and never prints it."""
+    with pytest.raises(ParamsError) as e:
+        load_params(_params(tmp_path, text))
+    msg = str(e.value)
+    assert msg.startswith(f"{tmp_path / 'params.yaml'}:2: {key}: the URL holds a password"), msg
+    assert home in msg and "bob@" in msg and "pl4nted-s3cret" not in msg, msg
+
+
+def test_a_url_without_a_password_is_taken_as_it_is(tmp_path):
+    p = load_params(_params(tmp_path, "tune:\n  storage: postgresql://bob@db.example:5432/bakeoff\n"))
+    assert p.tune.storage == "postgresql://bob@db.example:5432/bakeoff"
+
+
 def test_unreachable_tracking_server_fails_before_anything_runs(monkeypatch, tmp_path):
     from bakeoff import tracking
 

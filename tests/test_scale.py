@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import faults
 import pytest
 import yaml
 from conftest import make_dvc_repo
@@ -17,14 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def env() -> dict:
-    e = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+def env(**extra) -> dict:
+    e = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **extra}
     e.pop("MLFLOW_TRACKING_URI", None)
     return e
 
 
-def sh(cmd: str, cwd: Path, ok: bool = True) -> str:
-    r = subprocess.run(cmd, shell=True, cwd=cwd, env=env(), capture_output=True, text=True)
+def sh(cmd: str, cwd: Path, ok: bool = True, **extra) -> str:
+    r = subprocess.run(cmd, shell=True, cwd=cwd, env=env(**extra), capture_output=True, text=True)
     if ok:
         assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r.stdout + r.stderr
@@ -45,6 +46,7 @@ def repo(tmp_path_factory, tiny_model_dir):
         "lora_ref": {**LORA, "checkpoint_steps": 3},  # the same, uninterrupted
         "one_proc": {**LORA, "max_steps": 6},
         "two_proc": {**LORA, "max_steps": 6, "processes": 2},
+        "two_proc_fault": {**LORA, "max_steps": 6, "processes": 2, "seed": 1},  # its rank 1 raises (below)
     }
     params["derived"] = {}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -120,3 +122,24 @@ def test_two_cpu_processes_train_like_one(repo):
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.name` = 'two_proc'")
     assert len(runs) == 1 and runs.iloc[0]["metrics.train_tokens_per_s"] > 0
+
+
+def test_a_failing_rank_of_a_two_process_run_is_the_arms_recorded_status(repo, tmp_path):
+    """Rank 1 of 2 raises: `dvc repro` exits 0, the arm's train and eval records say `failed` with rank 1's reason,
+    its model folder says it was not trained, and its one MLflow run is tagged with the status."""
+    fault = faults.env(tmp_path, [("bakeoff.techniques.trainer", "train", "stages/train.py", 1)])
+    out = sh("dvc repro evaluate@two_proc_fault", repo, **fault)
+    assert "torchrun --standalone --nproc_per_node 2" in out
+    rec = json.loads((repo / "runs" / "two_proc_fault" / "train.json").read_text())
+    assert rec["status"] == "failed", rec
+    assert "rank 1 failed: RuntimeError: planted fault in bakeoff.techniques.trainer.train" in rec["error"], rec["error"]
+    assert [f["rank"] for f in rec["ranks_failed"]] == [1]
+    assert (repo / "models" / "variants" / "two_proc_fault" / "NOT_TRAINED").read_text().startswith("failed: ")
+    ev = json.loads((repo / "runs" / "two_proc_fault" / "eval.json").read_text())
+    assert ev["status"] == "failed" and "planted fault in bakeoff.techniques" in ev["error"], ev
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.name` = 'two_proc_fault'")
+    assert len(runs) == 1 and runs.iloc[0]["tags.status"] == "failed", runs.T
+    assert runs.iloc[0]["run_id"] == rec["run_id"] == ev["run_id"]

@@ -353,9 +353,20 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
     plan = EvalPlan(metric="exact_match", max_new_tokens=4, batch_size=4, labels=None)
     from bakeoff.lmeval import run_probe
 
-    got = quantized_control(model, tok, rows[16:20], plan,
+    from dataclasses import replace as _replace
+
+    from bakeoff.evaluate import generate
+
+    prompts = [e.messages for e in rows[16:24]]
+    with model.disable_adapter():  # the untrained 4-bit base's own answers, and its probe score, taken apart
+        base_answers, _ = generate(model, tok, prompts, 4, 4)
+        base_probe = run_probe(model, tok, tmp_path / "probe_base", 4, "bfloat16", limit=8)["probe_acc"]
+    trained_answers, _ = generate(model, tok, prompts, 4, 4)
+    assert trained_answers != base_answers  # the adapter moved the answers: the check below can tell them apart
+    test = [_replace(e, completion=a) for e, a in zip(rows[16:24], base_answers)]  # references: the base's answers
+    got = quantized_control(model, tok, test, plan,
                             probe=lambda m: run_probe(m, tok, tmp_path / "probe", 4, "bfloat16", limit=8))
-    assert 0 <= got["control_quality"] <= 1 and 0 <= got["control_probe_acc"] <= 1
+    assert got["control_quality"] == 1.0 and got["control_probe_acc"] == base_probe  # scored the base, adapter off
     kl = KlToBase(tiny_model_dir, "qlora", "bf16", general_instructions()[:3])
     kl.take(model, tok)
     kl.take_control(model)

@@ -75,17 +75,32 @@ def test_a_choice_at_the_edge_of_its_range_widens_it_on_that_side():
     assert capped == space and len(w3) == 2
 
 
-def test_successive_halving_stops_a_trial_only_beyond_the_validation_noise():
-    """The default task's LoRA search (issue 24's rerun): at the first rung lr 2.5e-3 had val loss 0.1759 against the
-    recipe's 0.1610, with a standard error of 0.011 over the 46 validation rows: a gap of 1.4 se, which plain
-    successive halving pruned and the noise-aware rule lets go on; 6.5e-4 at 0.1964 (3.2 se) is still stopped."""
-    from bakeoff.search import beyond_noise
+def test_successive_halving_stops_a_trial_only_beyond_the_paired_noise_of_the_gap():
+    """Two trials are scored on the same validation rows, so the noise of their gap is the standard error of the
+    per-row differences, not one trial's row spread. Rows that differ a lot among themselves (easy and hard items)
+    but move together: a small, consistent gap is real (the one-trial figure would call it noise); a gap that
+    flips sign from row to row is noise however large one trial's mean looks."""
+    import random
 
-    assert not beyond_noise(0.17585, [0.16097], 0.01097, 2.0)
-    assert beyond_noise(0.19642, [0.16097], 0.01097, 2.0)
-    assert beyond_noise(0.17585, [0.16097], None, 2.0)  # no per-row losses (DPO): any gap, as before
-    assert beyond_noise(0.5, [], 0.01, 2.0)  # the first at a rung: Optuna's own rule alone
-    assert not beyond_noise(0.70, [0.75], 0.05, 2.0, minimize=False) and beyond_noise(0.70, [0.75], 0.01, 2.0, False)
+    from bakeoff.search import beyond_noise
+    from bakeoff.stopping import row_stats
+
+    rng = random.Random(0)
+    best = [rng.uniform(0.02, 0.6) for _ in range(46)]        # a wide spread of per-row losses (se ~0.024)
+    worse = [b + 0.02 + rng.gauss(0, 0.005) for b in best]    # 0.02 worse on every row
+    value, best_value = sum(worse) / 46, sum(best) / 46
+    one_trial_se = row_stats(worse)[1]
+    assert value - best_value < 2 * one_trial_se              # the old, unpaired rule would have let it go on
+    assert beyond_noise(value, [(best_value, best)], worse, 2.0)
+    mixed = [b + (0.06 if i % 2 else -0.04) + rng.gauss(0, 0.05) for i, b in enumerate(best)]
+    m = sum(mixed) / 46
+    assert 0 < m - best_value and not beyond_noise(m, [(best_value, best)], mixed, 2.0)
+    # against the best of several: the best by value is the one the gap is taken to
+    assert beyond_noise(value, [(best_value + 0.5, None), (best_value, best)], worse, 2.0)
+    assert beyond_noise(0.17585, [(0.16097, None)], None, 2.0)  # no per-row losses (DPO): any gap
+    assert beyond_noise(0.5, [], None, 2.0)                     # the first at a rung: Optuna's own rule alone
+    assert beyond_noise(0.70, [(0.75, None)], None, 2.0, minimize=False)       # a metric: higher is better
+    assert not beyond_noise(0.80, [(0.75, None)], None, 2.0, minimize=False)
 
 
 def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_widens(tiny_model_dir, tickets,
@@ -107,7 +122,10 @@ def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_w
     assert rec["recipe"] == {"values": {"lr": 1e-3}, "state": "complete", "value": trials[0]["value"]}
     assert [w["side"] for w in rec["widened"]] == ["high", "high"] and rec["searched"]["lr"]["high"] > 1e-8
     assert rec["space_written"]["lr"]["high"] == 1e-8
-    assert trials[3]["values"]["lr"] <= rec["searched"]["lr"]["high"]
+    # each widening's next trial tried the stretch it added: beyond the old edge, inside the new one
+    first, second = rec["widened"]
+    assert 1e-8 < trials[2]["values"]["lr"] < first["to"] and first["to"] < trials[3]["values"]["lr"] < second["to"]
+    assert (first["trials_outside"], second["trials_outside"]) == (2, 1)
     full = trials[0]["tokens_seen"]
     assert [len(trials[n]["val_curve"]) for n in (1, 2)] == [1, 1]  # stopped at the first rung (a tie may go on)
     assert all(0 < trials[n]["tokens_seen"] < full for n in (1, 2)), rec["trials"]  # and its steps counted
@@ -134,20 +152,22 @@ def test_a_stage_runs_its_arm_with_the_values_its_search_chose(tmp_path, monkeyp
 
 def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_model_dir, tickets, tmp_path):
     """lr 1e-9 leaves the adapter where it started; 3e-3 lowers validation loss in 4 steps: the search picks 3e-3.
-    With the test answers shuffled the choice and every trial's value are the same: the search never reads test."""
+    With the test answers shuffled the choice and every trial's value are the same: the search never reads test.
+    The recipe written here is lr 1e-9, one of the choices: trial 0 runs it, trial 1 the other point."""
     found = {}
     for shuffle_test in (False, True):
         tune = TuneConfig(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"choices": [1e-9, 3e-3]}}},
                           storage=f"sqlite:///{tmp_path / f'tune-{shuffle_test}.db'}")
         data = _prepared(tickets, tmp_path / f"data-{shuffle_test}", shuffle_test)
-        rec = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        rec = search(_params(tune, lr=1e-9), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
         assert rec["values"] == {"lr": 3e-3}, rec["trials"]
+        assert rec["trials"][0]["recipe"] and rec["trials"][0]["values"] == {"lr": 1e-9}
         values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
         assert set(values) == {1e-9, 3e-3} and values[3e-3] < values[1e-9]
         assert rec["tune_tokens"] > 0 and (rec["trial_steps"], rec["rung_steps"]) == (8, 4)
         found[shuffle_test] = values
         # the same study again: complete already, so no trial runs and the same choice comes back
-        again = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        again = search(_params(tune, lr=1e-9), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
         assert again["values"] == rec["values"] and len(again["trials"]) == 2
     assert found[True] == pytest.approx(found[False])
 
@@ -225,7 +245,7 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     lora = params.variant("lora")
     train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
           get_technique("lora").load_rows(data), tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w")
-    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=5e-5), parent="lora",
+    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
                         options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
     params = replace(params, variants={**params.variants, "dpo": dpo})
     rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work")
@@ -263,7 +283,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     parent = tmp_path / "models" / "variants" / "lora"
     train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
           get_technique("lora").load_rows(data), parent, "fp32", tmp_path / "w")
-    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=5e-5), parent="lora",
+    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
                         options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
     params = replace(params, variants={**params.variants, "dpo": dpo})
     start = load_file(parent / "adapter_model.safetensors")
@@ -308,3 +328,70 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
         p = tmp_path / "params.yaml"
         p.write_text((ROOT / "params.yaml").read_text().replace("budget: trials", "budget: tokens"))
         lp(p)
+
+
+def test_the_study_is_new_when_the_pruner_the_seed_or_the_trial_code_changes(tmp_path, monkeypatch):
+    """Everything that changes a trial's outcome names the study: another pruner, seed or trainer code never reuses
+    the old trials; a report-only setting does not start a new study."""
+    import shutil
+
+    from bakeoff import tune
+
+    params = load_params(ROOT / "params.yaml")
+    space = params.tune.spaces["lora"]
+    name = tune.study_name(params, "lora", space, "h")
+    assert tune.study_name(params, "lora", space, "h") == name  # stable
+    for change in ({"pruner": "median"}, {"seed": 1}):
+        other = replace(params, tune=replace(params.tune, **change))
+        assert tune.study_name(other, "lora", space, "h") != name, change
+    report_only = replace(params, verdict=replace(params.verdict, min_gain=0.5))
+    assert tune.study_name(report_only, "lora", space, "h") == name
+    lib = tmp_path / "bakeoff"
+    shutil.copytree(ROOT / "src" / "bakeoff", lib)
+    before = tune.trial_code_hash(lib)
+    assert before == tune.trial_code_hash()  # the copy is the library itself
+    (lib / "report" / "tables.py").write_text("# a report edit changes no trial\n")
+    assert tune.trial_code_hash(lib) == before
+    with open(lib / "techniques" / "trainer.py", "a") as f:
+        f.write("# an edit to the trainer\n")
+    assert tune.trial_code_hash(lib) != before
+    monkeypatch.setattr(tune, "trial_code_hash", lambda root=None: "edited")
+    assert tune.study_name(params, "lora", space, "h") != name
+
+
+def test_every_search_runs_the_written_values_first_and_again_when_their_trial_was_lost(tmp_path):
+    """Trial 0 is the recipe in a continuous space, in a finite (choices) space where the written value is not a
+    listed choice, and in the prompt search's grid; a recipe trial lost to a dead worker (failed, no status of its
+    own) is queued again rather than replaced by a draw."""
+    import optuna
+
+    from bakeoff.search import with_recipe
+    from bakeoff.study import grid_order, run_study
+
+    def objective(trial):
+        return sum(float(trial.suggest_categorical(k, spec["choices"])) if "choices" in spec else
+                   trial.suggest_float(k, spec["low"], spec["high"], log=True) for k, spec in space.items())
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    space = {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
+    study = optuna.create_study(study_name="continuous", storage=url)
+    rec = run_study(study, objective, 3, url=url, recipe={"lr": 5e-4})
+    assert rec["trials"][0]["values"] == {"lr": 5e-4} and rec["trials"][0].get("recipe")
+
+    written = {"r": 12, "shots": 3}                     # r 12 is not among the choices: it is added, and runs first
+    space = with_recipe({"r": {"choices": [4, 8]}, "shots": {"choices": [1, 3]}}, written)
+    assert space["r"]["choices"] == [12, 4, 8] and space["shots"]["choices"] == [1, 3]
+    grid = grid_order(space, 0, written)
+    assert grid[0] == written and len(grid) == 6 and len({tuple(sorted(p.items())) for p in grid}) == 6
+    study = optuna.create_study(study_name="grid", storage=url)
+    rec = run_study(study, objective, 4, url=url, recipe=written, grid=grid)
+    assert [t["values"] for t in rec["trials"]] == grid[:4] and rec["trials"][0].get("recipe")
+
+    study = optuna.create_study(study_name="lost", storage=url)  # its recipe trial's worker died mid-trial
+    study.enqueue_trial({"r": 12, "shots": 3}, user_attrs={"recipe": True})
+    lost = study.ask()
+    lost.suggest_categorical("r", space["r"]["choices"]), lost.suggest_categorical("shots", space["shots"]["choices"])
+    study.tell(lost, state=optuna.trial.TrialState.FAIL)
+    rec = run_study(study, objective, 2, url=url, recipe=written, grid=grid)
+    assert rec["lost_trials"] == [0]
+    assert [t["values"] for t in rec["trials"]] == [written, grid[1]] and rec["trials"][0].get("recipe")

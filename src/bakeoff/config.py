@@ -18,8 +18,8 @@ import yaml
 
 from bakeoff.metrics import METRICS
 from bakeoff.runs import repo_root
-from bakeoff.schema import (ParamsError, Source, build, check, check_endpoint, check_sizing, key_lines, renamed,
-                            suggest)
+from bakeoff.schema import (ParamsError, Source, build, check, check_endpoint, check_no_password, check_sizing,
+                            check_tracking_uri, key_lines, renamed, suggest)
 from bakeoff.techniques import get_technique, technique_names
 from bakeoff.tune import TuneConfig, check_prompt_search, check_spaces
 
@@ -140,6 +140,7 @@ class TrackingConfig:
 class VerdictConfig:
     min_gain: float = 0.05  # the smallest gain in the primary metric worth fine-tuning for (0.05 = 5 points)
     quick_look: bool = False  # set by `make quick` (bakeoff.quick): the report and MLflow say it is a quick look
+    quick_look_changes: list = field(default_factory=list)  # set by `make quick`: what it changed, said in the report
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,7 @@ def parse_params(raw: dict, src: Source) -> Params:
                                 + suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
 
     tracking = build(TrackingConfig, raw.get("tracking"), "tracking", src)
-    _check_tracking_uri(tracking.uri, src)
+    check_tracking_uri(tracking.uri, src, repo_root())
     verdict = build(VerdictConfig, raw.get("verdict"), "verdict", src)
     cost = build(CostConfig, raw.get("cost"), "cost", src)
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
@@ -356,6 +357,7 @@ def parse_params(raw: dict, src: Source) -> Params:
                                        "it sizes the target card, not this run's training"), "sizing", src)
     check_sizing(sizing, src, cost.serve_gpu)
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
+    check_no_password(tune.storage, "tune.storage", src)
     for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: get_technique(t).defaults if t in technique_names()
                                  else {}, list(variants)):
         raise src.error(key, msg)
@@ -369,18 +371,6 @@ def parse_params(raw: dict, src: Source) -> Params:
 
 # old name → new name; the old ones still work, with a warning naming the line
 RENAMED_SIZING = {"seq_len": "target_seq_len", "micro_batch": "target_micro_batch"}
-
-
-def _check_tracking_uri(uri: str | None, src: Source) -> None:
-    """A file store named in params must sit inside the repository (a server URI may be anywhere)."""
-    if not uri or "://" not in uri or uri.split("://")[0] not in ("sqlite", "file"):
-        return
-    path = uri.split("://", 1)[1]
-    path = path[1:] if uri.startswith("sqlite:///") else path
-    target = (repo_root() / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
-    check(target.is_relative_to(repo_root().resolve()), src, "tracking.uri",
-           f"{uri!r} writes outside the repository ({repo_root()}); use a path inside it, a server URI, or set "
-           "MLFLOW_TRACKING_URI yourself")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -1,7 +1,7 @@
 """What an arm costs on the sizing target, all in, and what serving it costs against prompting (projections).
 
     spent = budget(names)                               # every arm's search as spent, a shared search split
-    c = all_in("dpo", fits, spent, seen, parents)       # training + its search share + its parent, as a range
+    c = all_in("dpo", fits, spent, seen, parents)       # training + its search (shared, and bought alone) + its parent
     be = break_even(prompt_tokens, usd_per_1k, card)    # requests a day above which its own card costs less
     card = serving_card(shape, gpus, margin, overhead)  # the card that would serve the fine-tuned target
 
@@ -65,6 +65,12 @@ def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dic
     out.update(parent=parent, parent_usd=(up or {}).get("usd", 0.0), parent_usd_high=(up or {}).get("usd_high", 0.0))
     out["usd"] = out["train_usd"] + out["search_usd"] + out["parent_usd"]
     out["usd_high"] = out["train_usd_high"] + out["search_usd_high"] + out["parent_usd_high"]
+    # bought alone: a buyer who does only this arm pays its whole search (and its parent's, bought alone too)
+    whole = ((spent.get(name) or {}).get("tokens") or 0.0) / tokens if tokens else 0.0
+    out["lender"] = (spent.get(name) or {}).get("lender")
+    out["search_users"] = round(1 / (spent.get(name) or {}).get("share", 1.0)) if (spent.get(name) or {}).get("share") else 1
+    out["alone_usd"] = train * (1 + whole) + (up or {}).get("alone_usd", 0.0)
+    out["alone_usd_high"] = train_high * (1 + whole) + (up or {}).get("alone_usd_high", 0.0)
     return out
 
 

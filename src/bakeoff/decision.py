@@ -22,10 +22,14 @@ def baselines_as_run(params) -> dict:
     return {n: as_run(params, n)[0] for n in params.baselines}
 
 
-def decide(params, flips_dir: Path | None = None) -> SimpleNamespace:  # long: the verdict's chain, in order
+def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -> SimpleNamespace:
+    # long: the verdict's chain, in order
     # the runs, their intervals and gains over the best prompting baseline, the verdict and its cost
     df = verdict.collect(list(params.baselines), list(params.variants))
+    verdict.use_interleaved(df, (shipped or {}).get("latency_interleaved"))  # the export's latencies, one process
     verdict.add_confidence(df, params.task.metric, params.eval.bootstrap_resamples, flips_dir)
+    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
+    unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
     sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
     v = verdict.verdict(df, params.verdict.min_gain)
@@ -37,7 +41,6 @@ def decide(params, flips_dir: Path | None = None) -> SimpleNamespace:  # long: t
     idle = set(df.loc[df["status"].isin(["skipped", "missing"]), "name"])
     spent = costs_.budget(list(params.baselines) + list(params.variants), idle)
     seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
-    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     costs = {n: c for n in params.variants if (c := costs_.all_in(n, fits, spent, seen, parents))}
     shape = next((t for t in sizing.targets(params) if t.name == target), None)
     card = costs_.serving_card(shape, sizing.catalog(params), params.sizing.margin,
@@ -53,7 +56,7 @@ def decide(params, flips_dir: Path | None = None) -> SimpleNamespace:  # long: t
              "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
              "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
              "target": target}
-    v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA, scope=scope, equivalence=eq,
+    v.update(rank_groups=ranking.group_line(groups), alpha=ranking.ALPHA, scope=scope, equivalence=eq, unmoved=unmoved,
              recommendation=ranking.recommend(df, v, groups, costs, eq, scope, params.verdict.min_gain))
     return SimpleNamespace(df=df, v=v, records=records, sized=sized, stats=stats, spent=spent, costs=costs,
                            card=card, pw=pw, prov=prov)

@@ -69,16 +69,22 @@ class Endpoint:
         return OpenAI(base_url=self.base_url, api_key=self._key(), timeout=self.timeout_s,
                       max_retries=self.max_retries)
 
+    def check_key(self) -> None:
+        """The key's variable is set (UserError naming it otherwise): a user's error, said before anything runs."""
+        self._key()
+
     def preflight(self) -> list[str]:
         """The key is set and the server answers its model list (free: no completion is requested). Returns the
-        served model ids; raises UserError naming the variable or the URL."""
+        served model ids; raises UserError naming an unset key variable, EndpointDown naming the URL when the
+        server does not answer or refuses the key (that baseline's recorded failure, not the run's end)."""
         import openai
 
         client = self.client().with_options(max_retries=1, timeout=min(self.timeout_s, 10.0))
         try:
             ids = [m.id for m in client.models.list()]
         except openai.AuthenticationError as e:
-            raise UserError(f"the endpoint {self.base_url} refused the key in {self.api_key_env} ({e.status_code})")
+            raise EndpointDown(f"the endpoint {self.base_url} refused the key in {self.api_key_env} ({e.status_code}); "
+                               "no request was sent") from None
         except openai.APIStatusError as e:  # a server without /models still serves completions
             return [] if e.status_code == 404 else _raise_down(self.base_url, e)
         except Exception as e:  # noqa: BLE001  connection refused, timeout, not an OpenAI-compatible server
@@ -180,8 +186,12 @@ def _pick(top: list, labels: list[str]) -> str | None:
     return winners[0] if len(winners) == 1 else None
 
 
+class EndpointDown(RuntimeError):
+    """The endpoint did not answer its preflight, or refused the key: nothing was sent, and that baseline fails."""
+
+
 def _raise_down(url: str, e: Exception):
-    raise UserError(f"the endpoint {url} does not answer ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+    raise EndpointDown(f"the endpoint {url} does not answer ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
                     "start the server or fix baselines.<name>.endpoint.base_url. No request was sent")
 
 

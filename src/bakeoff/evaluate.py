@@ -104,6 +104,23 @@ def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests
     return log
 
 
+def interleaved_latency(models: dict, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int,
+                        desc: str = "latency, interleaved") -> dict[str, LatencyLog]:
+    """Each model's latency at batch 1, timed in turn in this one process: request i of every model before request
+    i + 1 of any (the order rotated each round), after one untimed warm-up each. A machine that drifts (another
+    process, an hour's slowdown) then slows every model alike instead of whichever was timed in a slow stage."""
+    names, prompts = list(models), prompts[:requests]
+    logs = {n: LatencyLog() for n in names}
+    for n in names:
+        generate(models[n], tok, prompts[:1], max_new_tokens, 1, progress=False)
+    for i, p in enumerate(tqdm(prompts, desc=desc, unit="round", leave=False)):
+        for n in names[i % len(names):] + names[:i % len(names)]:
+            _, g = generate(models[n], tok, [p], max_new_tokens, 1, progress=False)
+            logs[n].seconds.append(g.seconds)
+            logs[n].generated_tokens += g.generated_tokens
+    return logs
+
+
 # ---------------------------------------------------------------- one run
 
 class StepTimes:
@@ -261,6 +278,22 @@ class EvalInputs:
         plan = EvalPlan.from_params(params, stats.get("labels"))
         plan.max_new_tokens = (stats.get("generation") or {}).get("max_new_tokens", plan.max_new_tokens)  # auto
         return cls(train, val, test, pairs, plan)
+
+
+def side_check(record: dict, metrics: dict, name: str, fn) -> bool:
+    """Run one side check (lm-eval, the forgetting probe, KL to the base, unmerged latency): its figures go into
+    ``metrics``; its failure is its own, recorded in ``record["side_checks"][name]`` with the reason, never the
+    arm's, whose quality and test answers stand. Returns whether it ran."""
+    from bakeoff.runs import classify
+
+    try:
+        metrics.update(fn() or {})
+        return True
+    except Exception as e:  # noqa: BLE001  any failure of a side figure is that figure's, not the run's
+        status, reason = classify(e)
+        record.setdefault("side_checks", {})[name] = {"status": status, "error": reason.splitlines()[0][:300]}
+        print(f"[{record.get('name')}] side check {name} {status}: {reason.splitlines()[0][:200]}", flush=True)
+        return False
 
 
 def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None,

@@ -208,7 +208,25 @@ def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int 
             scores = {k.split(",")[0]: float(v) for k, v in res["results"][task].items()
                       if isinstance(v, (int, float)) and "stderr" not in k}
             out[task] = {"status": "ok", **scores}
-        except Exception as e:  # noqa: BLE001 — any failure to reach or build the task is a skip, not a crash
+        except Exception as e:  # noqa: BLE001 — a task's failure is that task's: skipped offline, else failed
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            out[task] = {"status": "skipped", "reason": f"{type(e).__name__}: {reason}"}
+            out[task] = {"status": "skipped" if unavailable(e) else "failed", "reason": f"{type(e).__name__}: {reason}"}
     return out
+
+
+# what a task whose data cannot be had raises: the hub offline or unreachable, a dataset or task not found
+_UNAVAILABLE = ("OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout", "LocalEntryNotFoundError",
+                "DatasetNotFoundError", "FileNotFoundError", "HFValidationError")
+
+
+def unavailable(e: BaseException) -> bool:
+    """Whether ``e`` (or an exception it came from) says the task or its data is not available here, as offline,
+    rather than that something broke."""
+    seen = 0
+    while e is not None and seen < 10:
+        text = str(e).lower()
+        if type(e).__name__ in _UNAVAILABLE or "offline" in text or "task not found" in text or \
+                "tasks not found" in text:
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False

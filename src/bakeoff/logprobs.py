@@ -170,13 +170,18 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batc
     The model scores as it is served (its serving dtype, or its 4-bit base), with the output head and the
     log-softmax in fp32 at the scored positions (``Head``): nothing is copied to fp32 but those logits, so label
     choice fits wherever generation fits."""
-    if shared:
-        table = label_logprobs(model, tok, prompts, labels, desc=desc)
-    else:
-        flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
-                                   [c for _ in prompts for c in labels], batch_size, desc)
-        table = [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
+    table = label_scores(model, tok, prompts, labels, batch_size, desc, shared)
     return [labels[max(range(len(labels)), key=lambda j: (row[j], -j))] for row in table]
+
+
+def label_scores(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8,
+                 desc: str | None = None, shared: bool = True) -> list[list[float]]:
+    """Per prompt, every label's summed log-probability as the whole answer (what ``choose_labels`` picks from)."""
+    if shared:
+        return label_logprobs(model, tok, prompts, labels, desc=desc)
+    flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
+                               [c for _ in prompts for c in labels], batch_size, desc)
+    return [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
 
 
 def general_instructions() -> list[Example]:

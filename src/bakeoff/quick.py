@@ -52,24 +52,32 @@ def pick_lora(variants: dict) -> tuple[str, dict]:
     return "lora", {"technique": "lora"}
 
 
-def overrides(raw: dict) -> dict:
-    """Your params (as read from params.yaml) on the quick look's budget."""
-    q = copy.deepcopy(raw)
+def quick_baselines(raw: dict, changes: list[str]) -> dict:
+    """Your prompting baselines on the quick budget: at most 3 shots, no paid endpoint; each change said in
+    ``changes``."""
     baselines = {}
     for name, b in (raw.get("baselines") or {}).items():
         b = dict(b or {})
         if b.get("endpoint"):
+            changes.append(f"`{name}` left out (an endpoint: it costs money per call)")
             continue
         search = b.get("search")
         if isinstance(search, dict) and isinstance(search.get("shots"), list):
             small = [s for s in search["shots"] if isinstance(s, int) and s <= 3]
             b["search"] = {**search, "shots": small or [min(search["shots"])]}
-        if isinstance(b.get("shots"), int):
-            b["shots"] = min(b["shots"], 3)
+            if b["search"]["shots"] != search["shots"]:
+                changes.append(f"`{name}` searched {b['search']['shots']} shots of your {search['shots']}")
+        if isinstance(b.get("shots"), int) and b["shots"] > 3:
+            changes.append(f"`{name}` at 3 shots, not your {b['shots']}")
+            b["shots"] = 3
         baselines[name] = b
-    if not baselines:
-        baselines = {"zero_shot": {"shots": 0}}
-    q["baselines"] = baselines
+    return baselines or {"zero_shot": {"shots": 0}}
+
+
+def overrides(raw: dict) -> dict:
+    """Your params (as read from params.yaml) on the quick look's budget."""
+    q, changes = copy.deepcopy(raw), []
+    q["baselines"] = quick_baselines(raw, changes)
     name, v = pick_lora(raw.get("variants") or {})
     defaults = raw.get("train_defaults") or {}
     steps = v.get("max_steps") or defaults.get("max_steps") or STEPS
@@ -81,6 +89,10 @@ def overrides(raw: dict) -> dict:
     high = (((raw.get("tune") or {}).get("spaces") or {}).get("lora") or {}).get("lr", {}).get("high")
     lr = float(v.get("lr") or defaults.get("lr") or 1e-3)
     v["lr"] = float(high) if high and float(high) > lr else lr
+    if v["lr"] != lr:
+        changes.append(f"`{name}`'s rate raised to {v['lr']:g} (your {lr:g}), the top of its searched range, for "
+                       f"its short schedule")
+    changes.append(f"`{name}` at most {v['max_steps']} steps of {v['effective_batch']} rows")
     q["variants"] = {name: v}
     q["derived"] = {}
     tune = dict(raw.get("tune") or {})
@@ -101,7 +113,7 @@ def overrides(raw: dict) -> dict:
     ev["probe"] = False  # the forgetting check is the full run's
     q["eval"] = ev
     q["export"] = {**(raw.get("export") or {}), "serve": False, "variants": None}
-    q["verdict"] = {**(raw.get("verdict") or {}), "quick_look": True}
+    q["verdict"] = {**(raw.get("verdict") or {}), "quick_look": True, "quick_look_changes": changes}
     tracking = dict(raw.get("tracking") or {})
     tracking["experiment"] = (tracking.get("experiment") or (raw.get("task") or {}).get("name") or "bakeoff") + SUFFIX
     q["tracking"] = tracking
@@ -147,6 +159,7 @@ def build(root: Path = Path("."), dest: Path | None = None) -> Path:
 def main() -> int:
     from bakeoff import tracking
     from bakeoff.config import load_params
+    from bakeoff.schema import without_secret
 
     t0 = time.perf_counter()
     uri = tracking.tracking_uri(load_params())
@@ -154,7 +167,8 @@ def main() -> int:
         uri = f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
     dest = build()
     print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines ({TRIALS}-trial "
-          f"searches) and one LoRA ({TRIALS} trials of ≤ {STEPS} steps of {BATCH} rows); MLflow: {uri}", flush=True)
+          f"searches) and one LoRA ({TRIALS} trials of ≤ {STEPS} steps of {BATCH} rows); MLflow: "
+          f"{without_secret(uri)}", flush=True)
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     rc = subprocess.run([sys.executable, "-m", "bakeoff.clock"], cwd=dest, env=env).returncode
     print(f"[quick] {'done' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s: "

@@ -156,11 +156,12 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | 
     variants = [n_ for n_ in best if rows[n_]["kind"] == "variant"]
     if not variants:
         return {}
-    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("usd")),
+    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("alone_usd")),  # bought alone
                                          _num_or_inf(rows[n_].get("train_peak_rss_mb"))))
     r, leader = rows[pick], best[0]
     line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
-            + (", the lowest projected all-in cost in group A" if costs.get(pick) and len(variants) > 1 else "") + ".")
+            + (", the lowest projected all-in cost in group A, bought alone" if costs.get(pick) and len(variants) > 1
+               else "") + ".")
     measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
                 + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
                    if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
@@ -193,13 +194,16 @@ def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
     c = costs.get(pick)
     if not c:
         return []
-    parts = ["training"] + ([f"its share of `{c.get('lender') or pick}`'s search"] if c.get("search_usd") else []) \
-        + ([f"its parent `{c['parent']}`"] if c.get("parent") else [])
+    parts = ["training"] + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else []) \
+        + ([f"its parent `{c['parent']}` bought alone"] if c.get("parent") else [])
     smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
                 else c.get("smallest_card"))
+    alone = (c.get("alone_usd", c["usd"]), c.get("alone_usd_high", c["usd_high"]))
+    shared = (f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
+              "that use it" if c.get("search_users", 1) > 1 and c.get("search_usd") else "")
     out = [f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
            f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
-           f"{usd_range(c['usd'], c['usd_high'])} all in ({', '.join(parts)})."]
+           f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}."]
     least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
     if least != pick:
         out.append(f"Least memory projected in group A: `{least}` (~{sig(costs[least]['need_gb'])} GB on the target; "
@@ -219,12 +223,19 @@ def serving_words(rows: dict, names: list[str], machine: str) -> str:
              and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
     if len(timed) < 2:
         return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
+    how = rows[timed[0]].get("latency_how") or "each run timed in its own stage"
     fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
     if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
-        return (f"Fastest to serve here ({machine}, batch 1): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} s; its "
-                "interquartile range lies below every other run's in the group.")
-    return (f"Serving latency at batch 1 ({machine}): the group's runs tie (p50 {min(rows[n]['latency_p50_s'] for n in timed):.2f}–"
-            f"{max(rows[n]['latency_p50_s'] for n in timed):.2f} s; their interquartile ranges overlap).")
+        return (f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
+                "s; its interquartile range lies below every other run's in the group.")
+    pairs = [(a, b) for a in timed for b in timed if a != b and latency_separated(rows[a], rows[b])]
+    p50 = f"p50 {min(rows[n]['latency_p50_s'] for n in timed):.2f}–{max(rows[n]['latency_p50_s'] for n in timed):.2f} s"
+    every = len(timed) * (len(timed) - 1) // 2
+    if not pairs:
+        return (f"Serving latency at batch 1 ({machine}, {how}): the group's runs tie ({p50}; every pair's "
+                "interquartile ranges overlap).")
+    return (f"Serving latency at batch 1 ({machine}, {how}; {p50}): {len(pairs)} of {every} pairs separate, "
+            + ", ".join(f"`{a}` below `{b}`" for a, b in pairs) + "; the other pairs' interquartile ranges overlap.")
 
 
 def _num_or_inf(x) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -112,6 +113,53 @@ def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
 def check(cond: bool, src: Source, key: str, msg: str) -> None:
     if not cond:
         raise src.error(key, msg)
+
+
+# where each service's password goes instead of params.yaml (which git, dvc.lock and DVC's run-cache keep)
+_PASSWORD_HOME = {
+    "tune.storage": "PostgreSQL reads it from PGPASSWORD or ~/.pgpass (libpq's own: `host:port:db:user:password`)",
+    "tracking.uri": "MLflow reads it from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD",
+}
+
+
+def without_secret(url: str | None) -> str:
+    """A URL as it may be printed: any user and password (``postgresql://user:pass@host/db``) left out."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "local SQLite"
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl() if parts.netloc else url
+
+
+def check_no_password(url: str | None, key: str, src: Source) -> None:
+    """Refuse a URL in params.yaml that holds a password (``scheme://user:password@host``). params.yaml is committed,
+    a stage's params are written into dvc.lock and pushed with the run-cache: a password there is shared with everyone
+    who reads the repository or the remote. The error names the key and never prints the password."""
+    from urllib.parse import urlsplit
+
+    if not url or "://" not in url:
+        return
+    netloc = urlsplit(url).netloc
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        shown = urlsplit(url)._replace(netloc=f"{user.split(':', 1)[0]}@{host}").geturl()
+        raise src.error(key, f"the URL holds a password, and params.yaml is committed (and copied into dvc.lock and "
+                             f"the DVC run-cache): write it without one, {shown}, and give the password where "
+                             f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}")
+
+
+def check_tracking_uri(uri: str | None, src: Source, root) -> None:
+    """A file store named in params must sit inside the repository (a server URI may be anywhere, with no password)."""
+    check_no_password(uri, "tracking.uri", src)
+    if not uri or "://" not in uri or uri.split("://")[0] not in ("sqlite", "file"):
+        return
+    path = uri.split("://", 1)[1]
+    path = path[1:] if uri.startswith("sqlite:///") else path
+    target = (root / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
+    check(target.is_relative_to(root.resolve()), src, "tracking.uri",
+           f"{uri!r} writes outside the repository ({root}); use a path inside it, a server URI, or set "
+           "MLFLOW_TRACKING_URI yourself")
 
 
 def renamed(section, prefix: str, renames: dict[str, str], src: Source, why: str = ""):

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bakeoff.study import _sampler_and_pruner, finite, open_study, run_study, values_drawn
+from bakeoff.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
 from bakeoff.tune import apply, rung_steps, run_identity, trial_variant
 
 
@@ -25,6 +25,13 @@ def recipe_values(variant, space: dict) -> dict:
 
     train = {f.name for f in fields(variant.train)}
     return {k: getattr(variant.train, k) if k in train else variant.options.get(k) for k in space}
+
+
+def with_recipe(space: dict, recipe: dict) -> dict:
+    """``space`` with the recipe's value added to each list of choices that lacks it: trial 0, the plain recipe,
+    is a point of every search, so the choice is never worse on validation than what params.yaml writes."""
+    return {k: ({**spec, "choices": [recipe[k], *spec["choices"]]} if "choices" in spec and recipe.get(k)
+                not in spec["choices"] else spec) for k, spec in space.items()}
 
 
 EDGE, WIDEN_MAX = 0.1, 2  # a choice within 10% of its range's end (log scale where the range is) is at the edge
@@ -57,6 +64,28 @@ def widened(space: dict, best: dict, widenings: list) -> tuple[dict, list]:
     return space, widenings
 
 
+def into_new_region(best: dict, new: list, space: dict) -> dict:
+    """The values of the trial that tries a range just widened: the best trial's, with each widened parameter at the
+    middle (log scale where the range is) of the stretch the widening added, beyond the old edge."""
+    import math
+
+    point = dict(best)
+    for w in new:
+        log = bool(space[w["param"]].get("log"))
+        mid = math.sqrt(w["from"] * w["to"]) if log else (w["from"] + w["to"]) / 2
+        point[w["param"]] = int(round(mid)) if isinstance(space[w["param"]]["low"], int) and not log else mid
+    return point
+
+
+def outside(widenings: list, trials: list) -> list:
+    """Each widening with ``trials_outside``: how many of the search's trials (the recipe, written by hand, aside)
+    ran beyond the range's old edge."""
+    def beyond(t, w):
+        x = (t.get("values") or {}).get(w["param"])
+        return not t.get("recipe") and x is not None and (x > w["from"] if w["side"] == "high" else x < w["from"])
+    return [{**w, "trials_outside": sum(beyond(t, w) for t in trials)} for w in widenings]
+
+
 def suggest(trial, name: str, spec: dict):
     if "choices" in spec:
         return trial.suggest_categorical(name, spec["choices"])
@@ -65,20 +94,29 @@ def suggest(trial, name: str, spec: dict):
     return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
 
 
-def beyond_noise(value: float, others: list[float], se: float | None, z: float, minimize: bool = True) -> bool:
-    """Whether ``value`` is worse than the best of ``others`` (the other trials at the same step) by more than ``z``
-    standard errors of the validation loss: successive halving may stop a trial only then, not on a gap that the
-    validation rows' noise could make (``se`` None: no per-row losses; any gap counts)."""
+def beyond_noise(value: float, others: list[tuple[float, list | None]], rows: list | None, z: float,
+                 minimize: bool = True) -> bool:
+    """Whether ``value`` (this trial's validation loss at a step, ``rows`` its per-row losses) is worse than the best
+    of ``others`` (the other trials' (loss, per-row losses) at the same step) by more than ``z`` standard errors of
+    the gap. Both are scored on the same validation rows, so the gap's noise is the standard error of the per-row
+    differences (paired, as early stopping judges two evaluations); without per-row losses on both sides (DPO) any
+    gap counts. Successive halving may stop a trial only then."""
+    from bakeoff.stopping import row_stats
+
     if not others:
         return True
-    gap = value - min(others) if minimize else max(others) - value
-    return gap > (z * se if se else 0.0)
+    best_value, best_rows = (min if minimize else max)(others, key=lambda o: o[0])
+    gap = value - best_value if minimize else best_value - value
+    paired = rows and best_rows and len(rows) == len(best_rows) and len(rows) > 1
+    se = row_stats([a - b for a, b in zip(rows, best_rows)])[1] if paired else 0.0
+    return gap > z * se
 
 
 def pruning_callback(trial, noise_z: float = 2.0):
-    """A TrainerCallback reporting each evaluation's loss to ``trial`` and stopping the run when Optuna prunes it and
-    its loss is worse than the best at that step beyond the noise (``beyond_noise``; the trainer's stopping rule puts
-    the evaluation's standard error in ``eval_loss_se``)."""
+    """A TrainerCallback reporting each evaluation's loss to ``trial`` (its per-row losses kept in the trial, for
+    the trials after it) and stopping the run when Optuna prunes it and its loss is worse than the best at that step
+    beyond the paired noise (``beyond_noise``; the trainer's stopping rule puts the per-row losses in
+    ``eval_row_losses``)."""
     import optuna
     from transformers import TrainerCallback
 
@@ -87,15 +125,17 @@ def pruning_callback(trial, noise_z: float = 2.0):
             if metrics and "eval_loss" in metrics:
                 if trial.study.direction != optuna.study.StudyDirection.MINIMIZE:
                     return  # judged on the task metric at the end: a loss at a rung says nothing of it
-                step, value = state.global_step, metrics["eval_loss"]
+                step, value, rows = state.global_step, metrics["eval_loss"], metrics.get("eval_row_losses")
                 trial.report(value, step)
+                if rows:
+                    trial.set_user_attr(f"rows@{step}", [round(x, 6) for x in rows])
                 if not trial.should_prune():
                     return
                 done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-                others = [t.intermediate_values[step] for t in trial.study.get_trials(deepcopy=False, states=done)
+                others = [(t.intermediate_values[step], t.user_attrs.get(f"rows@{step}"))
+                          for t in trial.study.get_trials(deepcopy=False, states=done)
                           if step in t.intermediate_values]
-                minimize = trial.study.direction == optuna.study.StudyDirection.MINIMIZE
-                if beyond_noise(value, others, metrics.get("eval_loss_se"), noise_z, minimize):
+                if beyond_noise(value, others, rows, noise_z):
                     raise optuna.TrialPruned(f"validation loss {value:.4f} at step {step}")
 
     return Report()
@@ -129,19 +169,27 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
     judged_by = objective_of(tc, v)
     direction = "minimize" if judged_by == "val_loss" else "maximize"
     rung = rung_steps(v, tc)
+    recipe = recipe_values(v, space)
+    space = with_recipe(space, recipe)
     study, storage = open_study(params, name, space, data_dir, work_dir, direction, rung)
     precision = resolve_precision(v.train.precision)
     parent = runs.variant_dir(v.parent) if v.parent else None
-    recipe = recipe_values(v, space)
+
+    def widen():  # under the study's lock, before a trial is drawn: the second half follows the evidence
+        counted = [t for t in study.get_trials(deepcopy=False) if counts(t)]
+        best = _best_finished(study, direction)
+        if finite(space) or best is None or len(counted) < max(2, tc.trials // 2):
+            return None
+        before = study.user_attrs.get("widened") or []
+        current, widenings = widened(study.user_attrs.get("space") or space, best.params, before)
+        if len(widenings) == len(before):
+            return None
+        study.set_user_attr("space", current)
+        study.set_user_attr("widened", widenings)
+        return into_new_region(best.params, widenings[len(before):], current)  # the next trial tries it
 
     def objective(trial):
         current = study.user_attrs.get("space") or space
-        if trial.number >= max(2, tc.trials // 2) and not finite(space):  # the second half follows the evidence
-            best = _best_finished(study, direction)
-            if best is not None:
-                current, widenings = widened(current, best.params, study.user_attrs.get("widened") or [])
-                study.set_user_attr("space", current)
-                study.set_user_attr("widened", widenings)
         values = {k: suggest(trial, k, spec) for k, spec in current.items()}
         values_drawn()
         tv = trial_variant(v, tc, values)
@@ -179,11 +227,12 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
             shutil.rmtree(out / "work", ignore_errors=True)
 
     rec = run_study(study, objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None, url=storage,
-                    sampler_for=lambda n: _sampler_and_pruner(tc, space, rung, n)[0],
-                    enqueue=None if finite(space) else recipe)
+                    sampler_for=lambda n: _sampler_and_pruner(tc, space, rung, n)[0], recipe=recipe,
+                    grid=grid_order(space, tc.seed, recipe) if finite(space) else None, propose=widen)
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     out = {"variant": name, "storage": storage.split("://")[0], "searched": study.user_attrs.get("space") or space,
-           "space_written": space, "widened": study.user_attrs.get("widened") or [], "objective": judged_by,
+           "space_written": space, "widened": outside(study.user_attrs.get("widened") or [], rec["trials"]),
+           "objective": judged_by,
            "trial_steps": v.train.max_steps, "rung_steps": rung, **rec}
     if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
         out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
@@ -267,7 +316,8 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
     from bakeoff.prompts import encode, few_shot_messages, render_prompt, shot_picker
 
     tc, b = params.tune, params.baseline(name)
-    space = {k: {"choices": v} for k, v in (b.search or {}).items()}
+    recipe = {k: getattr(b, k, None) for k in b.search or {}}  # trial 0: the baseline as params.yaml writes it
+    space = with_recipe({k: {"choices": v} for k, v in (b.search or {}).items()}, recipe)
     if not tc.trials or not space:
         return {"baseline": name, "values": {}, "trials": [], "searched": b.search,
                 "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search"}
@@ -313,6 +363,8 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
             if log_trial:
                 log_trial(trial.number, cfg, result)
 
+    rec = run_study(study, objective, tc.trials, url=storage, recipe=recipe, grid=grid_order(space, tc.seed, recipe),
+                    sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0])
+    twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
-            **run_study(study, objective, tc.trials, url=storage,
-                        sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0])}
+            **rec, **({"recipe": {"values": recipe, "state": twin["state"], "value": twin.get("value")}} if twin else {})}

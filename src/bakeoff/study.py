@@ -22,9 +22,8 @@ def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: 
     depends on the study's trials before it and not on which worker or process draws it; and the pruner."""
     import optuna
 
-    if finite(space):  # a finite space: trial k takes point k of one seeded order (the same order for every trial)
-        grid = {k: spec["choices"] for k, spec in space.items()}
-        sampler = optuna.samplers.GridSampler(grid, seed=tc.seed)
+    if finite(space):  # every trial's values are queued (grid_order): the sampler draws nothing
+        sampler = optuna.samplers.RandomSampler(seed=tc.seed + number)
     else:  # constant liar: a trial still running elsewhere counts as a poor one, so a parallel worker draws away
         sampler = optuna.samplers.TPESampler(seed=tc.seed + number, n_startup_trials=max(1, tc.trials // 2),
                                              constant_liar=True)
@@ -37,6 +36,18 @@ def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: 
 
 def finite(space: dict) -> bool:
     return all("choices" in spec for spec in space.values())
+
+
+def grid_order(space: dict, seed: int, first: dict | None = None) -> list[dict]:
+    """Every point of a finite ``space`` in one seeded order, ``first`` (the plain recipe) leading it: trial k takes
+    the first point no counted trial has taken (a lost trial's point is taken again)."""
+    import itertools
+    import random
+
+    keys = sorted(space)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(space[k]["choices"] for k in keys))]
+    random.Random(seed).shuffle(points)
+    return ([first] + [p for p in points if p != first]) if first is not None else points
 
 
 HEARTBEAT_S, GRACE_S = 10, 60  # a running trial writes a heartbeat every 10 s; 60 s without one: its worker died
@@ -128,7 +139,7 @@ def _fail_stale(study) -> None:
 
 
 def run_study(study, objective, trials: int, token_budget: float | None = None, *, url: str | None = None,
-              sampler_for=None, enqueue: dict | None = None) -> dict:
+              sampler_for=None, recipe: dict | None = None, grid: list[dict] | None = None, propose=None) -> dict:
     """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has) and
     return its choice and every finished trial. ``token_budget`` (``tune.budget: tokens``): trials go on, up to
     ``trials`` of them, only while the finished ones have trained fewer tokens than it.
@@ -136,13 +147,14 @@ def run_study(study, objective, trials: int, token_budget: float | None = None, 
     Several workers on one study (``url``: its database): each holds the study's lock (``bakeoff.locks``) from
     counting the trials left until its next trial's values are drawn (the objective calls ``values_drawn``), so
     ``trials`` holds across workers and no two draw from the same state; ``sampler_for(number)`` gives the
-    sampler seeded for that trial number; ``enqueue`` is trial 0's values (the plain recipe), queued once. Then
+    sampler seeded for that trial number; ``recipe`` is trial 0's values (the plain recipe), queued first and
+    queued again when its trial is lost; ``grid`` (a finite space, ``grid_order``) queues every trial's point;
+    ``propose()``, asked under the lock before a draw, may return values to queue (a range just widened). Then
     each waits for trials still running elsewhere, so every worker returns the same, whole study's choice."""
     import optuna
 
     S = optuna.trial.TrialState
     finished = (S.COMPLETE, S.PRUNED, S.FAIL)
-    grid = getattr(study.sampler, "_all_grids", None)
     budget = min(trials, len(grid)) if grid is not None else trials  # a grid runs each point once at most
 
     def full() -> bool:  # every place of the budget taken (a running trial holds one), or the tokens spent
@@ -164,14 +176,28 @@ def run_study(study, objective, trials: int, token_budget: float | None = None, 
             values_drawn()
 
     while True:
-        _draw_until_full(study, guarded, full, url, sampler_for, enqueue)
+        _draw_until_full(study, guarded, full, url, sampler_for, recipe, grid, propose)
         _wait_for_others(study)  # a trial lost there (its worker died) gives its place back: draw it again
         if full():
             break
     return _record(study)
 
 
-def _draw_until_full(study, guarded, full, url, sampler_for, enqueue) -> None:
+def next_point(every: list, recipe: dict | None, grid: list[dict] | None) -> dict | None:
+    """The values to queue for the next trial, given the study's trials: the recipe while no counted trial ran it
+    (first, or again when its trial was lost), else a grid's first point not taken; None: the sampler draws."""
+    import optuna
+
+    if any(t.state == optuna.trial.TrialState.WAITING for t in every):
+        return None  # one already queued
+    counted = [t for t in every if counts(t)]
+    if recipe is not None and not any(t.user_attrs.get("recipe") for t in counted):
+        return recipe
+    taken = [t.params for t in counted]
+    return next((p for p in grid if p not in taken), None) if grid is not None else None
+
+
+def _draw_until_full(study, guarded, full, url, sampler_for, recipe, grid, propose=None) -> None:
     """Trials one at a time, each drawn under the study's lock, until the budget's places are taken."""
     import optuna
 
@@ -181,12 +207,15 @@ def _draw_until_full(study, guarded, full, url, sampler_for, enqueue) -> None:
         lock.acquire()
         try:
             _fail_stale(study)
-            every = study.get_trials(deepcopy=False)
-            if enqueue is not None and not every:  # trial 0: the plain recipe, at full length
-                study.enqueue_trial(enqueue, user_attrs={"recipe": True})
-                every = study.get_trials(deepcopy=False)
             if full():
                 break
+            every = study.get_trials(deepcopy=False)
+            point = next_point(every, recipe, grid)
+            if point is None and propose is not None and not any(t.state == S.WAITING for t in every):
+                point = propose()
+            if point is not None:  # the plain recipe at full length, or a grid's next point
+                study.enqueue_trial(point, user_attrs={"recipe": True} if point == recipe else {})
+            every = study.get_trials(deepcopy=False)
             waiting = [t.number for t in every if t.state == S.WAITING]
             if sampler_for is not None:
                 study.sampler = sampler_for(min(waiting) if waiting else len(every))
@@ -211,7 +240,8 @@ def _record(study) -> dict:
     listed = [{"number": t.number, "values": t.params, "value": t.value,
                "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}
                                                               for k, x in sorted(t.intermediate_values.items())],
-               **t.user_attrs, "state": t.user_attrs.get("status") or t.state.name.lower()}
+               **{k: x for k, x in t.user_attrs.items() if not k.startswith("rows@")},  # per-row losses: the pruner's
+               "state": t.user_attrs.get("status") or t.state.name.lower()}
               for t in done if counts(t)]
     lost = [t.number for t in done if not counts(t)]
     failed = [t for t in listed if t["state"] not in ("complete", "pruned")]

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from bakeoff.errors import UserError
 from bakeoff.runs import git_commit, repo_root
+from bakeoff.schema import without_secret
 
 LATEST = "bakeoff.latest"
 
@@ -74,7 +75,7 @@ def check_reachable(uri: str, timeout: float = 10.0) -> None:
     except requests.RequestException as e:
         source = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "tracking.uri"
         raise TrackingUnreachable(
-            f"MLflow tracking server {uri} (from {source}) is unreachable: {type(e).__name__}. Start it "
+            f"MLflow tracking server {without_secret(uri)} (from {source}) is unreachable: {type(e).__name__}. Start it "
             f"(mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
 
 

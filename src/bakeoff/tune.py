@@ -171,11 +171,30 @@ def objective_of(tc: TuneConfig, run) -> str:
     return tc.derived_objective if getattr(run, "parent", None) else tc.objective
 
 
+# the library code a trial's outcome depends on (training, its stopping, the search and its pruning, the model's
+# loading, the prompts, the metrics that judge it): an edit there starts a new study instead of reusing old trials
+TRIAL_CODE = ("techniques", "stopping.py", "search.py", "study.py", "tune.py", "models.py", "prompts.py",
+              "metrics.py", "logprobs.py", "evaluate.py", "data.py")
+
+
+def trial_code_hash(root=None) -> str:
+    """A hash of the TRIAL_CODE files' contents under ``root`` (the library's own folder by default)."""
+    from pathlib import Path
+
+    root = Path(root or Path(__file__).resolve().parent)
+    h = hashlib.sha256()
+    for entry in TRIAL_CODE:
+        for f in sorted((root / entry).rglob("*.py")) if (root / entry).is_dir() else [root / entry]:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def study_name(params, name: str, space: dict, data_hash: str) -> str:
-    """One study per (task, variant, its configuration, search space, data, budget): a change starts a new one."""
+    """One study per (task, variant, its configuration, search space, data, budget, pruner, seed, the code that runs
+    a trial): a change to any of them starts a new one, so no trial of other settings or code is reused."""
     run = params.variants[name] if name in params.variants else params.baseline(name)
     blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps,
-                       objective_of(params.tune, run)]
+                       objective_of(params.tune, run), params.tune.pruner, params.tune.seed, trial_code_hash()]
                       + ([params.tune.budget, params.tune.budget_tokens] if params.tune.budget != "trials" else []),
                       sort_keys=True, default=str)
     return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

@@ -36,6 +36,9 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
                "run_id": ev.get("run_id") or tr.get("run_id", ""),
                **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        if ev.get("side_checks"):  # side checks that did not finish (lm-eval, the probe, KL): their own failures
+            row["side_checks_failed"] = "; ".join(f"{k} {c['status']}: {c['error']}"
+                                                  for k, c in ev["side_checks"].items())
         if ev.get("engine"):  # an endpoint baseline: which model answered, and how label choice was made
             row.update(engine=f"endpoint: {ev['engine'].get('model')}", label_choice_via=ev["engine"].get("label_choice"))
         tuned = runs.read_json(runs.tuned_record(name)) or {}
@@ -83,6 +86,45 @@ def _seed_items(name: str) -> list[dict]:
         if runs.predictions(name).exists() else []
     seeds = sorted((rows[0].get("seed_scores") or {}) if rows else {}, key=int)
     return [{r["id"]: tuple(v) if isinstance(v := r["seed_scores"][s], list) else v for r in rows} for s in seeds]
+
+
+def use_interleaved(df: pd.DataFrame, timed: dict | None) -> None:
+    """The variants' serving latencies as the export stage timed them, interleaved in one process (``timed``:
+    name → latency metrics), in place of each evaluation's own; ``latency_how`` says which a row holds."""
+    if not timed or "status" in timed:
+        return
+    for name, m in timed.items():
+        hit = df["name"] == name
+        for k, x in m.items():
+            df.loc[hit, k] = x
+        df.loc[hit, "latency_how"] = "timed interleaved in one process, one request of each run in turn"
+
+
+LN2 = math.log(2)
+MOVE_TOL = 0.01  # nats: a preference loss this close to ln 2 (where DPO starts) without a standard error of its own
+
+
+def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
+    """Derived runs that did not move from their parent: identical answers on every test item, and a preference
+    loss on its validation pairs within the noise of ln 2 (two standard errors where the curve has them, else
+    ``MOVE_TOL``), the loss of a policy still equal to its reference. Their ``convergence`` is set to say so."""
+    out = {}
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    for child, parent in parents.items():
+        a, b = rows.get(child), rows.get(parent)
+        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+            continue
+        mine, theirs = _items(child, "prediction"), _items(parent, "prediction")
+        if not mine or mine != theirs:
+            continue
+        curve = ((runs.read_json(runs.train_record(child)) or {}).get("val_curve") or [])
+        last = curve[-1] if curve else {}
+        loss, se = last.get("loss"), last.get("se")
+        if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
+            continue
+        out[child] = {"parent": parent, "identical": len(mine), "pref_loss": loss}
+        df.loc[df["name"] == child, "convergence"] = f"did not move from `{parent}`"
+    return out
 
 
 def as_number(x) -> float:
@@ -156,7 +198,7 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
     df["best_baseline"] = best
     for col in ("quality_ci_low", "quality_ci_high", "gain", "gain_ci_low", "gain_ci_high"):
         df[col] = float("nan")
-    for col in ("quality_ci", "quality_label_choice_ci", "gain_vs_prompting", "flips"):
+    for col in ("quality_ci", "quality_label_choice_ci", "gain_vs_prompting", "flips", "verdict_figure"):
         df[col] = None
     for i, r in df.iterrows():
         it = items.get(r["name"])
@@ -177,6 +219,10 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
         if choice:
             _, clo, chi = bootstrap_ci([choice[k] for k in ids], figure, resamples=resamples)
             df.loc[i, "quality_label_choice_ci"] = f"{clo:.1%}–{chi:.1%}"
+        if r["kind"] == "baseline":  # the figure the verdict compares a variant against, and the path behind it
+            by_choice = choice is not None and it == choice
+            df.loc[i, "verdict_figure"] = (f"{figure([it[k] for k in ids]):.1%} "
+                                           f"{'by label choice' if by_choice else 'generated'}")
         if r["kind"] != "variant" or not base_items:
             continue
         if set(ids) != set(base_items):
@@ -219,17 +265,29 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
         why = "no prompting baseline finished" if best_b is None else "no fine-tuned variant finished"
         return {"decision": "inconclusive", "reason": why, "min_gain": min_gain}
     split = choosing_split(df)
-    top = ok.sort_values("val_quality" if split == "val" else "quality", ascending=False, kind="stable").iloc[0]
+    col = "val_quality" if split == "val" else "quality"
+    top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
     gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
     out = {"variant": top["name"], "baseline": best_b, "gain": gain, "ci_low": lo, "ci_high": hi,
            "min_gain": min_gain, "n_test": n, "chosen_on": "validation" if split == "val" else "test"}
+    tied = [str(x) for x in ok.loc[ok[col] == top[col], "name"]]
+    if len(tied) > 1:  # a tie for the leader: the rule that broke it is said, not hidden in a sort
+        out["tie"] = {"runs": tied, "at": float(top[col]), "split": out["chosen_on"],
+                      "rule": "the first listed in params.yaml leads"}
+    against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
+    if isinstance(against, str):
+        out["baseline_figure"] = against
+    said = f"`{best_b}` ({against})" if isinstance(against, str) else f"`{best_b}`"
+    t = out.get("tie")
+    lead = (f"`{top['name']}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top['name'])}` at {t['at']:.1%} on "
+            f"{t['split']}; {t['rule']})" if t else f"`{top['name']}`")
     if lo > min_gain:
         out.update(decision="fine-tune",
-                   reason=f"`{top['name']}` beats `{best_b}` by {gain * 100:+.1f} points, 95% interval "
+                   reason=f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval "
                           f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
     elif hi < min_gain:
         out.update(decision="prompting is enough",
-                   reason=f"the best variant `{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`, "
+                   reason=f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, "
                           f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
     else:
         half = (hi - lo) / 2
@@ -239,7 +297,7 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
         need = math.ceil(round(n * (half / gap) ** 2, 6)) if gap > 1e-9 else None
         settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
         out.update(decision="inconclusive", examples_needed=need,
-                   reason=f"`{top['name']}` gains {gain * 100:+.1f} points over `{best_b}`; {n} test examples "
+                   reason=f"{lead} gains {gain * 100:+.1f} points over {said}; {n} test examples "
                           f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
                           f"contains min_gain {min_gain * 100:.1f}; {settle}")
     return out

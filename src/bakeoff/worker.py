@@ -25,20 +25,11 @@ import argparse
 from pathlib import Path
 
 from bakeoff.errors import UserError
+from bakeoff.schema import without_secret
 
 
 def lock_name(experiment: str, stage: str) -> str:
     return f"stage:{experiment}:{stage}"
-
-
-def without_secret(url: str | None) -> str:
-    """A URL as it may be printed: any user and password (``postgresql://user:pass@host/db``) left out."""
-    from urllib.parse import urlsplit
-
-    if not url:
-        return "local SQLite"
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl() if parts.netloc else url
 
 
 def _stage_hook(repo, url: str | None, experiment: str):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bakeoff import runs
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
 from bakeoff.report.sections import (budget_lines, dpo_lines, glossary_lines, pairwise_lines, sizing_lines,
@@ -45,14 +46,26 @@ def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
              "points wide: with few test items an interval is wide, and more items narrow it."
              if lo is not None and hi is not None else "")
     arms = ", ".join(f"`{x}`" for x in [*params.baselines, *params.variants])
+    changed = params.verdict.quick_look_changes
+    budget = f" Changed from your params for speed: {'; '.join(changed)}." if changed else ""
     return [f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, each "
-            f"search {params.tune.trials} trials.{width} The full bake-off, every technique with its full search: "
-            "`make repro`.", ""]
+            f"search {params.tune.trials} trials.{budget}{width} The full bake-off, every technique with its full "
+            "search: `make repro`.", ""]
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
-    """At most three things a buyer must know before acting on the first screen."""
+    """At most three things a buyer must know before acting on the first screen: first, any run that did not
+    finish (an endpoint that did not answer, an arm that ran out of memory), since the verdict is then on the rest."""
     out = []
+    stopped = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
+    if len(stopped):
+        out.append("No result from " + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
+                   + "; the verdict is on the other runs (why: Runs that did not finish, below).")
+    unsearched = [(n, rec["status"]) for n in df["name"] if (rec := runs.read_json(runs.tuned_record(n)) or {})
+                  and rec.get("status") not in (None, "ok", "off")]
+    if unsearched:
+        out.append("The search did not run for " + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
+                   + ": those arms trained on params.yaml's values, unsearched (why: Searches and their budget).")
     still = (v.get("recommendation") or {}).get("still_improving") or []
     if still:
         out.append(f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "

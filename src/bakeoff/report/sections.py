@@ -92,7 +92,9 @@ def cost_lines(v: dict, c: dict) -> list[str]:
                 f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
                 f"~{round_sig(per_day):,.0f} requests a day, prompting below it")
         if c.get("all_in"):
-            said += f"; training's all-in {usd_range(c['all_in']['usd'], c['all_in']['usd_high'])} comes on top, once"
+            a = c["all_in"]
+            said += (f"; training's all-in {usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
+                     " (bought alone) comes on top, once")
         if c.get("break_even_if_gain_held_requests_per_day") is not None:
             said += " (only if the gain held: it is not established)"
         out.append(said + (". Output tokens, which both pay, are left out." if c.get("priced_by") != "endpoint"
@@ -112,6 +114,11 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
     for name in df["name"]:
         b = spent.get(name)
         if not b or not b["trials"]:
+            rec = runs.read_json(runs.tuned_record(name)) or {}
+            if rec.get("status") not in (None, "ok", "off"):  # a search that crashed or ran out of memory
+                why = (rec.get("error") or "").splitlines()[0][:200]
+                rows.append(f"| {name} | **not run** ({rec['status']}: {why}; params.yaml's values trained) | 0 | – "
+                            "| – | – | – | – | – |")
             continue
         of = "own" if b["own"] else f"`{b['lender']}`'s"
         rows.append(f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
@@ -164,6 +171,13 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[
                         f"against {sum(wb) / len(wb):.1%} (exact McNemar p {p_win:.2g}); mean margin "
                         f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
                         f"{p_margin:.2g}).")
+        if str(a.get("convergence", "")).startswith("did not move"):
+            loss = (runs.read_json(runs.train_record(child)) or {}).get("val_curve") or [{}]
+            said.append(f"- It did not move from `{parent}`: the same answer on every test item"
+                        + (f", and its preference loss on the validation pairs {loss[-1]['loss']:.3f} is ln 2 = 0.693 "
+                           "within its noise (where a policy still equal to its reference starts)"
+                           if loss[-1].get("loss") is not None else "") + ". Its search kept a rate too small to "
+                        "train; the parent is the run to read.")
         rec = runs.read_json(runs.tuned_record(child)) or {}
         if rec.get("objective"):
             said.append(f"- Its search judged trials by {objective_words(rec)} on the validation split.")
@@ -242,16 +256,26 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
               "| target | " + " | ".join(f"`{v}`" for v in variants) + " |", "|" + "---|" * (len(variants) + 1)]
     for t in targets:
         lines.append(f"| {t} | " + " | ".join(cell(at[(t, v)]) if (t, v) in at else "–" for v in variants) + " |")
-    if costs:
-        lines += ["", "All in on the sizing target (training on the cheapest card + its share of the search it used + "
-                      "its parent, each from the assumed MFU range):", "",
-                  "| variant | card | training | search share | parent | all in |", "|---|---|---|---|---|---|"]
-        for n, c in costs.items():
-            lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
-                         f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | "
-                         f"{(usd_range(c['parent_usd'], c['parent_usd_high']) + ' (' + c['parent'] + ')') if c.get('parent') else '–'} | "
-                         f"{usd_range(c['usd'], c['usd_high'])} |")
-    return lines + [""]
+    return lines + all_in_lines(costs) + [""]
+
+
+def all_in_lines(costs: dict | None) -> list[str]:
+    """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
+    from bakeoff.ranking import usd_range
+
+    if not costs:
+        return []
+    lines = ["", "All in on the sizing target (training on the cheapest card + its share of the search it used + its "
+                 "parent, each from the assumed MFU range); bought alone, an arm pays its whole search, and its "
+                 "parent's:", "",
+             "| variant | card | training | search share | parent | all in | bought alone |", "|---|---|---|---|---|---|---|"]
+    for n, c in costs.items():
+        parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
+        lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
+                     f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
+                     f"{usd_range(c['usd'], c['usd_high'])} | "
+                     f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
+    return lines
 
 
 GLOSSARY = [

@@ -21,6 +21,9 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
     if not shipped:
         return []
     out = ["## Shipped: the winner exported, served and re-scored", ""]
+    if shipped.get("status", "ok") != "ok":
+        return out + [f"The export did not run ({shipped['status']}: {shipped['error'].splitlines()[0]}); the "
+                      "results above stand without it.", ""]
     if not shipped.get("variants"):
         return out + [f"Nothing exported: {shipped.get('note', 'no variant was chosen')}.", ""]
     n = (scope or {}).get("n")
@@ -59,10 +62,25 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
             if inf.get("latency_p50_s") is not None:
                 out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
                            f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
-            out += ["", "llama-cpp-python's server answers one request at a time: with more in flight, requests "
-                        "queue and latency grows while throughput stays. A batching engine (vLLM) was not measured "
-                        "here.", ""]
+            out += ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", ""]
     return out
+
+
+def throughput_words(rows: list[dict], band: float = 0.10) -> str:
+    """What the served figures show as more requests are in flight: throughput within ``band`` of batch 1's
+    (requests queue), or falling or rising by how much, said from the figures, not assumed."""
+    one, many = rows[0], rows[-1]
+    if len(rows) < 2 or not one.get("tokens_per_s"):
+        return ""
+    a, b = one["tokens_per_s"], many["tokens_per_s"]
+    change = (b - a) / a
+    if abs(change) <= band:
+        what = f"throughput stays within {band:.0%} ({a:.1f} → {b:.1f} generated tokens/s): requests queue"
+    else:
+        what = (f"throughput {'falls' if change < 0 else 'rises'} {abs(change):.0%}, from {a:.1f} to {b:.1f} "
+                "generated tokens/s")
+    return (f"With {many['concurrency']} requests in flight against 1, latency p50 goes from {one['latency_p50_s']:.2f} "
+            f"to {many['latency_p50_s']:.2f} s and {what}.")
 
 
 def endpoint_lines(df) -> list[str]:

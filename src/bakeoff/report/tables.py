@@ -16,6 +16,7 @@ from bakeoff import runs
 COLUMNS = {
     "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
     "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
+    "verdict_figure": ("compared as", "{}"),
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
     "quality_label_choice_ci": ("label choice 95% CI", "{}"),
     "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
@@ -51,8 +52,8 @@ def _fmt(value, spec: str) -> str:
 
 
 # each table at most ten columns; the rest of a run's figures sit under <details> and in comparison.csv
-QUALITY = ["name", "rank_group", "status", "quality", "quality_ci", "gain_vs_prompting", "flips", "val_quality",
-           "convergence"]
+QUALITY = ["name", "rank_group", "status", "quality", "quality_ci", "verdict_figure", "gain_vs_prompting", "flips",
+           "val_quality", "convergence"]
 QUALITY_MORE = ["name", "technique", "seed_spread", "quality_label_choice", "quality_label_choice_ci", "format_misses",
                 "contains_reference", "lm_eval_exact_match", "val_quality_label_choice", "val_loss"]
 QUALITY_TRAINING = ["name", "pref_accuracy", "pref_margin", "stopped_at_step", "best_step"]
@@ -101,8 +102,11 @@ def search_lines(df: pd.DataFrame) -> list[str]:
                         "adopted rather than trained again (its speed and memory were measured in the tune stage's "
                         "process)")
         for w in rec.get("widened") or []:
+            n = w.get("trials_outside")
+            ran = ("" if n is None else f" ({n} trial{'s' if n != 1 else ''} ran beyond {w['from']:.3g})" if n else
+                   f" (no trial ran beyond {w['from']:.3g}: the wider range was not tried)")
             said.append(f"a choice at the {w['side']} edge widened {w['param']}'s range from {w['from']:.3g} to "
-                        f"{w['to']:.3g}")
+                        f"{w['to']:.3g}{ran}")
         if said:
             out.append(f"- `{name}`: " + "; ".join(said) + ".")
     return ["", "**Searches** (on the validation split, the test split never read):", *out] if out else []
@@ -164,9 +168,9 @@ def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | 
                 figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
                 lines.append(f"- `{name}` · {task}: {figs}")
             else:
-                skipped.setdefault((task, res.get("reason", "")), []).append(name)
-    for (task, reason), who in skipped.items():
-        lines.append(f"- {task}: skipped for {', '.join(f'`{n}`' for n in who)} — {reason}")
+                skipped.setdefault((task, res.get("status", "skipped"), res.get("reason", "")), []).append(name)
+    for (task, status, reason), who in skipped.items():
+        lines.append(f"- {task}: {status} for {', '.join(f'`{n}`' for n in who)} — {reason}")
     return ["## Forgetting check", "", *lines, ""] if lines else []
 
 
@@ -222,14 +226,22 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
              *details("Batch split, kernels and the dtypes held in training", _table(df, TRAINING_MORE)),
              "## Serving", "",
              f"Measured here{machine}: every run in the serving dtype it names (`eval.dtype`), adapters merged (QLoRA "
-             "on its 4-bit base). Latency is one request at batch 1 over `eval.latency_requests` test prompts: a run "
-             "is called faster only when its interquartile range (p25–p75) lies below the other's.", "",
+             "on its 4-bit base). Latency is one request at batch 1 over `eval.latency_requests` test prompts"
+             + (" (the variants timed interleaved in one process by the export stage, one request of each in turn, "
+                "so the machine's drift falls on all alike)" if "latency_how" in df.columns
+                and df["latency_how"].notna().any() else "")
+             + ": a run is called faster only when its interquartile range (p25–p75) lies below the other's.", "",
              *_table(df, SERVING), "",
              *details("Adapters served unmerged", _table(df, SERVING_MORE))]
     failed = df[df["status"] != "ok"]
     if len(failed):
         lines += ["## Runs that did not finish", ""]
         lines += [f"- `{r['name']}`: {r['status']} — {r['error']}" for _, r in failed.iterrows()] + [""]
+    sides = df[df["side_checks_failed"].notna()] if "side_checks_failed" in df.columns else df.iloc[0:0]
+    if len(sides):  # the run's quality stands; only that side figure is missing
+        lines += ["## Side checks that did not finish", "",
+                  "Each run below kept its quality and test answers; only the side figure named is missing.", ""]
+        lines += [f"- `{r['name']}`: {r['side_checks_failed']}" for _, r in sides.iterrows()] + [""]
     if tail:
         lines += [*tail]
     return "\n".join(lines) + "\n"
