@@ -13,7 +13,8 @@ and where it was measured.
 With `checkpoint_steps: N` the trainer keeps its newest checkpoint in .bakeoff_tmp/<variant>/; a run that was
 killed continues from it on the next `dvc repro` (same params and data), in the same MLflow run. With
 `processes: N > 1` the stage starts itself N times under `torchrun` (CPU, gloo) or `accelerate launch` (GPUs,
-with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and the one MLflow run.
+with `accelerate_config` for FSDP or DeepSpeed); rank 0 writes the records and the one MLflow run, and a rank that
+fails (raises, runs out of memory, is killed) makes the arm's status that failure, with the rank and its reason.
 """
 
 import os

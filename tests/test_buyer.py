@@ -43,8 +43,11 @@ def test_latency_ties_unless_the_interquartile_ranges_separate():
     assert not latency_separated(fast, close) and latency_separated(fast, slow)
     assert not latency_separated(fast, {"latency_p50_s": 0.9})  # no spread recorded: never called faster
     rows = {"a": fast, "b": close, "c": slow}
-    assert "tie" in ranking.serving_words(rows, ["a", "b", "c"], "cpu")
-    assert "Fastest to serve here (cpu, batch 1): `a`" in ranking.serving_words(rows, ["a", "c"], "cpu")
+    said = ranking.serving_words(rows, ["a", "b", "c"], "cpu")  # the sentence follows every pair, not a blanket tie
+    assert "2 of 3 pairs separate, `a` below `c`, `b` below `c`" in said and "tie" not in said, said
+    assert "Fastest to serve here (cpu, batch 1, each run timed in its own stage): `a`" in \
+        ranking.serving_words(rows, ["a", "c"], "cpu")
+    assert "the group's runs tie" in ranking.serving_words(rows, ["a", "b"], "cpu")
 
 
 def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog():

@@ -291,8 +291,10 @@ def test_a_dead_endpoint_is_that_baselines_failure_and_a_missing_key_stops_the_s
     assert "EndpointDown" in rec["error"] and rec["metrics"] == {}
     assert "[dead] failed: EndpointDown: the endpoint http://127.0.0.1:9/v1 does not answer" in r.stdout
     sh("python stages/compare.py reports", repo)
-    first = (repo / "reports" / "comparison.md").read_text().split("\n## Quality")[0]
+    report = (repo / "reports" / "comparison.md").read_text()
+    first = report.split("\n## Quality")[0]
     assert "No result from `dead` (failed)" in first and "the verdict is on the other runs" in first, first
+    assert "| `dead` | smollm2 | not run (failed: EndpointDown: the endpoint http://127.0.0.1:9/v1" in report
     before, kept = proxy.hits, (repo / "runs" / "big" / "eval.json").read_text()
     r = sh("python stages/baseline.py big", repo, ok=False, key=False)
     assert r.returncode == 2 and f"environment variable {KEY_ENV}, which is not set" in r.stderr

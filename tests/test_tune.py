@@ -214,13 +214,15 @@ def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_pa
     rows = [json.loads(x) for x in (data / "val.jsonl").read_text().splitlines()][:6]
     (data / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     params = _params(TuneConfig(trials=2, storage=f"sqlite:///{tmp_path / 'p.db'}"))
-    searched = BaselineConfig("searched", search={"shots": [0, 3], "selection": ["nearest"]})
+    # written as zero-shot nearest: trial 0 (the recipe) is (0, nearest), the grid's other point (3, nearest)
+    searched = BaselineConfig("searched", selection="nearest", search={"shots": [0, 3], "selection": ["nearest"]})
     params = replace(params, baselines={"searched": searched}, task=replace(params.task, metric="json_fields"),
                      eval=replace(params.eval, dtype="fp32"))
     seen = []
     rec = search_prompt(params, "searched", base, data, tmp_path / "w", log_trial=lambda *a: seen.append(a))
     by_shots = {t["values"]["shots"]: t["value"] for t in rec["trials"]}
-    assert set(by_shots) == {0, 3} and len(seen) == 2
+    assert set(by_shots) == {0, 3} and len(seen) == 2 and rec["trials"][0]["values"]["shots"] == 0
+    assert rec["trials"][0].get("recipe") and rec["recipe"]["values"] == {"shots": 0, "selection": "nearest"}
     assert by_shots[3] > by_shots[0], by_shots
     assert rec["values"] == {"shots": 3, "selection": "nearest"} and rec["best_value"] == by_shots[3]
     assert all(t["prompt_tokens_per_request"] > 0 for t in rec["trials"])
@@ -262,43 +264,49 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
 
 def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_dir, tickets, tmp_path, monkeypatch):
     """With the task metric as a derived variant's objective (the default, ``tune.derived_objective: metric``), DPO's
-    own loss neither prunes nor chooses: on validation pairs it can learn, lr 1e-2 has the lower DPO loss, but it
-    moves the model away from its parent, and the score that falls with that movement (a stand-in for a task metric
-    that a drifting policy loses, computed from each trial's real saved adapter) makes the search keep 1e-9."""
-    import torch
-    from safetensors.torch import load_file
+    own loss neither prunes nor chooses. The objective is the tune stage's own (``_val_metric``: each trial's model
+    served as the pipeline serves it, exact match on the validation split), and the validation references are the
+    parent's own greedy answers: a DPO that does not move keeps them all; on validation pairs it can learn, lr 0.3
+    has the lower DPO loss but moves the answers, so the search keeps 1e-9."""
+    import importlib.util
 
     from bakeoff.data import read_pairs
+    from bakeoff.evaluate import generate
+    from bakeoff.models import load_tokenizer, resolve_precision
     from bakeoff.techniques import get_technique
     from bakeoff.techniques.trainer import train
 
-    monkeypatch.chdir(tmp_path)
-    data = _prepared(tickets, tmp_path / "data")
+    monkeypatch.chdir(tmp_path)  # the stage's paths: data/prepared, models/base, models/variants/lora
+    data = _prepared(tickets, tmp_path / "data" / "prepared")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "base").symlink_to(tiny_model_dir)
     pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
     write_jsonl(data / "prefs_train.jsonl", pairs[:16])
     write_jsonl(data / "prefs_val.jsonl", pairs[:6])  # the pairs it trains on: a learning rate lowers its loss
     params = _params(TuneConfig(trials=2, trial_steps=0.5, storage=f"sqlite:///{tmp_path / 't.db'}",
-                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}))
+                                spaces={"dpo": {"lr": {"choices": [1e-9, 0.3]}}}))
     lora = params.variant("lora")
     parent = tmp_path / "models" / "variants" / "lora"
     train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
           get_technique("lora").load_rows(data), parent, "fp32", tmp_path / "w")
+    served = get_technique("lora").load_for_eval(tiny_model_dir, parent, lora, resolve_precision(params.eval.dtype))
+    val = read_examples(tickets)[32:40]  # the validation rows _prepared wrote
+    answers, _ = generate(served, load_tokenizer(tiny_model_dir), [e.messages for e in val], 8, 8)
+    write_jsonl(data / "val.jsonl", [replace(e, completion=a) for e, a in zip(val, answers)])
+    params = replace(params, task=replace(params.task, max_new_tokens=8))
     dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
                         options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
     params = replace(params, variants={**params.variants, "dpo": dpo})
-    start = load_file(parent / "adapter_model.safetensors")
+    spec = importlib.util.spec_from_file_location("tune_stage", ROOT / "stages" / "tune.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
 
-    def task_score(variant, out_dir) -> float:  # higher is better; falls as the adapter leaves its parent
-        got = load_file(out_dir / "adapter_model.safetensors")
-        return -sum(float((got[k].float() - start[k].float()).abs().sum()) for k in start if k in got)
-
-    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=task_score)
+    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=stage._val_metric(params))
     assert rec["objective"] == "metric" and rec.get("n_pruned", 0) == 0, rec
     by_lr = {t["values"]["lr"]: t for t in rec["trials"]}
-    assert by_lr[1e-2]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 1e-2
-    assert by_lr[1e-2]["value"] < by_lr[1e-9]["value"]                                   # the task score falls
+    assert by_lr[0.3]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 0.3
+    assert by_lr[1e-9]["value"] == 1.0 and by_lr[0.3]["value"] < 1.0                   # the task metric falls
     assert rec["values"] == {"lr": 1e-9}
-    assert torch.isfinite(torch.tensor(rec["best_value"]))
 
 
 def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_tokens(tmp_path):

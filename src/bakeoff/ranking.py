@@ -156,7 +156,8 @@ def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | 
     variants = [n_ for n_ in best if rows[n_]["kind"] == "variant"]
     if not variants:
         return {}
-    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("alone_usd")),  # bought alone
+    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("alone_usd",  # bought alone
+                                                                             (costs.get(n_) or {}).get("usd"))),
                                          _num_or_inf(rows[n_].get("train_peak_rss_mb"))))
     r, leader = rows[pick], best[0]
     line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"

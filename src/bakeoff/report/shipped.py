@@ -92,12 +92,17 @@ def endpoint_lines(df) -> list[str]:
            "local ones. Token counts are the server's own; the price is the one in params.yaml.", "",
            "| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
            "label choice |", "|---|---|---|---|---|---|"]
+    def count(x) -> str:
+        return f"{int(x)}" if isinstance(x, (int, float)) and x == x else "–"
+
     for _, r in df[df["engine"].notna()].iterrows():
+        model = str(r["engine"]).removeprefix("endpoint: ")
+        if r.get("status") != "ok":  # it never answered (a dead URL, a refused key): nothing was sent
+            out.append(f"| `{r['name']}` | {model} | not run ({r.get('status')}: {r.get('error', '')}) | – | – | – |")
+            continue
         usd = r.get("usd_per_request")
         price = f"${usd * 1000:.4f}" if isinstance(usd, float) and usd == usd else "no price set"
-        failed = r.get("n_failed_items")
-        out.append(f"| `{r['name']}` | {str(r['engine']).removeprefix('endpoint: ')} | "
-                   f"{int(failed) if failed == failed and failed is not None else '–'} of {int(r.get('n_test') or 0)} | "
+        out.append(f"| `{r['name']}` | {model} | {count(r.get('n_failed_items'))} of {count(r.get('n_test'))} | "
                    f"{r.get('prompt_tokens_per_request')} / {r.get('completion_tokens_per_request')} | {price} | "
                    f"{r.get('label_choice_via') or '–'} |")
     return out + [""]

@@ -279,8 +279,8 @@ def launch(script: str, name: str, params, v) -> None:
     ``dvc repro`` goes on with the other arms."""
     from bakeoff import runs
 
-    work, record_path = runs.work_dir(name), runs.train_record(name)
-    for old in work.glob("rank-*.json"):
+    record_path = runs.train_record(name)
+    for old in rank_failure_path(name, 0).parent.glob("rank-*.json"):
         old.unlink()
     record_path.unlink(missing_ok=True)  # what rank 0 writes now is this launch's, nothing older
     t0 = time.time()
@@ -292,9 +292,11 @@ def launch(script: str, name: str, params, v) -> None:
 
 
 def rank_failure_path(name: str, r: int) -> Path:
+    """Where rank ``r`` of a multi-process run writes its failure: beside the run's scratch folder, which rank 0
+    empties when it starts."""
     from bakeoff import runs
 
-    return runs.work_dir(name) / f"rank-{r}.json"
+    return runs.work_dir(f"{name}.ranks") / f"rank-{r}.json"
 
 
 def record_failed_launch(params, name: str, v, rc: int, t0: float) -> dict:
@@ -303,7 +305,7 @@ def record_failed_launch(params, name: str, v, rc: int, t0: float) -> dict:
     the files the ranks wrote (``rank_failure_path``), or the launcher's exit code when none could write."""
     from bakeoff import runs, tracking
 
-    failures = [runs.read_json(f) for f in sorted(runs.work_dir(name).glob("rank-*.json"))]
+    failures = [runs.read_json(f) for f in sorted(rank_failure_path(name, 0).parent.glob("rank-*.json"))]
     said = ("; ".join(f"rank {f['rank']} {f['status']}: {f['error'].splitlines()[0]}" for f in failures) or
             f"the {v.train.processes}-process launch exited with code {rc} before a rank could say why")
     own = runs.read_json(runs.train_record(name))  # rank 0's, written by this launch (launch() removed older ones)
