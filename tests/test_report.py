@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from bakeoff import report, verdict
+from bakeoff.report import sections
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -389,3 +390,23 @@ def test_the_exports_interleaved_latencies_replace_each_stages_own(tmp_path, mon
     row = df.set_index("name").loc["lora"]
     assert row["latency_p50_s"] == 0.5 and "interleaved" in row["latency_how"]
     verdict.use_interleaved(df, {"status": "failed", "error": "x"})  # a failed timing changes nothing
+
+
+def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, monkeypatch):
+    """An arm with no search says so, one that shares a search but did not run says it carries none, one whose search
+    failed says **not run**: no arm is missing from the table."""
+    monkeypatch.chdir(tmp_path)
+    for name, rec in {"zero_shot": {"status": "off", "skipped": "baselines.zero_shot has no search", "trials": []},
+                      "unsloth": {"status": "ok", "shared_from": "lora", "trials": [{"number": 0}]},
+                      "full": {"status": "failed", "error": "RuntimeError: boom", "trials": []}}.items():
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "tuned.json").write_text(json.dumps(rec))
+    df = pd.DataFrame({"name": ["zero_shot", "lora", "unsloth", "full"], "status": ["ok", "ok", "skipped", "ok"],
+                       "kind": ["baseline", "variant", "variant", "variant"]})
+    spent = {"lora": {"trials": 4, "own": True, "lender": "lora", "tokens": 100, "steps": 10, "seconds": 5.0,
+                      "share": 1.0, "carried_tokens": 100, "carried_seconds": 5.0}}
+    table = "\n".join(sections.budget_lines(df, spent))
+    assert "| zero_shot | none (baselines.zero_shot has no search) |" in table
+    assert "| lora | own | 4 | 100 |" in table
+    assert "| unsloth | `lora`'s, unused (the arm did not run: skipped) |" in table
+    assert "| full | **not run** (failed: RuntimeError: boom;" in table

@@ -119,6 +119,13 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
                 why = (rec.get("error") or "").splitlines()[0][:200]
                 rows.append(f"| {name} | **not run** ({rec['status']}: {why}; params.yaml's values trained) | 0 | – "
                             "| – | – | – | – | – |")
+            elif rec.get("shared_from") or (rec.get("status") == "ok" and rec.get("trials")):  # the arm did not run
+                lender = rec.get("shared_from") or name
+                rows.append(f"| {name} | `{lender}`'s, unused (the arm did not run: "
+                            f"{_status(df, name)}) | – | – | – | – | 0% | 0 | 0 |")
+            else:  # no search for this arm (tune.trials 0, or a baseline without `search:`)
+                why = (rec.get("skipped") or "no search").rstrip(".")
+                rows.append(f"| {name} | none ({why}) | 0 | – | – | – | – | – | – |")
             continue
         of = "own" if b["own"] else f"`{b['lender']}`'s"
         rows.append(f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
@@ -138,6 +145,11 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
             "all-in cost.", "",
             "| arm | search | trials | tokens | steps | seconds | share | tokens carried | seconds carried |",
             "|---|---|---|---|---|---|---|---|---|", *rows, "", *search_lines(df)[1:], ""]
+
+
+def _status(df: pd.DataFrame, name: str) -> str:
+    row = df[df["name"] == name]
+    return str(row["status"].iloc[0]) if len(row) else "missing"
 
 
 def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[str]:
