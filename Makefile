@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup repro quick worker postgres test test-fast bench clean-runs mlflow-ui
+.PHONY: setup repro quick worker test test-fast bench clean-runs mlflow-ui
 
 setup: $(VENV)/.installed
 
@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_CPP) -d $(VENV)/src
 	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip install --quiet -c requirements.lock --find-links $(VENV)/src -e '.[dev]' || { df -h . ; \
 	  echo "make: the install failed (pip's error is above). The pinned stack needs about 8 GB free here (7 GB in $(VENV), torch's CUDA wheels most of it); llama-cpp-python needs cmake and a C++ compiler." >&2 ; exit 1 ; }
-	# llama.cpp's GGUF converter, from the same source (the export stage runs it; bakeoff.export)
+	# llama.cpp's GGUF converter, from the same source (the export stage runs it; bakeoff.ship.export)
 	mkdir -p $(VENV)/share/llama.cpp
 	tar xzf $(VENV)/src/llama_cpp_python-$(LLAMA_CPP).tar.gz -C $(VENV)/share/llama.cpp --strip-components=3 \
 	  llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/convert_hf_to_gguf.py \
@@ -30,30 +30,26 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 repro: setup
 	test -d .dvc || dvc init --quiet
-	$(PY) -m bakeoff.clock
+	$(PY) -m bakeoff.run.clock
 	@echo; echo "Report: reports/comparison.md   MLflow: make mlflow-ui"
 
 quick: setup
 	test -d .dvc || dvc init --quiet
-	$(PY) -m bakeoff.quick
+	$(PY) -m bakeoff.run.quick
 	@echo; echo "Quick look: quick/reports/comparison.md   The full bake-off: make repro"
 
 # one machine's share of a bake-off on several machines (README "Run it on several machines"):
 #   make worker STAGES="evaluate@lora evaluate_from@dpo"     (no STAGES: every stage, restoring what others pushed)
 worker: setup
 	test -d .dvc || dvc init --quiet
-	$(PY) -m bakeoff.worker $(STAGES)
+	$(PY) -m bakeoff.run.worker $(STAGES)
 
-# tests/test_machines.py starts a throwaway PostgreSQL (Debian's package): installed here when it is missing
-postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
-	  { echo "make: installing PostgreSQL for tests/test_machines.py (apt-get install postgresql)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
-
-test: setup postgres
+test: setup
+	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(PY) -m pytest
 
-test-fast: setup postgres
+test-fast: setup
+	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(PY) -m pytest -m "not slow"
 
 # benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 55 min on 2 CPU cores

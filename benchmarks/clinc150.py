@@ -7,7 +7,7 @@ hand-written reference (benchmarks/reference_clinc150.py).
 A workspace of its own (bench/clinc150/, ignored by git; DVC's cache shared with the project) with the project's
 dvc.yaml, stages and code and params.yaml's settings but the task below: the README's CLINC150 params (your
 baselines, one LoRA, 300 steps of 8 rows, the searches as params.yaml sets them, no derived variants) and the export
-without its served re-score. `python -m bakeoff.clock` runs it (`dvc repro` with a clock). The record names the
+without its served re-score. `python -m bakeoff.run.clock` runs it (`dvc repro` with a clock). The record names the
 commit and the machine. Target: the pipeline's LoRA within 3 points of the reference's test accuracy, or above it
 (when reports/bench/reference_clinc150.json exists); exits 1 on a miss.
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "src"))
-from targets import Targets, add_argument as add_target_argument  # noqa: E402
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 DEST = ROOT / "bench" / "clinc150"
 TASK = {"name": "clinc150", "train": "data/raw/clinc150/train.csv", "test": "data/raw/clinc150/test.csv",
@@ -36,7 +37,7 @@ def workspace(dest: Path = DEST) -> Path:
     """bench/clinc150/ with the project's pipeline and code and the CLINC150 params."""
     import yaml
 
-    from bakeoff.quick import _copy
+    from bakeoff.run.quick import _copy
 
     dest.mkdir(parents=True, exist_ok=True)
     for part in ("dvc.yaml", "stages", "src", "data"):
@@ -63,17 +64,19 @@ def record(dest: Path, reference: dict | None) -> dict:
         f = dest.joinpath(*p)
         return json.loads(f.read_text()) if f.exists() else {}
 
-    from bakeoff.runs import device_name, git_commit
+    from bakeoff.core.runs import device_name, git_commit
 
     ev, tr, tuned = read("runs", "lora", "eval.json"), read("runs", "lora", "train.json"), read("runs", "lora",
                                                                                                  "tuned.json")
     m, t = ev.get("metrics") or {}, tr.get("metrics") or {}
-    out = {"what": "the shipped CLINC150 task through `python -m bakeoff.clock` (benchmarks/clinc150.py)",
-           "code": git_commit(), "machine": device_name(), "clock": read("reports", "clock.json").get("runs", [{}])[-1:],
+    out = {"what": "the shipped CLINC150 task through `python -m bakeoff.run.clock` (benchmarks/clinc150.py)",
+           "code": git_commit(), "machine": device_name(), "clock": read("reports", "clock.json").get("runs",
+                                                                                                      [{}])[-1:],
            "lora": {"status": ev.get("status"), "test_accuracy": m.get("quality"), "val_accuracy": m.get("val_quality"),
                     "chosen": tuned.get("values"), "beat_recipe": tuned.get("beat_recipe"),
                     "widened": tuned.get("widened"), "trials": [{k: x.get(k) for k in ("number", "values", "state",
-                                                                                        "value", "tokens_seen", "wall_s")}
+                                                                                        "value", "tokens_seen",
+                                                                                        "wall_s")}
                                                                  for x in tuned.get("trials") or []],
                     "adopted_from_trial": t.get("adopted_from_trial"), "train_s": t.get("train_wall_s"),
                     "convergence": t.get("convergence")}}
@@ -98,7 +101,7 @@ def main() -> None:
     if args.reference:
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reference_clinc150.py")], check=True)
     dest = workspace()
-    rc = subprocess.run([sys.executable, "-m", "bakeoff.clock"], cwd=dest).returncode
+    rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock"], cwd=dest, check=False).returncode
     reference = json.loads(ref_path.read_text()) if ref_path.exists() else None
     rec = record(dest, reference)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 
 def main() -> None:
@@ -35,11 +36,11 @@ def main() -> None:
 
     import torch
 
-    from bakeoff.config import load_params
-    from bakeoff.data import load_examples
-    from bakeoff.evaluate import generate
-    from bakeoff.prompts import encode, few_shot_messages, render_prompt, shot_picker
-    from bakeoff.models import load_for_eval, load_tokenizer
+    from bakeoff.core.config import load_params
+    from bakeoff.core.models import load_for_eval, load_tokenizer
+    from bakeoff.data.examples import load_examples
+    from bakeoff.data.prompts import encode, few_shot_messages, render_prompt, shot_picker
+    from bakeoff.evaluate.generation import generate
 
     params = load_params(args.params)
     tok, model = load_tokenizer(args.model), load_for_eval(args.model)

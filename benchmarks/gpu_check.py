@@ -1,7 +1,7 @@
 """The GPU check: every claim bakeoff makes about a CUDA GPU, measured in one run, one table, one JSON file.
 
     python benchmarks/gpu_check.py                  # one CUDA GPU (an H200: about 9 minutes); reports/bench/gpu.json
-    python benchmarks/gpu_check.py --shape tiny     # CPU, tiny shapes, a few minutes: the script starts, every part runs
+    python benchmarks/gpu_check.py --shape tiny     # CPU, tiny shapes, a few minutes: every part starts and runs
 
 Installs nothing. Needs torch, transformers, peft, trl, bitsandbytes and bakeoff (``src/`` is put on the path); the
 pipeline part needs the pipeline's stack too (mlflow, optuna, datasets, pandas, scipy; dvc and lm-eval when there),
@@ -16,12 +16,12 @@ Each part runs in its own process (clean CUDA peaks; Unsloth patches transformer
   oom       in the same pipeline, ``full_oom`` past its ``memory_budget_gb``: its trials and its run recorded
             ``oom``, the pipeline goes on
   8b        the seed's claim at Llama-3.1-8B's dimensions (random bf16 weights made on the GPU), 1 × 1024 tokens,
-            the pipeline's own training step (``bakeoff.techniques.trainer.train``): QLoRA without and with
+            the pipeline's own training step (``bakeoff.train.trainer.train``): QLoRA without and with
             checkpointing, LoRA, full fine-tuning where it fits; peak reserved + CUDA context beside
-            ``bakeoff.sizing``'s prediction
+            ``bakeoff.decide.sizing``'s prediction
   unsloth   Unsloth's LoRA against PEFT's, same seed and batches, at the 1B shape: loss after N steps, tokens/s, peak
   mfu       full fine-tuning and LoRA at Llama-3.2-1B's dimensions, 4 × 1024 tokens, the pipeline's step: MFU
-            (``bakeoff.measure.mfu``) against the card's dense bf16 peak from params.yaml's sizing.gpus
+            (``bakeoff.core.flops.mfu``) against the card's dense bf16 peak from params.yaml's sizing.gpus
 
 On CPU (``--shape tiny``) every shape is a 2-layer model and every length 64 tokens; CUDA-only figures are None.
 
@@ -48,20 +48,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from targets import Targets  # noqa: E402
-from targets import add_argument as add_target_argument  # noqa: E402
+from targets import Targets
+from targets import add_argument as add_target_argument
+
 TOKENIZER = ROOT / "benchmarks" / "tokenizer"  # the default model's tokenizer (SmolLM2-135M-Instruct's)
 LIMIT_S = 9 * 60
 
-SHAPES = {  # name → (LlamaConfig fields, the bakeoff.sizing.Shape fields they are)
-    "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-               num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=False),
-    "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-               num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True),
-    "pipeline": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-                     num_key_value_heads=2, vocab_size=49152, tie_word_embeddings=True),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=49152, tie_word_embeddings=True),
+SHAPES = {  # name → (LlamaConfig fields, the bakeoff.decide.memory.Shape fields they are)
+    "8b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False},
+    "1b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": True},
+    "pipeline": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                     "num_key_value_heads": 2, "vocab_size": 49152, "tie_word_embeddings": True},
+    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "vocab_size": 49152, "tie_word_embeddings": True},
 }
 EIGHT_B = [  # (row name, technique, extra TrainConfig fields)
     ("qlora", "qlora", {"gradient_checkpointing": False}),
@@ -77,7 +78,7 @@ def ensure_tokenizer() -> Path:
     if not (TOKENIZER / "tokenizer.json").exists():
         from transformers import AutoTokenizer
 
-        from bakeoff.models import fetch_alias_gguf
+        from bakeoff.core.models import fetch_alias_gguf
 
         gguf = fetch_alias_gguf("smollm2-135m-instruct")
         with tempfile.TemporaryDirectory() as tmp:  # tokenizer.json alone: the tracked files stay as committed
@@ -128,7 +129,7 @@ def rows(n: int, tokens: int) -> list:
     """``n`` chat rows of about ``tokens`` tokens each (ticket text repeated), a 32-token answer."""
     from transformers import AutoTokenizer
 
-    from bakeoff.data import Example, read_examples
+    from bakeoff.data.examples import Example, read_examples
 
     tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
     text = " ".join(e.messages[-1]["content"] for e in read_examples(ROOT / "data" / "raw" / "tickets.jsonl")[:200])
@@ -148,17 +149,17 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
     """``steps`` optimizer steps of ``technique`` through the pipeline's own ``train`` (its trainer, kernels,
     optimizer and measurement); the record's figures, the CUDA context and the memory model's prediction."""
     if backend == "unsloth":
-        from bakeoff.techniques.backends import unsloth
+        from bakeoff.train.backends import unsloth
 
         unsloth.preload()
     import torch
 
-    from bakeoff.config import TrainConfig, VariantConfig
-    from bakeoff.models import resolve_precision
-    from bakeoff.runs import guarded
-    from bakeoff.sizing import GB, Setup, Shape, estimate
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import resolve_precision
+    from bakeoff.core.runs import guarded
+    from bakeoff.core.sections import TrainConfig, VariantConfig
+    from bakeoff.decide.memory import GB, Setup, Shape, estimate
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     context_mb = None
     if cuda():  # what the process holds on the card besides the caching allocator: CUDA context, library handles
@@ -204,7 +205,7 @@ def sub_step(model_dir: Path, technique: str, backend: str, extra: dict, micro_b
            backend, "--extra", json.dumps(extra), "--micro-batch", str(micro_batch), "--seq", str(seq),
            "--steps", str(steps), "--work", str(work)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10, timeout))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10, timeout), check=False)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "error": f"over {timeout:.0f} s"}
     line = next((x for x in reversed(r.stdout.splitlines()) if x.startswith("RESULT ")), None)
@@ -220,7 +221,7 @@ def part_env() -> dict:
 
     import torch
 
-    from bakeoff.models import cuda_bf16_native, resolve_precision
+    from bakeoff.core.models import cuda_bf16_native, resolve_precision
 
     versions = {}
     for name in ("torch", "transformers", "peft", "trl", "accelerate", "bitsandbytes", "unsloth", "unsloth_zoo",
@@ -231,7 +232,8 @@ def part_env() -> dict:
             versions[name] = None
     env = {"status": "ok", "cuda": cuda(), "versions": versions, "precision_auto": resolve_precision("auto")}
     if cuda():
-        env.update(device=torch.cuda.get_device_name(), capability=".".join(map(str, torch.cuda.get_device_capability())),
+        env.update(device=torch.cuda.get_device_name(), capability=".".join(map(str,
+                                                                                torch.cuda.get_device_capability())),
                    bf16_native=cuda_bf16_native(), bf16_reported=torch.cuda.is_bf16_supported(),
                    memory_gb=round(torch.cuda.get_device_properties(0).total_memory / 1e9, 1))
     return env
@@ -292,12 +294,13 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
         cmds = ["python stages/model.py models/base", "python stages/data.py models/base data/prepared",
                 *[f"python stages/tune.py {b}" for b in names], *[f"python stages/baseline.py {b}" for b in names],
                 *[f"python stages/{s}.py {v}" for v in PIPELINE_VARIANTS for s in ("tune", "train", "evaluate")],
-                *[f"python stages/{s}.py dpo" for s in ("tune", "train", "evaluate")], "python stages/compare.py reports"]
+                *[f"python stages/{s}.py dpo" for s in ("tune", "train", "evaluate")],
+                "python stages/compare.py reports"]
     log, rc = [], 0
     for cmd in cmds:
         try:
             r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True,
-                               timeout=max(10, deadline - time.time()))
+                               timeout=max(10, deadline - time.time()), check=False)
         except subprocess.TimeoutExpired:
             return {"status": "timeout", "how": how, "ran": log}
         log.append({"cmd": cmd, "rc": r.returncode})
@@ -308,17 +311,18 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
     out = {"status": "ok" if rc == 0 else f"exit {rc}", "how": how, "wall_s": round(time.perf_counter() - t0, 1),
            "stages": len(log), "runs": {}}
     for name in [*PIPELINE_VARIANTS, "dpo"]:
-        train = json.loads((repo / "runs" / name / "train.json").read_text()) if (repo / "runs" / name / "train.json").exists() else {}
-        ev = json.loads((repo / "runs" / name / "eval.json").read_text()) if (repo / "runs" / name / "eval.json").exists() else {}
-        tuned = json.loads((repo / "runs" / name / "tuned.json").read_text()) if (repo / "runs" / name / "tuned.json").exists() else {}
+        train, ev, tuned = (json.loads(p.read_text()) if (p := repo / "runs" / name / f).exists() else {}
+                            for f in ("train.json", "eval.json", "tuned.json"))
         m = train.get("metrics") or {}
         out["runs"][name] = {"train": train.get("status"), "eval": ev.get("status"),
                              "error": (train.get("error") or ev.get("error") or "").split("\n")[0][:200],
                              "trials": [t.get("state") for t in tuned.get("trials", [])],
                              "search": tuned.get("skipped") or tuned.get("values"),
-                             "precision": m.get("precision"), "attention": (train.get("kernel_choice") or {}).get("attention"),
+                             "precision": m.get("precision"), "attention": (train.get("kernel_choice")
+                                                                            or {}).get("attention"),
                              "dtypes": m.get("dtypes"), "evidence": m.get("backend_evidence"),
-                             "peak_reserved_mb": m.get("train_peak_reserved_mb"), "quality": (ev.get("metrics") or {}).get("quality")}
+                             "peak_reserved_mb": m.get("train_peak_reserved_mb"), "quality": (ev.get("metrics")
+                                                                                              or {}).get("quality")}
     return out
 
 
@@ -349,8 +353,8 @@ def part_unsloth(work: Path, shape: str, seq: int, deadline: float, steps: int =
 
 
 def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) -> dict:
-    from bakeoff.config import load_params
-    from bakeoff.measure import mfu
+    from bakeoff.core.config import load_params
+    from bakeoff.core.flops import mfu
 
     model = make_model(shape, work / f"{shape}-mfu")
     peak = None
@@ -396,12 +400,13 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
     if runs_:
         targets.at_most("pipeline_statuses_wrong", len(wrong), 0)
         for n in wrong:
-            print(f"  pipeline {n}: train {runs_[n].get('train')}, eval {runs_[n].get('eval')}: {runs_[n].get('error')}")
+            got = runs_[n]
+            print(f"  pipeline {n}: train {got.get('train')}, eval {got.get('eval')}: {got.get('error')}")
     if tiny:
         return
     eight = (res.get("8b") or {}).get("rows") or {}
     one = (res.get("mfu") or {}).get("rows") or {}
-    gb = lambda r: (r or {}).get("measured_gb")  # noqa: E731
+    gb = lambda r: (r or {}).get("measured_gb")
     if gb(eight.get("qlora")) is not None:
         targets.at_most("qlora_8b_peak_gib", round(gb(eight["qlora"]) / GIB, 2), 22.0)
     if gb(eight.get("qlora + checkpointing")) is not None:
@@ -426,14 +431,15 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
 # ---------------------------------------------------------------- table
 
 def table(res: dict) -> str:
-    lines = [f"{'part':<10} {'row':<24} {'status':<8} {'peak GB':>8} {'model GB':>8} {'err':>6} {'tok/s':>9} "
-             f"{'loss':>7} {'mfu':>6}  dtypes / notes"]
+    lines = [(f"{'part':<10} {'row':<24} {'status':<8} {'peak GB':>8} {'model GB':>8} {'err':>6} {'tok/s':>9} "
+             f"{'loss':>7} {'mfu':>6}  dtypes / notes")]
 
     def row(part, name, r):
-        f = lambda k, fmt: format(r[k], fmt) if isinstance(r.get(k), (int, float)) else "-"  # noqa: E731
+        f = lambda k, fmt: format(r[k], fmt) if isinstance(r.get(k), (int, float)) else "-"
         dt = r.get("dtypes") or {}
         note = ", ".join(f"{k} {v}" for k, v in dt.items()) if dt else (r.get("error") or "")[:60]
-        lines.append(f"{part:<10} {name:<24} {str(r.get('status') or r.get('train'))[:8]:<8} {f('measured_gb', '.2f'):>8} "
+        lines.append(f"{part:<10} {name:<24} {str(r.get('status') or r.get('train'))[:8]:<8} "
+                     f"{f('measured_gb', '.2f'):>8} "
                      f"{f('predicted_gb', '.2f'):>8} {f('error_vs_model', '+.0%'):>6} {f('tokens_per_s', ',.0f'):>9} "
                      f"{f('loss_final', '.3f'):>7} {f('mfu', '.1%'):>6}  {note}")
 

@@ -22,13 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 
 def dvc(*args: str) -> tuple[str, float]:
     here = Path(sys.executable).parent / "dvc"  # the environment's dvc, whether or not it is on PATH
     t0 = time.perf_counter()
-    r = subprocess.run([str(here) if here.exists() else "dvc", *args], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([str(here) if here.exists() else "dvc", *args], cwd=ROOT, capture_output=True, text=True,
+                       check=False)
     wall = time.perf_counter() - t0
     if r.returncode:
         raise SystemExit(f"dvc {' '.join(args)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
@@ -59,7 +61,7 @@ def main() -> None:
     targets = Targets.from_args(args.target)
     from ruamel.yaml import YAML
 
-    from bakeoff.config import load_params
+    from bakeoff.core.config import load_params
 
     out, noop_s = dvc("repro")
     noop_ran = ran(out)

@@ -5,7 +5,8 @@
 
 The task is ``data/raw/make_intents.py``'s: 77 labels, 150 test items (the last 150 rows), shots from the rest.
 Both passes run bakeoff's own ``choose_labels`` on the same model (loaded in the serving dtype ``eval.dtype``,
-scored in fp32 as ``choose_labels`` does) in the same process, at 0 and at 3 shots (fixed shots, as the ``few_shot`` baseline). The shared-prompt pass scores all 150
+scored in fp32 as ``choose_labels`` does) in the same process, at 0 and at 3 shots (fixed shots, as the ``few_shot``
+baseline). The shared-prompt pass scores all 150
 items; the full-sequence pass scores the first ``--full-items`` of them (its cost per item does not depend on which
 items), and the speed-up is the ratio of seconds per item. Identical choices are counted on the items both scored.
 Targets: speed-up ≥ 10, and at both shot counts every choice identical, or a tie within bf16 rounding: where the two
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # relative step of 2^-8; the summed scores here are -5 to -20 nats, so one rounding step is 0.02-0.08 nats
 TIE_NATS = 0.08
 
-from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 
 def main() -> None:
@@ -44,12 +46,12 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "data" / "raw"))
     import make_intents
 
-    from bakeoff.config import load_params
-    from bakeoff.data import Example
-    from bakeoff.evaluate import choose_labels
-    from bakeoff.logprobs import label_scores
-    from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision
-    from bakeoff.prompts import encode, few_shot_messages, render_prompt
+    from bakeoff.core.config import load_params
+    from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
+    from bakeoff.data.examples import Example
+    from bakeoff.data.prompts import encode, few_shot_messages, render_prompt
+    from bakeoff.evaluate.local import choose_labels
+    from bakeoff.evaluate.logprobs import label_scores
 
     params = load_params(ROOT / "params.yaml")
     precision = resolve_precision(params.eval.dtype)
@@ -70,7 +72,7 @@ def main() -> None:
         t0 = time.perf_counter()
         f_table = label_scores(model, tok, prompts[:n], labels, desc=f"{shots}-shot full sequences", shared=False)
         t_full = (time.perf_counter() - t0) / n
-        pick = lambda row: max(range(len(labels)), key=lambda j: (row[j], -j))  # noqa: E731  choose_labels' rule
+        pick = lambda row: max(range(len(labels)), key=lambda j: (row[j], -j))  # choose_labels' rule
         shared, full = [labels[pick(r)] for r in s_table], [labels[pick(r)] for r in f_table]
         same = sum(a == b for a, b in zip(shared, full))
         differing = [{"item": i, "shared_choice": labels[a], "full_choice": labels[b],

@@ -7,7 +7,7 @@ Both sides train the same LoRA (params.yaml's `lora` variant: rank, targets, bf1
 fast at bf16) on the same rows in the same order, the same micro-batch, accumulation, sequence length, steps and
 threads. The hand loop tokenizes each row in the chat template, masks the prompt, pads each micro-batch to its
 longest row and runs forward, backward and AdamW itself. Both count tokens and time the same way
-(``bakeoff.measure.StepLog``: non-padding tokens over the steady-state steps) over the same window: a step's
+(``bakeoff.core.measure.StepLog``: non-padding tokens over the steady-state steps) over the same window: a step's
 micro-batches are collated before its clock starts on both sides, as the Trainer fetches them before
 ``on_step_begin``. The runs alternate (bakeoff, hand, bakeoff, hand, ...) so drift on the machine hits both; the
 ratio is bakeoff ÷ hand per pair. Pairs are added (``--min-pairs`` to ``--max-pairs``) until the 95% bootstrap
@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 
 def hand_loop(base: Path, variant, rows, precision: str) -> dict:
@@ -34,10 +35,10 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
     import torch
     from peft import get_peft_model
 
-    from bakeoff.prompts import prompt_and_full
-    from bakeoff.measure import StepLog
-    from bakeoff.models import frozen_dtype, load_model, load_tokenizer
-    from bakeoff.techniques import get_technique
+    from bakeoff.core.measure import StepLog
+    from bakeoff.core.models import frozen_dtype, load_model, load_tokenizer
+    from bakeoff.data.prompts import prompt_and_full
+    from bakeoff.train.techniques import get_technique
 
     t = variant.train
     torch.manual_seed(t.seed)
@@ -89,8 +90,8 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
 
 
 def bakeoff_run(base: Path, variant, rows, precision: str, work: Path) -> dict:
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     m = train(get_technique("lora"), variant, base, rows, work / "out", precision, work_dir=work / "tmp")
     return {k: m[k] for k in ("train_tokens_per_s", "tokens_seen", "train_steps", "padding_share")}
@@ -100,7 +101,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--min-pairs", type=int, default=5)
     ap.add_argument("--max-pairs", type=int, default=12)
-    ap.add_argument("--margin", type=float, default=0.05, help="target: median ratio ≥ 1 − margin, known to ±margin")
+    ap.add_argument("--margin", type=float, default=0.05,
+                    help="target: median ratio ≥ 1 − margin, known to ±margin")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--variant", default="lora")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "overhead.json"))
@@ -112,10 +114,10 @@ def main() -> None:
 
     import torch
 
-    from bakeoff.config import load_params
-    from bakeoff.data import load_examples
-    from bakeoff.stats import bootstrap_ci
-    from bakeoff.models import resolve_precision
+    from bakeoff.core.config import load_params
+    from bakeoff.core.models import resolve_precision
+    from bakeoff.data.examples import load_examples
+    from bakeoff.decide.statistics import bootstrap_ci
 
     params = load_params(ROOT / "params.yaml")
     v = params.variant(args.variant)
@@ -136,7 +138,8 @@ def main() -> None:
             h = hand_loop(base, v, rows, precision)
             ratio = b["train_tokens_per_s"] / h["train_tokens_per_s"]
             pairs.append({"bakeoff_tokens_per_s": b["train_tokens_per_s"], "hand_tokens_per_s": h["train_tokens_per_s"],
-                          "bakeoff_tokens": b["tokens_seen"], "hand_tokens": h["tokens_seen"], "ratio": round(ratio, 4)})
+                          "bakeoff_tokens": b["tokens_seen"], "hand_tokens": h["tokens_seen"], "ratio": round(ratio,
+                                                                                                              4)})
             print(f"pair {i + 1}: bakeoff {b['train_tokens_per_s']:.1f} tok/s, hand {h['train_tokens_per_s']:.1f} "
                   f"tok/s, ratio {ratio:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
             if len(pairs) >= args.min_pairs:

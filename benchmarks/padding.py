@@ -4,7 +4,7 @@
 
 It builds each variant's real trainer (TRL's collator, the sampler its `batching` selects) and walks one epoch
 of its training dataloader without training: padding share = 1 − non-padding tokens ÷ computed tokens, the
-same definition as the `padding_share` training records (``bakeoff.measure.StepLog``). Writes
+same definition as the `padding_share` training records (``bakeoff.core.measure.StepLog``). Writes
 reports/bench/padding.json.
 """
 
@@ -18,13 +18,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from targets import Targets, add_argument as add_target_argument  # noqa: E402  (benchmarks/targets.py)
+from targets import Targets
+from targets import add_argument as add_target_argument
 
 
 def share(variant, base: Path, rows, precision: str, work: Path) -> dict:
-    from bakeoff.measure import non_padding_tokens
-    from bakeoff.models import load_tokenizer
-    from bakeoff.techniques import get_technique
+    from bakeoff.core.measure import non_padding_tokens
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.train.techniques import get_technique
 
     tech = get_technique(variant.technique)
     tok = load_tokenizer(base)
@@ -44,8 +45,8 @@ def main() -> None:
     add_target_argument(ap)
     args = ap.parse_args()
     targets = Targets.from_args(args.target)
-    from bakeoff.config import load_params
-    from bakeoff.data import load_examples
+    from bakeoff.core.config import load_params
+    from bakeoff.data.examples import load_examples
 
     params = load_params(ROOT / "params.yaml")
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
@@ -54,7 +55,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for micro in sorted({x.train.micro_batch for x in params.variants.values() if x.technique != "dpo"}):
             for batching in ("padded", "group_by_length"):
-                vv = replace(v, train=replace(v.train, micro_batch=micro, effective_batch=max(micro, v.train.effective_batch),
+                vv = replace(v, train=replace(v.train, micro_batch=micro, effective_batch=max(micro,
+                                                                                              v.train.effective_batch),
                                               batching=batching))
                 r = share(vv, ROOT / "models" / "base", rows, "fp32", Path(tmp))
                 results.append({"micro_batch": micro, "batching": batching, **r})
@@ -66,7 +68,8 @@ def main() -> None:
     print(f"\n## Padding during training ({len(rows)} training rows, one epoch)\n")
     print("| micro-batch | batching | padding share | non-padding tokens | computed tokens |\n|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['micro_batch']} | {r['batching']} | {r['padding_share']:.2%} | {r['tokens']:,} | {r['computed']:,} |")
+        print(f"| {r['micro_batch']} | {r['batching']} | {r['padding_share']:.2%} | {r['tokens']:,} | "
+              f"{r['computed']:,} |")
     print(f"\ndefault (micro-batch {default['micro_batch']}, {default['batching']}): {default['padding_share']:.2%} "
           f"(one epoch: a count, not a timing, so it has no spread)\nwrote {out}")
     targets.at_most("default_padding_share", round(default["padding_share"], 4), 0.10)

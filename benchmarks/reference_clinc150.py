@@ -11,7 +11,7 @@ its intent the assistant's; TRL's SFTTrainer with a PEFT LoRA (r 16, alpha 32, a
 loss, linear schedule, 5% warm-up), bf16 autocast where the CPU has native bf16 (AVX512-BF16 or AMX), else fp32;
 greedy answers, right when they equal the intent after lower-casing and stripping. The one line of bakeoff it
 imports is a platform patch, not the pipeline: TRL 1.15's fused loss head is Triton-only and has no CPU path
-(``bakeoff.techniques.backends.trl_cpu``). Writes reports/bench/reference_clinc150.json. Exits 0 (a reference,
+(``bakeoff.train.backends.trl_cpu``). Writes reports/bench/reference_clinc150.json. Exits 0 (a reference,
 no target of its own).
 """
 
@@ -53,7 +53,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from bakeoff.techniques.backends import trl_cpu
+    from bakeoff.train.backends import trl_cpu
 
     if not torch.cuda.is_available():
         trl_cpu.install()

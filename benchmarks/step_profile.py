@@ -3,18 +3,18 @@
     python benchmarks/step_profile.py                       # lora and full, after `dvc repro data`
     python benchmarks/step_profile.py --variants lora,qlora --steps 4
 
-Each variant of params.yaml trains a few steps through bakeoff's own loop (``techniques.trainer.train``: TRL's
+Each variant of params.yaml trains a few steps through bakeoff's own loop (``bakeoff.train.trainer.train``: TRL's
 trainer, the pipeline's dtypes, batching and optimizer) on the prepared training rows; a TrainerCallback wraps one
 steady-state optimizer step (after ``--steps`` − 1 warm-up steps) in ``torch.profiler``. The ops' self CPU time is
 grouped (matmul, attention, copies, elementwise, loss, optimizer, other) and the top ops listed; tokens/s is the
-pipeline's own figure (``bakeoff.measure.StepLog``) for the same run. Writes reports/bench/step_profile.json.
+pipeline's own figure (``bakeoff.core.measure.StepLog``) for the same run. Writes reports/bench/step_profile.json.
 
     python benchmarks/step_profile.py --compare             # part of `make bench`: before/after the speed levers
 
 ``--compare`` trains each variant (lora and full) for ``--compare-steps`` optimizer steps twice in this one process,
 alternately: with the settings bakeoff used before the levers (SDPA attention, the model's loss over every
 position's logits, PEFT's adapter input casts, unfused AdamW) and with this platform's choice
-(``bakeoff.techniques.kernels``). It reports the tokens/s ratio, the training losses of both runs step by step,
+(``bakeoff.train.kernels``). It reports the tokens/s ratio, the training losses of both runs step by step,
 and the generated answers of one model on the test split under the evaluation's settings and under eager
 attention. Targets (exit 1 when missed): tokens/s ratio ≥ 1.5 for each variant; the mean training loss over the
 steps within 1% (the step-by-step figures are shown beside it). The answers under eager generation are shown, not
@@ -43,8 +43,8 @@ GROUPS = [  # first match wins; op names as torch.profiler reports them
     ("matmul", r"aten::(mm|addmm|bmm|matmul|linear|baddbmm)\b|mkldnn|onednn"),
     ("optimizer", r"adam|_foreach_|lerp|addcdiv|addcmul|clip_grad|aten::sqrt|zero_"),
     ("copies", r"aten::(copy_|_to_copy|to|contiguous|clone|empty_like|_copy_from)\b"),
-    ("elementwise", r"aten::(mul|add|sub|div|neg|pow|rsqrt|silu|sigmoid|mean|sum|cat|where|exp|tanh|gelu|"
-                    r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)"),
+    ("elementwise", (r"aten::(mul|add|sub|div|neg|pow|rsqrt|silu|sigmoid|mean|sum|cat|where|exp|tanh|gelu|"
+                    r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)")),
 ]
 
 
@@ -79,10 +79,10 @@ def profiled_step(at: int):
 
 
 def profile_variant(params, name: str, steps: int, work: Path) -> dict:
-    from bakeoff.data import load_examples
-    from bakeoff.models import resolve_precision
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import resolve_precision
+    from bakeoff.data.examples import load_examples
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     v = params.variant(name)
     v = replace(v, train=replace(v.train, max_steps=steps, warmup_steps_excluded=steps - 1, eval_steps=0,
@@ -114,10 +114,10 @@ RATIO_TARGET, LOSS_TOL = 1.5, 0.01
 def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: dict | None = None) -> dict:
     """``steps`` optimizer steps of ``name`` through the pipeline's loop, before or after the levers (or under
     ``choice``)."""
-    from bakeoff.data import load_examples
-    from bakeoff.models import resolve_precision
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import resolve_precision
+    from bakeoff.data.examples import load_examples
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     v = params.variant(name)
     choice = choice or (dict(BEFORE) if before else None)
@@ -137,9 +137,9 @@ def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: d
 def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
     """The trained model's greedy answers on the test split as the evaluate stage generates them, and the
     generation's tokens/s."""
-    from bakeoff.data import load_examples
-    from bakeoff.evaluate import generate
-    from bakeoff.models import load_for_eval, load_tokenizer, resolve_precision
+    from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
+    from bakeoff.data.examples import load_examples
+    from bakeoff.evaluate.generation import generate
 
     precision = resolve_precision(params.eval.dtype)
     is_adapter = (Path(model_dir) / "adapter_config.json").exists()
@@ -190,13 +190,15 @@ def compare(params, names: list[str], steps: int, floor: bool = False) -> int:
             if mean_diff > LOSS_TOL:
                 failed.append(f"{name}: mean training loss differs by {mean_diff:.2%} > {LOSS_TOL:.0%}")
     print(f"\n## Training step before and after the speed levers ({steps} steps each, this machine, one process)\n")
-    print("| variant | before tok/s | after tok/s | ratio | mean loss before | after | Δ mean | Δ per step (median / max) "
+    print("| variant | before tok/s | after tok/s | ratio | mean loss before | after | Δ mean | Δ per step (median / "
+          "max) "
           "| after: kernels |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['variant']} | {r['before']['train_tokens_per_s']:.0f} | {r['after']['train_tokens_per_s']:.0f} | "
               f"**{r['ratio']:.2f}×** | {r['mean_loss_before']:.4f} | {r['mean_loss_after']:.4f} | "
-              f"{r['mean_loss_rel_diff']:.2%} | {r['step_loss_rel_diff_median']:.1%} / {r['step_loss_rel_diff_max']:.1%}"
+              f"{r['mean_loss_rel_diff']:.2%} | {r['step_loss_rel_diff_median']:.1%} / "
+              f"{r['step_loss_rel_diff_max']:.1%}"
               f" | {r['after']['kernels']} |")
     for r in rows:
         if "eval_answers" in r:
@@ -227,7 +229,7 @@ def main() -> None:
                     "losses")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "step_profile.json"))
     args = ap.parse_args()
-    from bakeoff.config import load_params
+    from bakeoff.core.config import load_params
 
     params = load_params(ROOT / "params.yaml")
     if args.compare:

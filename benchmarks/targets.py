@@ -18,7 +18,7 @@ class Targets:
         self.results: list[dict] = []
 
     @classmethod
-    def from_args(cls, pairs: list[str] | None) -> "Targets":
+    def from_args(cls, pairs: list[str] | None) -> Targets:
         out = {}
         for p in pairs or []:
             name, _, value = p.partition("=")

@@ -49,8 +49,8 @@ def main() -> None:
     import mlflow
     import requests
 
-    from bakeoff import tracking
-    from bakeoff.config import load_params
+    from bakeoff.core import tracking
+    from bakeoff.core.config import load_params
 
     params = load_params(ROOT / "params.yaml")
     uri = tracking.tracking_uri(params)

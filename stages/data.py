@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from bakeoff import VERBOSE
-from bakeoff.config import load_params
-from bakeoff.prepare import prepare
-from bakeoff.errors import cli
-from bakeoff.models import load_tokenizer
+from bakeoff.core.config import load_params
+from bakeoff.core.errors import cli
+from bakeoff.core.models import load_tokenizer
+from bakeoff.data.prepare import prepare
 
 
 @cli
@@ -37,7 +37,8 @@ def main() -> None:
     found = [f"{c['count']} {k} ({c['policy']})" for k, c in checks.items() if isinstance(c, dict) and c.get("count")]
     print(f"[data] ok: train {sp.get('train')} · val {sp.get('val')} · test {sp.get('test')} rows"
           + (f", preference pairs {prefs}" if prefs else "") + f"; data hash {stats.get('data_hash')}; "
-          + (", ".join(found) if found else "no duplicates, leakage or overlong rows") + f" (the record: {out}/stats.json)")
+          + (", ".join(found) if found else "no duplicates, leakage or overlong rows") + " (the record: "
+                                                                                         f"{out}/stats.json)")
     if isinstance(checks.get("prefs_val"), str):  # said here only (val_labels is warned as it is found)
         print(f"warning: {checks['prefs_val']}", file=sys.stderr)
     if VERBOSE:

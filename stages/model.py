@@ -8,10 +8,10 @@ import json
 import sys
 
 from bakeoff import VERBOSE
-from bakeoff.config import load_params
-from bakeoff.errors import cli
-from bakeoff.models import resolve_base, run_dtype
-from bakeoff.runs import fresh_dir
+from bakeoff.core.config import load_params
+from bakeoff.core.errors import cli
+from bakeoff.core.models import resolve_base, run_dtype
+from bakeoff.core.runs import fresh_dir
 
 
 @cli

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def tokenizer_dir(tmp_path_factory) -> Path:
     from transformers import AutoTokenizer
 
-    from bakeoff.models import fetch_alias_gguf
+    from bakeoff.core.models import fetch_alias_gguf
 
     gguf = fetch_alias_gguf("smollm2-135m-instruct")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

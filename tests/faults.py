@@ -2,7 +2,7 @@
 force a fault; nothing of the product changes). Python runs `sitecustomize` at start-up from PYTHONPATH: the one
 written here replaces a library function, in the processes named, with one that raises.
 
-    env = faults.env(tmp_path, [("bakeoff.lmeval", "run_task", "evaluate.py", None)])   # PYTHONPATH=tmp_path
+    env = faults.env(tmp_path, [("bakeoff.evaluate.lmeval", "run_task", "evaluate.py", None)])   # PYTHONPATH=tmp_path
 """
 
 from __future__ import annotations

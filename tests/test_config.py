@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bakeoff.config import ParamsError, load_params
+from bakeoff.core.config import ParamsError, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,7 +14,8 @@ def test_default_params_load():
     lora = p.variant("lora")
     assert lora.technique == "lora" and lora.options["r"] == 16
     assert (lora.train.effective_batch, lora.train.micro_batch, lora.train.grad_accum) == (16, 8, 2)  # params.yaml
-    assert set(p.baselines) >= {"zero_shot", "prompt_search"} and p.baseline("prompt_search").search["shots"] == [1, 3, 8]
+    assert set(p.baselines) >= {"zero_shot", "prompt_search"} and p.baseline("prompt_search").search["shots"] == [1,
+                                                                                                                  3, 8]
     assert p.tune.trials == 4 and p.tune.share["qlora"] == "lora"  # the shipped default searches every arm
 
 
@@ -92,7 +93,8 @@ def test_bad_search_spaces_name_their_key_and_line(tmp_path, text, key):
 def test_a_prompt_search_and_a_shared_search_load(tmp_path):
     text = ("  lowmem:\n    technique: lora\n    gradient_checkpointing: true\n"
             "tune:\n  trials: 4\n  share: {lowmem: lora}\n"
-            "baselines:\n  searched:\n    search: {shots: [0, 3], selection: [fixed, nearest], instruction: [null, Be brief.]}\n")
+            "baselines:\n  searched:\n    search: {shots: [0, 3], selection: [fixed, nearest], instruction: [null, Be "
+            "brief.]}\n")
     p = load_params(_write(tmp_path, BASE + text))
     assert p.tune.trials == 4 and p.tune.share == {"lowmem": "lora"}
     assert p.baseline("searched").search["instruction"] == [None, "Be brief."]

@@ -23,10 +23,10 @@ import pytest
 import yaml
 from conftest import make_dvc_repo
 
-from bakeoff.endpoint import Endpoint, answer_metrics
-from bakeoff.errors import UserError
-from bakeoff.export import LlamaServer
-from bakeoff.models import fetch_alias_gguf
+from bakeoff.core.errors import UserError
+from bakeoff.core.models import fetch_alias_gguf
+from bakeoff.evaluate.endpoint import Endpoint, answer_metrics
+from bakeoff.ship.export import LlamaServer
 
 SECRET = "sk-PLANTED-endpoint-key-7319"
 KEY_ENV = "BAKEOFF_TEST_KEY"
@@ -132,7 +132,7 @@ def test_a_malformed_response_is_that_items_recorded_failure_and_is_asked_again(
 def test_a_dead_url_or_a_missing_key_fails_before_any_request(proxy, monkeypatch):
     """A missing key variable is the user's error (UserError: the stage stops); a dead URL or a refused key is the
     endpoint's, which that baseline records as its failure (EndpointDown). Neither sends a completion."""
-    from bakeoff.endpoint import EndpointDown
+    from bakeoff.evaluate.endpoint import EndpointDown
 
     before = proxy.hits
     monkeypatch.delenv(KEY_ENV, raising=False)
@@ -149,7 +149,7 @@ def test_a_dead_url_or_a_missing_key_fails_before_any_request(proxy, monkeypatch
 
 
 def test_label_choice_reads_the_servers_log_probabilities_or_says_generation_only(proxy, tmp_path, monkeypatch):
-    from bakeoff.endpoint import _pick
+    from bakeoff.evaluate.endpoint import _pick
 
     monkeypatch.setenv(KEY_ENV, SECRET)
     ep = Endpoint(proxy.url, "smollm2", KEY_ENV, concurrency=1, cache_dir=tmp_path)
@@ -167,7 +167,7 @@ def test_label_choice_reads_the_servers_log_probabilities_or_says_generation_onl
 
 
 def test_params_refuse_a_key_written_in_them_and_a_search_over_an_endpoint(tmp_path):
-    from bakeoff.config import load_params
+    from bakeoff.core.config import load_params
 
     base = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     for extra, key in (({"api_key": "sk-x"}, "endpoint.api_key"), ({"bogus": 1}, "endpoint.bogus")):
@@ -175,7 +175,8 @@ def test_params_refuse_a_key_written_in_them_and_a_search_over_an_endpoint(tmp_p
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
         with pytest.raises(UserError, match=f"baselines.big.{key}"):
             load_params(tmp_path / "params.yaml")
-    p = dict(base, baselines={"big": {"endpoint": {"base_url": "http://x/v1", "model": "m"}, "search": {"shots": [0, 3]}}})
+    p = dict(base, baselines={"big": {"endpoint": {"base_url": "http://x/v1", "model": "m"}, "search": {"shots": [0,
+                                                                                                                  3]}}})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     with pytest.raises(UserError, match="baselines.big.search: a prompt search over an endpoint is not built yet"):
         load_params(tmp_path / "params.yaml")
@@ -189,7 +190,7 @@ def sh(cmd: str, cwd: Path, ok: bool = True, key: bool = True) -> subprocess.Com
     env.pop("MLFLOW_TRACKING_URI", None)
     if key:
         env[KEY_ENV] = SECRET
-    r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
+    r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if ok:
         assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
@@ -202,7 +203,8 @@ CAPITALS = ("France:Paris Germany:Berlin Italy:Rome Spain:Madrid Japan:Tokyo Chi
             "Netherlands:Amsterdam Argentina:Buenos_Aires Mexico:Mexico_City India:New_Delhi Australia:Canberra "
             "Brazil:Brasilia Ukraine:Kyiv Vietnam:Hanoi Colombia:Bogota Nigeria:Abuja Morocco:Rabat England:London "
             "Switzerland:Bern Scotland:Edinburgh Iceland:Reykjavik Czechia:Prague Romania:Bucharest Bulgaria:Sofia "
-            "Serbia:Belgrade Croatia:Zagreb Lebanon:Beirut Syria:Damascus Jordan:Amman Ghana:Accra Ethiopia:Addis_Ababa "
+            "Serbia:Belgrade Croatia:Zagreb Lebanon:Beirut Syria:Damascus Jordan:Amman Ghana:Accra "
+            "Ethiopia:Addis_Ababa "
             "Venezuela:Caracas Uruguay:Montevideo Philippines:Manila Indonesia:Jakarta South_Korea:Seoul "
             "Pakistan:Islamabad Nepal:Kathmandu")
 
@@ -248,7 +250,7 @@ def predictions(repo: Path, name: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_endpoint_answers_as_the_same_model_in_framework(project, monkeypatch):
-    from bakeoff import verdict
+    from bakeoff.decide import figures
     from bakeoff.report.shipped import endpoint_lines
 
     repo, _, sent = project
@@ -265,7 +267,7 @@ def test_the_endpoint_answers_as_the_same_model_in_framework(project, monkeypatc
     assert rec["engine"]["label_choice"] == "log-probabilities of the first answer token"
     assert m["usd_per_request"] > 0 and m["prompt_tokens_per_request"] > 0 and m["latency_p50_s"] > 0
     monkeypatch.chdir(repo)  # the report's endpoint table, from the records as compare collects them
-    text = "\n".join(endpoint_lines(verdict.collect(["zero_shot", "big"], [])))
+    text = "\n".join(endpoint_lines(figures.collect(["zero_shot", "big"], [])))
     assert "| `big` | smollm2 | 0 of 30 |" in text and "| log-probabilities of the first answer token |" in text
     assert f"${m['usd_per_request'] * 1000:.4f}" in text and "`zero_shot`" not in text
 
@@ -325,15 +327,16 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from bakeoff import runs
-    from bakeoff.data import load_examples
-    from bakeoff.evaluate import generate, rows_of
-    from bakeoff.metrics import score
-    from bakeoff.models import load_for_eval, load_model, load_tokenizer
+    from bakeoff.core.models import load_for_eval, load_model, load_tokenizer
+    from bakeoff.data.examples import load_examples
+    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.local import rows_of
+    from bakeoff.evaluate.scoring import score
 
     repo, _, _ = project
     torch.manual_seed(0)
-    model = get_peft_model(load_model(repo / "models" / "base"), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    model = get_peft_model(load_model(repo / "models" / "base"), LoraConfig(r=4, lora_alpha=8,
+                                                                            target_modules="all-linear"))
     for n, p in model.named_parameters():
         if "lora_B" in n:
             p.data.normal_(0, 2e-3)
@@ -344,7 +347,9 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     preds, _ = generate(evaluated, tok, [e.messages for e in test], 12, 16, progress=False)
     items = score("exact_match", preds, [e.completion for e in test])[1]
     (repo / "runs" / "lora").mkdir(exist_ok=True)
-    (repo / "runs" / "lora" / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_of(test, preds, items)))
+    (repo / "runs" / "lora" / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_of(test,
+                                                                                                            preds,
+                                                                                                            items)))
     (repo / "runs" / "lora" / "eval.json").write_text(json.dumps({"name": "lora", "status": "ok", "metrics": {}}))
     out = sh("python stages/export.py exports", repo)
     shipped = json.loads((repo / "reports" / "shipped.json").read_text())["variants"]["lora"]
@@ -368,9 +373,10 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
 def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even():
     import pandas as pd
 
-    from bakeoff import verdict
+    from bakeoff.decide import verdict
 
-    df = pd.DataFrame([{"name": "big", "kind": "baseline", "prompt_tokens_per_request": 400.0, "usd_per_request": 0.0002},
+    df = pd.DataFrame([{"name": "big", "kind": "baseline", "prompt_tokens_per_request": 400.0,
+                        "usd_per_request": 0.0002},
                        {"name": "lora", "kind": "variant", "prompt_tokens_per_request": 60.0, "train_wall_s": 1.0}])
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "big"}
     c = verdict.cost(df, v, 0.0001, {}, {"name": "L4", "usd_per_hour": 0.8})

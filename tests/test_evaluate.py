@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
-from bakeoff.data import Example, Pair, read_examples
-from bakeoff.evaluate import EvalPlan, evaluate_examples, generate, preference_margins
-from bakeoff.metrics import exact_match, loose_match
-from bakeoff.prompts import NearestShots, few_shot_messages, shot_picker
-from bakeoff.models import load_model, load_tokenizer
+from bakeoff.core.models import load_model, load_tokenizer
+from bakeoff.data.examples import Example, Pair, read_examples
+from bakeoff.data.prompts import NearestShots, few_shot_messages, shot_picker
+from bakeoff.evaluate.generation import generate
+from bakeoff.evaluate.local import EvalPlan, evaluate_examples, preference_margins
+from bakeoff.evaluate.scoring import exact_match, loose_match
 
 
 def ex(text: str, answer: str = "x", i: int = 0) -> Example:
@@ -68,7 +69,7 @@ def test_batched_generation_matches_one_at_a_time(tiny_model_dir, tickets):
 def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, tickets, tmp_path, monkeypatch):
     """Answers stream to disk batch by batch; a second run with the same key generates only what is missing and
     returns the same answers as one uninterrupted run; another key (a retrained model) starts over."""
-    from bakeoff.runs import Resume
+    from bakeoff.core.runs import Resume
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -103,9 +104,9 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     test, val = rows[:6], rows[6:10]
     pairs = [Pair(e.messages, e.completion, "nope", id=i) for i, e in enumerate(val)]
     metrics, out = evaluate_examples(model, tok, test, val, EvalPlan("exact_match", 8, 4, None, 3), pairs=pairs)
-    from bakeoff.evaluate import completion_loss
-    from bakeoff.metrics import json_valid
-    from bakeoff.prompts import encode, render_prompt
+    from bakeoff.data.prompts import encode, render_prompt
+    from bakeoff.evaluate.local import completion_loss
+    from bakeoff.evaluate.scoring import json_valid
 
     # each figure has the value it must: recomputed here from the rows and the model, not read back
     preds = [r["prediction"] for r in out]
@@ -116,7 +117,9 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     lengths = [len(encode(tok, render_prompt(tok, e.messages))) for e in test]
     assert metrics["prompt_tokens_per_request"] == pytest.approx(sum(lengths) / 6, abs=0.05)
     loss = completion_loss(model, tok, [e.messages for e in val], [e.completion for e in val])
-    assert metrics["val_loss"] == pytest.approx(loss, abs=1e-4) and metrics["val_ppl"] == pytest.approx(math.exp(loss), rel=1e-3)
+    assert metrics["val_loss"] == pytest.approx(loss,
+                                                abs=1e-4) and metrics["val_ppl"] == pytest.approx(math.exp(loss),
+                                                                                                  rel=1e-3)
     margins = preference_margins(model, tok, pairs)
     assert metrics["pref_accuracy"] == pytest.approx(sum(m > 0 for m in margins) / 4) and metrics["n_pref"] == 4
     assert metrics["gen_tokens_per_s"] > 0 and metrics["eval_peak_rss_mb"] > 100
@@ -125,7 +128,7 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
 
 
 def test_lm_eval_scores_the_same_outputs(tiny_model_dir, tickets, tmp_path):
-    from bakeoff import lmeval
+    from bakeoff.evaluate import lmeval
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -146,8 +149,8 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
                                                                                    tmp_path):
     """eval.lm_eval: reuse: no second generation (no model at all here); lm-eval builds each request from its task
     file, takes our answer for it and scores it with its own exact_match."""
-    from bakeoff.evaluate import EvalInputs, run_lm_eval
-    from bakeoff.prompts import render_prompt
+    from bakeoff.data.prompts import render_prompt
+    from bakeoff.evaluate.local import EvalInputs, run_lm_eval
 
     tok = load_tokenizer(tiny_model_dir)
     test = read_examples(tickets)[:6]
@@ -161,7 +164,7 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
     assert got["lm_eval_exact_match"] == pytest.approx(3 / 6) and got["lm_eval_disagree"] == 0
     assert got["lm_eval_generated"] == 0.0 and got["lm_eval_wall_s"] >= 0
     # a prompt bakeoff rendered differently from lm-eval's task is an error that shows the prompt
-    from bakeoff import lmeval
+    from bakeoff.evaluate import lmeval
 
     task = lmeval.write_task(test, tok, tmp_path / "task2", 8)
     wrong = lmeval.replay({render_prompt(tok, e.messages) + "x": "a" for e in test})
@@ -170,7 +173,7 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
 
 
 def test_standard_lm_eval_task_offline_is_skipped_with_the_reason(tiny_model_dir, monkeypatch):
-    from bakeoff.lmeval import run_standard
+    from bakeoff.evaluate.lmeval import run_standard
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     tok = load_tokenizer(tiny_model_dir)
@@ -182,8 +185,8 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
     """Every label's log-probability from the shared prompt equals the full-sequence one within 1e-4, for labels of
     1 to many tokens, a label that is a token prefix of another (packed side by side, kept apart by the mask), and
     prompts of different lengths (with a system turn); the chosen labels are identical."""
-    from bakeoff.evaluate import completion_logprobs, label_logprobs
-    from bakeoff.prompts import prompt_and_full
+    from bakeoff.data.prompts import prompt_and_full
+    from bakeoff.evaluate.local import completion_logprobs, label_logprobs
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -209,7 +212,7 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
         for i in range(len(prompts)):
             for j in range(len(labels)):
                 assert shared[i][j] == pytest.approx(full[i * len(labels) + j][0], abs=1e-4), (impl, i, labels[j])
-    from bakeoff.evaluate import choose_labels
+    from bakeoff.evaluate.local import choose_labels
 
     assert choose_labels(model, tok, prompts, labels) == choose_labels(model, tok, prompts, labels, shared=False)
     half = load_model(tiny_model_dir).to(torch.bfloat16).eval()          # scored in fp32, then left as it was
@@ -221,7 +224,7 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
 
 def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     """Uniform logits: every token costs log V, so the label of fewest tokens wins; a tie goes to the first."""
-    from bakeoff.evaluate import choose_labels
+    from bakeoff.evaluate.local import choose_labels
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -240,7 +243,7 @@ def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     ("refund", "card_arrival", False),            # wrong in substance
 ])
 def test_format_only_misses(pred, ref, want):
-    from bakeoff.metrics import format_only_miss
+    from bakeoff.evaluate.scoring import format_only_miss
 
     assert format_only_miss(pred, ref) is want
 
@@ -248,7 +251,7 @@ def test_format_only_misses(pred, ref, want):
 def test_general_kl_is_zero_for_the_base_and_grows_with_change(tiny_model_dir):
     """KL(base ‖ model) over the fixed general answers: 0 for the base against itself, larger for a model whose
     weights moved further."""
-    from bakeoff.evaluate import general_instructions, general_kl
+    from bakeoff.evaluate.local import general_instructions, general_kl
 
     tok = load_tokenizer(tiny_model_dir)
     base = load_model(tiny_model_dir).eval()
@@ -273,17 +276,17 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     larger than the base's own (0)."""
     import random
 
-    from bakeoff.config import TrainConfig, VariantConfig
-    from bakeoff.evaluate import general_instructions, general_kl
-    from bakeoff.lmeval import run_probe
-    from bakeoff.models import resolve_base
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import resolve_base
+    from bakeoff.core.sections import TrainConfig, VariantConfig
+    from bakeoff.evaluate.lmeval import run_probe
+    from bakeoff.evaluate.local import general_instructions, general_kl
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     base_dir = tmp_path / "base"
     resolve_base("smollm2-135m-instruct", base_dir)
     rng = random.Random(0)
-    word = lambda: "".join(rng.choice("qxzjvkw") for _ in range(rng.randint(3, 9)))  # noqa: E731
+    word = lambda: "".join(rng.choice("qxzjvkw") for _ in range(rng.randint(3, 9)))
     rows = [Example([{"role": "user", "content": " ".join(word() for _ in range(6))}],
                     " ".join(word() for _ in range(12)), id=i) for i in range(32)]
     t = TrainConfig(max_steps=8, effective_batch=8, micro_batch=8, lr=1e-3, max_seq_len=128, precision="fp32",
@@ -320,9 +323,9 @@ def wide_model_dir(tokenizer_dir, tmp_path_factory):
 MEASURE = """
 import gc, json, sys
 import torch
-from bakeoff import measure
-from bakeoff.evaluate import KlToBase, choose_labels, general_instructions
-from bakeoff.models import load_model, load_tokenizer
+from bakeoff.core import measure
+from bakeoff.evaluate.local import KlToBase, choose_labels, general_instructions
+from bakeoff.core.models import load_model, load_tokenizer
 
 mode, model_dir = sys.argv[1], sys.argv[2]
 tok = load_tokenizer(model_dir)
@@ -386,7 +389,7 @@ def _measured(mode: str, model_dir) -> dict:
     for _ in range(5):  # some processes peak ~the model's size higher on every call (a library's scratch, seen in 1
         # of 3 fresh processes); a copy of the model shows in every process: the first process under the margin counts
         r = subprocess.run([sys.executable, "-c", MEASURE, mode, str(model_dir)], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=300, check=False)
         line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
         assert line, r.stderr[-3000:]
         got = json.loads(line[len("RESULT "):])
@@ -416,7 +419,7 @@ def test_kl_to_base_keeps_one_model_resident_and_matches_the_two_model_figure(wi
     by disabling its adapter, with no load at all."""
     from peft import LoraConfig, get_peft_model
 
-    from bakeoff.evaluate import KlToBase, general_instructions, general_kl
+    from bakeoff.evaluate.local import KlToBase, general_instructions, general_kl
 
     got = _measured("kl", wide_model_dir)
     assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2 ** 20)
@@ -446,19 +449,19 @@ def _moved(model_dir):
 def test_interleaved_latency_times_each_model_in_turn_in_one_process(tiny_model_dir, tickets, monkeypatch):
     """Every model gets one request per round, the order rotated each round, after one untimed warm-up each: the
     models' timings are taken over the same minutes."""
-    from bakeoff import evaluate
+    from bakeoff.evaluate import generation
 
     tok = load_tokenizer(tiny_model_dir)
     models = {"a": load_model(tiny_model_dir).eval(), "b": load_model(tiny_model_dir).eval()}
-    order, real = [], evaluate.generate
+    order, real = [], generation.generate
 
     def spy(model, tok_, prompts, *a, **k):
         order.append(next(n for n, m in models.items() if m is model))
         return real(model, tok_, prompts, *a, **k)
 
-    monkeypatch.setattr(evaluate, "generate", spy)
+    monkeypatch.setattr(generation, "generate", spy)
     prompts = [e.messages for e in read_examples(tickets)[:3]]
-    logs = evaluate.interleaved_latency(models, tok, prompts, 4, 3)
+    logs = generation.interleaved_latency(models, tok, prompts, 4, 3)
     assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then rounds 0 (a b), 1 (b a), 2 (a b)
     assert {n: len(x.seconds) for n, x in logs.items()} == {"a": 3, "b": 3}
     assert logs["a"].metrics()["latency_p50_s"] > 0

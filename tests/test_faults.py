@@ -39,20 +39,24 @@ def repo(tmp_path_factory, tiny_model_dir):
     params["tune"]["trials"] = 2  # searched, but its search raises before its first trial (below)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           **faults.env(tmp_path_factory.mktemp("site"), [("bakeoff.lmeval", "run_task", "stages/evaluate.py", None),
-                                                          ("bakeoff.lmeval", "run_probe", "stages/evaluate.py", None),
-                                                          ("bakeoff.decision", "decide", "stages/export.py", None),
-                                                          ("bakeoff.search", "search_variant", "stages/tune.py", None)])}
+           **faults.env(tmp_path_factory.mktemp("site"), [("bakeoff.evaluate.lmeval", "run_task",
+                                                           "stages/evaluate.py", None),
+                                                          ("bakeoff.evaluate.lmeval", "run_probe",
+                                                           "stages/evaluate.py", None),
+                                                          ("bakeoff.decide.decision", "decide", "stages/export.py",
+                                                           None),
+                                                          ("bakeoff.search.trials", "search_variant",
+                                                           "stages/tune.py", None)])}
     env.pop("MLFLOW_TRACKING_URI", None)
     cmd = "git init -q && git config user.email t@t && git config user.name t && dvc init -q && dvc repro"
-    r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True)
+    r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True, check=False)
     return repo, r
 
 
 def test_the_run_goes_on_through_every_fault(repo):
     repo, r = repo
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "side check lm_eval failed: RuntimeError: planted fault in bakeoff.lmeval.run_task" in r.stdout
+    assert "side check lm_eval failed: RuntimeError: planted fault in bakeoff.evaluate.lmeval.run_task" in r.stdout
 
 
 def test_a_failed_side_check_keeps_the_arms_quality_and_records_its_own_failure(repo):
@@ -62,7 +66,8 @@ def test_a_failed_side_check_keeps_the_arms_quality_and_records_its_own_failure(
     preds = (repo / "runs" / "lora" / "predictions.jsonl").read_text().splitlines()
     assert len(preds) == 8                                   # every test answer kept (task.test_size 8)
     checks = rec["side_checks"]
-    assert checks["lm_eval"] == {"status": "failed", "error": "RuntimeError: planted fault in bakeoff.lmeval.run_task"}
+    assert checks["lm_eval"] == {"status": "failed",
+                                 "error": "RuntimeError: planted fault in bakeoff.evaluate.lmeval.run_task"}
     assert checks["probe"]["status"] == "failed" and "run_probe" in checks["probe"]["error"]
     assert "lm_eval_exact_match" not in rec["metrics"] and "probe_acc" not in rec["metrics"]
     assert "general_kl" in rec["metrics"]                    # the side checks that did not fail still ran
@@ -73,11 +78,11 @@ def test_a_failed_side_check_keeps_the_arms_quality_and_records_its_own_failure(
 def test_a_failed_export_is_recorded_and_the_report_still_written(repo):
     repo, _ = repo
     shipped = json.loads((repo / "reports" / "shipped.json").read_text())
-    assert shipped["status"] == "failed" and "planted fault in bakeoff.decision.decide" in shipped["error"]
+    assert shipped["status"] == "failed" and "planted fault in bakeoff.decide.decision.decide" in shipped["error"]
     report = (repo / "reports" / "comparison.md").read_text()
-    assert "The export did not run (failed: RuntimeError: planted fault in bakeoff.decision.decide)" in report
+    assert "The export did not run (failed: RuntimeError: planted fault in bakeoff.decide.decision.decide)" in report
     sides = report.split("## Side checks that did not finish")[1].split("\n## Quality")[0]
-    assert "- `lora`: lm_eval failed: RuntimeError: planted fault in bakeoff.lmeval.run_task" in sides, sides
+    assert "- `lora`: lm_eval failed: RuntimeError: planted fault in bakeoff.evaluate.lmeval.run_task" in sides, sides
 
 
 def test_a_search_that_did_not_run_is_in_the_search_table_and_on_the_first_screen(repo):
@@ -89,4 +94,5 @@ def test_a_search_that_did_not_run_is_in_the_search_table_and_on_the_first_scree
     first = report.split("\n## Quality")[0]
     assert "The search did not run for `lora` (failed)" in first, first
     table = report.split("## Searches and their budget")[1].split("\n## Quality")[0]
-    assert "| lora | **not run** (failed: RuntimeError: planted fault in bakeoff.search.search_variant" in table, table
+    planted = "planted fault in bakeoff.search.trials.search_variant"
+    assert f"| lora | **not run** (failed: RuntimeError: {planted}" in table, table

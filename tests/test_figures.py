@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bakeoff import verdict
-from bakeoff.config import load_params
-from bakeoff.data import Example, read_examples, write_jsonl
+from bakeoff.core.config import load_params
+from bakeoff.data.examples import Example, read_examples, write_jsonl
+from bakeoff.decide import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # ---------------------------------------------------------------- 1. one serving dtype
 
 def test_every_run_is_served_in_the_stated_dtype(tiny_model_dir, tickets, tmp_path):
-    from bakeoff.config import TrainConfig, VariantConfig
-    from bakeoff.models import load_for_eval
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import load_for_eval
+    from bakeoff.core.sections import TrainConfig, VariantConfig
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     lora = get_technique("lora")
     v = VariantConfig("lora", "lora", TrainConfig(max_steps=2, effective_batch=2, micro_batch=2, precision="fp32",
@@ -45,7 +45,7 @@ def test_every_run_is_served_in_the_stated_dtype(tiny_model_dir, tickets, tmp_pa
 
 
 def test_eval_dtype_is_validated(tmp_path):
-    from bakeoff.schema import ParamsError
+    from bakeoff.core.schema import ParamsError
 
     text = (ROOT / "params.yaml").read_text()
     assert "  dtype: auto                   # serving" in text
@@ -68,7 +68,7 @@ def _records(tokens_per_sequence: int) -> dict:
 
 
 def test_dpo_calibration_counts_each_sequence_once():
-    from bakeoff.sizing import calibration
+    from bakeoff.decide.sizing import calibration
 
     params = load_params(ROOT / "params.yaml")
     params = replace(params, variants={k: replace(v, train=replace(v.train, effective_batch=16))
@@ -81,8 +81,9 @@ def test_dpo_calibration_counts_each_sequence_once():
 
 
 def test_dpo_is_priced_with_its_reference_forward_its_parents_rank_and_its_parent():
-    from bakeoff.measure import model_flops_per_token
-    from bakeoff.sizing import Setup, catalog, table, targets, train_hours
+    from bakeoff.core.flops import model_flops_per_token
+    from bakeoff.decide.memory import Setup
+    from bakeoff.decide.sizing import catalog, table, targets, train_hours
 
     params = load_params(ROOT / "params.yaml")
     assert model_flops_per_token(1, "dpo") == 6 and model_flops_per_token(1, "lora") == 4
@@ -146,7 +147,7 @@ def test_csv_and_jsonl_with_a_byte_order_mark_and_crlf(tmp_path):
 # ---------------------------------------------------------------- 9. label sets of any size
 
 def test_labels_auto_and_from_a_file(tmp_path, capsys):
-    from bakeoff.prepare import closed_labels
+    from bakeoff.data.prepare import closed_labels
 
     train = [Example([{"role": "user", "content": f"q{i}"}], f"intent_{i % 77}") for i in range(200)]
     labels = closed_labels(train, "auto", "accuracy")
@@ -154,7 +155,7 @@ def test_labels_auto_and_from_a_file(tmp_path, capsys):
     f = tmp_path / "labels.txt"
     f.write_text("\ufeffyes\nno\n\nmaybe\n")
     assert closed_labels(train, str(f), "exact_match") == ["yes", "no", "maybe"]
-    from bakeoff.data import DataError
+    from bakeoff.data.examples import DataError
 
     with pytest.raises(DataError, match="labels: auto"):
         closed_labels(train, None, "accuracy")             # > 50 answers and no label set: says what to write
@@ -162,7 +163,8 @@ def test_labels_auto_and_from_a_file(tmp_path, capsys):
 
 def test_params_accept_labels_auto_and_max_new_tokens_auto(tmp_path):
     text = (ROOT / "params.yaml").read_text()
-    text = text.replace("  labels: null ", "  labels: auto ").replace("  max_new_tokens: 48 ", "  max_new_tokens: auto ")
+    text = text.replace("  labels: null ", "  labels: auto ").replace("  max_new_tokens: 48 ",
+                                                                      "  max_new_tokens: auto ")
     (tmp_path / "params.yaml").write_text(text)
     p = load_params(tmp_path / "params.yaml")
     assert p.task.labels == "auto" and p.task.max_new_tokens == "auto"
@@ -171,7 +173,7 @@ def test_params_accept_labels_auto_and_max_new_tokens_auto(tmp_path):
 # ---------------------------------------------------------------- 10. exact match keeps JSON's syntax
 
 def test_exact_match_compares_json_as_json():
-    from bakeoff.metrics import exact_match, loose_match
+    from bakeoff.evaluate.scoring import exact_match, loose_match
 
     ref = '{"category": "bug", "product": "payflow", "urgency": "high"}'
     flat = "category: bug; product: payflow; urgency: high"
@@ -184,7 +186,7 @@ def test_exact_match_compares_json_as_json():
 # ---------------------------------------------------------------- 11. the default base model, said as it is
 
 def test_the_default_base_model_is_described_as_it_is():
-    from bakeoff.models import ALIASES
+    from bakeoff.core.models import ALIASES
     from bakeoff.report import provenance_lines
 
     note = ALIASES["smollm2-135m-instruct"].note
@@ -198,8 +200,8 @@ def test_the_default_base_model_is_described_as_it_is():
 # ---------------------------------------------------------------- 12. a generation budget that truncates
 
 def test_a_budget_shorter_than_an_answer_is_named_and_auto_fits(tokenizer_dir, capsys):
-    from bakeoff.models import load_tokenizer
-    from bakeoff.prepare import ANSWER_MARGIN, answer_tokens, generation_budget
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.data.prepare import ANSWER_MARGIN, answer_tokens, generation_budget
 
     tok = load_tokenizer(tokenizer_dir)
     long = Example([{"role": "user", "content": "q"}], "balance_not_updated_after_cheque_or_cash_deposit", "t.jsonl:7")
@@ -219,7 +221,7 @@ def test_a_budget_shorter_than_an_answer_is_named_and_auto_fits(tokenizer_dir, c
 def test_the_experiment_is_tagged_as_model_development(tmp_path, monkeypatch):
     import mlflow
 
-    from bakeoff import tracking
+    from bakeoff.core import tracking
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
@@ -244,9 +246,9 @@ def test_a_missed_benchmark_target_exits_non_zero(tiny_model_dir, tickets, tmp_p
     (data / "stats.json").write_text(json.dumps({"generation": {"max_new_tokens": 6}}))
     cmd = [sys.executable, str(ROOT / "benchmarks" / "eval_speed.py"), "--model", str(tiny_model_dir), "--data",
            str(data), "--repeats", "1", "--out", str(tmp_path / "eval.json")]
-    missed = subprocess.run(cmd + ["--target", "speedup=1000"], capture_output=True, text=True)
+    missed = subprocess.run(cmd + ["--target", "speedup=1000"], capture_output=True, text=True, check=False)
     assert missed.returncode == 1 and "target speedup" in missed.stdout and "MISSED: speedup" in missed.stderr
     met = subprocess.run(cmd + ["--target", "speedup=0", "--target", "identical_outputs=0"], capture_output=True,
-                         text=True)
+                         text=True, check=False)
     assert met.returncode == 0, met.stderr[-2000:]
     assert json.loads((tmp_path / "eval.json").read_text())["examples"] == 6

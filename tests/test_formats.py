@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bakeoff.data import DataError, read_examples
+from bakeoff.data.examples import DataError, read_examples
 
 
 def write(path, rows):
@@ -14,7 +14,8 @@ def write(path, rows):
     return path
 
 
-TWIN = [{"prompt": "Translate: chat", "completion": "cat"}, {"prompt": "Translate: chien\n\nOne word.", "completion": "dog"}]
+TWIN = [{"prompt": "Translate: chat", "completion": "cat"}, {"prompt": "Translate: chien\n\nOne word.",
+                                                             "completion": "dog"}]
 
 
 def same(a, b):
@@ -24,7 +25,8 @@ def same(a, b):
 def test_alpaca_reads_as_its_prompt_completion_twin_and_says_so(tmp_path, capsys):
     twin = read_examples(write(tmp_path / "twin.jsonl", TWIN))
     alpaca = write(tmp_path / "alpaca.jsonl", [{"instruction": "Translate: chat", "input": "", "output": "cat"},
-                                               {"instruction": "Translate: chien", "input": "One word.", "output": "dog"}])
+                                               {"instruction": "Translate: chien", "input": "One word.",
+                                                "output": "dog"}])
     assert same(read_examples(alpaca), twin)
     assert f"{alpaca}: read as Alpaca (instruction, input, output)" in capsys.readouterr().out
     bad = write(tmp_path / "bad.jsonl", [{"instruction": "a", "output": "b"}, {"instruction": "c", "answer": "d"}])
@@ -43,7 +45,8 @@ def test_sharegpt_and_openai_chat_with_a_system_turn_read_as_their_twin(tmp_path
     assert same(read_examples(share), sys_twin) and same(read_examples(chat), sys_twin)
     out = capsys.readouterr().out
     assert "read as ShareGPT (conversations: from/value)" in out and "read as chat messages" in out
-    bad = write(tmp_path / "bad.jsonl", [{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]},
+    bad = write(tmp_path / "bad.jsonl", [{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt",
+                                                                                              "value": "b"}]},
                                          {"conversations": [{"from": "robot", "value": "a"}]}])
     with pytest.raises(DataError, match=rf"{bad}:2: conversations\[0\].from is 'robot'; use human, gpt or system"):
         read_examples(bad)
@@ -69,13 +72,15 @@ def test_a_dataset_saved_with_datasets_and_the_hubs_layout_read_through_datasets
     assert same(read_examples(tmp_path / "saved"), twin)
     datasets.DatasetDict({"train": datasets.Dataset.from_list(TWIN),
                           "test": datasets.Dataset.from_list(TWIN)}).save_to_disk(str(tmp_path / "dict"))
-    with pytest.raises(DataError, match=r"dict: holds the splits train, test; point task.train .* at one: its subfolder"):
+    with pytest.raises(DataError,
+                       match=r"dict: holds the splits train, test; point task.train .* at one: its subfolder"):
         read_examples(tmp_path / "dict")
     assert same(read_examples(tmp_path / "dict" / "train"), twin)
     (tmp_path / "hub" / "data").mkdir(parents=True)
     datasets.Dataset.from_list(TWIN).to_parquet(str(tmp_path / "hub" / "data" / "train-00000-of-00001.parquet"))
     assert same(read_examples(tmp_path / "hub"), twin)
     bad = tmp_path / "bad_saved"
-    datasets.Dataset.from_list([{"prompt": "a", "completion": "b"}, {"prompt": "c", "completion": None}]).save_to_disk(str(bad))
+    datasets.Dataset.from_list([{"prompt": "a", "completion": "b"}, {"prompt": "c",
+                                                                     "completion": None}]).save_to_disk(str(bad))
     with pytest.raises(DataError, match=rf"{bad}:row 2: 'completion' is empty"):
         read_examples(bad)

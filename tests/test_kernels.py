@@ -1,15 +1,16 @@
-"""The training step's speed levers (bakeoff.techniques.kernels): each one computes what it replaces."""
+"""The training step's speed levers (bakeoff.train.kernels): each one computes what it replaces."""
 
 from dataclasses import replace
 
 import pytest
 import torch
 
-from bakeoff.config import TrainConfig, VariantConfig
-from bakeoff.data import read_examples
-from bakeoff.models import load_model, load_tokenizer
-from bakeoff.techniques import get_technique, kernels
-from bakeoff.techniques.trainer import train
+from bakeoff.core.models import load_model, load_tokenizer
+from bakeoff.core.sections import TrainConfig, VariantConfig
+from bakeoff.data.examples import read_examples
+from bakeoff.train import kernels
+from bakeoff.train.techniques import get_technique
+from bakeoff.train.trainer import train
 
 
 def _batch(tok):
@@ -21,7 +22,7 @@ def _batch(tok):
         ids.append(p + a)
         labels.append([-100] * len(p) + a)
     width = max(map(len, ids))
-    pad = lambda x, v: x + [v] * (width - len(x))  # noqa: E731
+    pad = lambda x, v: x + [v] * (width - len(x))
     return {"input_ids": torch.tensor([pad(x, tok.pad_token_id) for x in ids]),
             "attention_mask": torch.tensor([pad([1] * len(x), 0) for x in ids]),
             "labels": torch.tensor([pad(x, -100) for x in labels])}

@@ -7,6 +7,7 @@ way, the params schema loads without torch, files and functions stay readable, a
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import MISSING, fields
@@ -60,6 +61,13 @@ def closure(path: Path) -> set[Path]:
     return {module_file(n) for n in seen}
 
 
+def docstring_only(path: Path) -> bool:
+    """A package's ``__init__.py`` that holds only its docstring: importing it changes nothing a stage computes."""
+    body = ast.parse(path.read_text()).body
+    return path.name == "__init__.py" and all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                              for n in body)
+
+
 def stage_deps() -> dict[str, tuple[Path, list[str]]]:
     """dvc.yaml's stages: name → (the script its cmd runs, its deps)."""
     spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -77,7 +85,7 @@ def test_dvc_deps_cover_every_module_a_stage_imports(stage):
     covered = [ROOT / d for d in deps]
     assert script in covered, f"dvc.yaml: stage {stage} does not depend on its own script {script.name}"
     missing = sorted(str(f.relative_to(ROOT)) for f in closure(script)
-                     if not any(f == d or d in f.parents for d in covered))
+                     if not docstring_only(f) and not any(f == d or d in f.parents for d in covered))
     assert not missing, f"dvc.yaml: stage {stage} imports {missing} but does not list them in deps: an edit to them " \
                         "would leave its results stale"
 
@@ -85,10 +93,67 @@ def test_dvc_deps_cover_every_module_a_stage_imports(stage):
 def test_the_deps_check_catches_a_missing_module(tmp_path):
     # the check above, on a stage that imports through two levels and a function-local import
     files = closure(ROOT / "stages" / "compare.py")
-    assert LIB / "verdict.py" in files and LIB / "metrics.py" in files  # compare → verdict → metrics
-    assert LIB / "models.py" in files  # sizing.calibration imports it inside a function
+    assert LIB / "decide" / "verdict.py" in files and LIB / "evaluate" / "scoring.py" in files  # verdict → scoring
+    assert LIB / "core" / "models.py" in files  # sizing.calibration imports it inside a function
     assert LIB / "report" / "__init__.py" in files and LIB / "report" / "plots.py" in files
-    assert LIB / "techniques" / "trainer.py" not in files  # compare never trains
+    assert LIB / "train" / "trainer.py" not in files  # compare never trains
+
+
+def test_a_stage_depends_on_what_it_can_change_and_no_more():
+    """The model and data stages read params through the schema, which reads each technique's options alone: an edit
+    to how DPO (or any technique) trains does not rerun them. Real inputs come first, code after."""
+    deps = stage_deps()
+    for stage in ("model", "data"):
+        _, listed = deps[stage]
+        covered = [ROOT / d for d in listed]
+        for trainer_file in ("train/techniques/dpo.py", "train/trainer.py", "train/techniques/lora.py"):
+            f = LIB / trainer_file
+            assert not any(f == d or d in f.parents for d in covered), f"dvc.yaml: {stage} depends on {trainer_file}"
+    for stage, (_, listed) in deps.items():
+        assert len(listed) <= 13, f"dvc.yaml: stage {stage} has {len(listed)} deps"
+        code = [i for i, d in enumerate(listed) if d.startswith(("src/", "stages/"))]
+        assert code == list(range(code[0], len(listed))), f"dvc.yaml: {stage} lists an input after its code"
+
+
+FLOOR_RULE = re.compile(r"May import (.*?)\.(?:\s|$)", re.DOTALL)
+
+
+def allowed_imports() -> dict[str, tuple[set[str], set[str]]]:
+    """Each folder's own ``__init__.py`` docstring says what it may import ("May import ``core`` and ``data``", a
+    file such as ``train/options.py`` as an exception, "every room" for the commands on top): folder → (rooms,
+    files)."""
+    out = {}
+    for init in sorted(LIB.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        said = " ".join(re.findall(r"(?:May import|may import) ([^.]*(?:\.py[^.]*)*)\.", doc))
+        assert said, f"{init.relative_to(ROOT)}: its docstring does not say what the folder may import"
+        names = set(re.findall(r"``([a-z_/]+(?:\.py)?)``", said))
+        if "every room" in said:
+            names |= {p.name for p in LIB.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+        rooms = {n for n in names if "/" not in n}
+        files = {n for n in names if "/" in n}
+        out[init.parent.name] = (rooms, files)
+    return out
+
+
+def test_each_folder_imports_only_what_its_docstring_allows():
+    rules = allowed_imports()
+    assert set(rules) == {p.name for p in LIB.iterdir() if (p / "__init__.py").exists()}
+    broken = []
+    for path in LIB.rglob("*.py"):
+        rel = path.relative_to(LIB)
+        if len(rel.parts) == 1:
+            continue  # bakeoff/__init__.py: the package's own log filters
+        room = rel.parts[0]
+        rooms, files = rules[room]
+        for name in imported(path):
+            target = module_file(name)
+            trel = target.relative_to(LIB)
+            if len(trel.parts) == 1 or trel.parts[0] == room or docstring_only(target):
+                continue
+            if trel.parts[0] not in rooms and str(trel) not in files:
+                broken.append(f"{rel} imports {name}")
+    assert not broken, "imports a folder's docstring does not allow: " + "; ".join(sorted(broken))
 
 
 def _graph(local: bool) -> dict[str, set[str]]:
@@ -137,24 +202,41 @@ def test_an_import_circle_is_found():
 
 
 def test_params_load_without_torch():
-    code = ("import sys; from bakeoff.config import load_params; load_params('params.yaml'); "
-            "import bakeoff.verdict, bakeoff.metrics, bakeoff.sizing, bakeoff.prompts; print('torch' in sys.modules)")
+    code = ("import sys; from bakeoff.core.config import load_params; load_params('params.yaml'); "
+            "import bakeoff.decide.verdict, bakeoff.evaluate.scoring, bakeoff.decide.sizing, bakeoff.data.prompts; "
+            "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False", "the params schema or a pure module imports torch"
 
 
 def test_library_files_and_functions_stay_readable():
-    long_files = {str(p.relative_to(ROOT)): n for p in LIB.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
-    assert not long_files, f"library files over 400 lines: {long_files}"
+    long_files = {str(p.relative_to(ROOT)): n for p in LIB.rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > 350}
+    assert not long_files, f"library files over 350 lines: {long_files}"
+    escapes = [str(p.relative_to(ROOT)) for p in [*LIB.rglob("*.py"), *(ROOT / "stages").glob("*.py")]
+               if "# long:" in p.read_text()]
+    assert not escapes, f"'# long:' escapes: {escapes}"
     long_functions = []
     for path in [*LIB.rglob("*.py"), *(ROOT / "stages").glob("*.py")]:
         lines = path.read_text().splitlines()
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:
-                body = lines[node.lineno - 1:node.end_lineno]
-                if not any("# long:" in line for line in body[:6]):
-                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
-    assert not long_functions, f"functions over 60 lines without a '# long: <reason>' comment: {long_functions}"
+                long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not long_functions, f"functions over 60 lines: {long_functions}"
+    stages = {p.name: n for p in (ROOT / "stages").glob("*.py") if (n := _code_lines(p)) > 40}
+    assert not stages, f"stages over 40 code lines (their logic belongs in the library): {stages}"
+
+
+def _code_lines(path: Path) -> int:
+    """Lines of a file that are neither blank, comments nor docstrings."""
+    tree = ast.parse(path.read_text())
+    doc = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node):
+            d = node.body[0]
+            doc |= set(range(d.lineno, d.end_lineno + 1))
+    return sum(1 for i, line in enumerate(path.read_text().splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and i not in doc)
 
 
 # values a user must replace rather than defaults: the shipped task's files and the example price and card catalog
@@ -165,14 +247,14 @@ NOT_DEFAULTS = {"task.name", "task.train", "task.prefs", "cost.usd_per_1k_prompt
 
 
 def test_dataclass_defaults_are_params_yaml():
-    from bakeoff import config
+    from bakeoff.core import sections
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    sections = {"model": config.ModelConfig, "task": config.TaskConfig, "train_defaults": config.TrainConfig,
-                "eval": config.EvalConfig, "tracking": config.TrackingConfig, "verdict": config.VerdictConfig,
-                "cost": config.CostConfig, "sizing": config.SizingConfig, "tune": config.TuneConfig}
+    classes = {"model": sections.ModelConfig, "task": sections.TaskConfig, "train_defaults": sections.TrainConfig,
+                "eval": sections.EvalConfig, "tracking": sections.TrackingConfig, "verdict": sections.VerdictConfig,
+                "cost": sections.CostConfig, "sizing": sections.SizingConfig, "tune": sections.TuneConfig}
     differ, undocumented = [], []
-    for section, cls in sections.items():
+    for section, cls in classes.items():
         for f in fields(cls):
             key = f"{section}.{f.name}"
             if f.name not in params[section]:
@@ -180,7 +262,7 @@ def test_dataclass_defaults_are_params_yaml():
                 continue
             default = f.default if f.default is not MISSING else f.default_factory()
             if key not in NOT_DEFAULTS and default != params[section][f.name]:
-                differ.append(f"{key}: {default!r} in config.py, {params[section][f.name]!r} in params.yaml")
+                differ.append(f"{key}: {default!r} in sections.py, {params[section][f.name]!r} in params.yaml")
     assert not differ, "defaults written twice disagree: " + "; ".join(differ)
     assert not undocumented, f"knobs params.yaml does not show: {undocumented}"
 
@@ -189,7 +271,62 @@ def test_old_sizing_names_still_work_with_a_warning(tmp_path):
     text = (ROOT / "params.yaml").read_text().replace("target_seq_len:", "seq_len:")
     (tmp_path / "params.yaml").write_text(text)
     line = next(i for i, s in enumerate(text.splitlines(), 1) if s.strip().startswith("seq_len:"))
-    code = "from bakeoff.config import load_params; print(load_params('params.yaml').sizing.target_seq_len)"
+    code = "from bakeoff.core.config import load_params; print(load_params('params.yaml').sizing.target_seq_len)"
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "1024"
     assert f"params.yaml:{line}: sizing.seq_len is deprecated, rename it sizing.target_seq_len" in r.stderr
+
+
+def test_the_architecture_page_lists_every_folder_and_file_of_the_library():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    tree = page[page.index("```\nsrc/bakeoff/") + 4:page.rindex("```")]
+    listed, stack = set(), []
+    for line in tree.splitlines()[1:]:
+        indent = (len(line) - len(line.lstrip())) // 2
+        entry = line.split()[0]
+        stack[indent - 1:] = [entry.rstrip("/")]
+        listed.add("/".join(stack) + ("/" if entry.endswith("/") else ""))
+    real = {str(p.relative_to(LIB)) for p in LIB.rglob("*.py") if not docstring_only(p)}
+    real |= {str(p.relative_to(LIB)) + "/" for p in LIB.rglob("*") if p.is_dir() and (p / "__init__.py").exists()}
+    # techniques/ and backends/ are one line each: their files are named on it
+    folded = {d for d in listed if d.endswith("/") and not any(x != d and x.startswith(d) for x in listed)}
+    real = {r for r in real if not any(r.startswith(d) and r != d for d in folded)}
+    assert listed == real, (f"docs/architecture.md lists {sorted(listed - real)} that the tree lacks, and omits "
+                            f"{sorted(real - listed)}")
+    for d in folded:
+        line = next(x for x in tree.splitlines() if x.strip().startswith(d.rsplit("/", 2)[-2] + "/"))
+        names = {p.name for p in (LIB / d).glob("*.py") if p.name != "__init__.py"}
+        assert all(n in line for n in names), f"docs/architecture.md: {d} does not name {sorted(names)}"
+
+
+PATH_IN_DOCS = re.compile(r"(?<![\w./-])((?:src|stages|tests|benchmarks|docs|configs)/[\w./-]*[\w/])")
+MODULE_IN_DOCS = re.compile(r"python -m (bakeoff(?:\.\w+)+)")
+
+
+def test_no_path_in_the_readme_or_docs_points_at_a_file_that_does_not_exist():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+    stale = []
+    for page in [p for p in pages if p.exists()]:
+        text = page.read_text()
+        for m in PATH_IN_DOCS.finditer(text):
+            if not (ROOT / m.group(1)).exists():
+                stale.append(f"{page.relative_to(ROOT)}: {m.group(1)}")
+        for m in MODULE_IN_DOCS.finditer(text):
+            if module_file(m.group(1)) is None:
+                stale.append(f"{page.relative_to(ROOT)}: python -m {m.group(1)}")
+    assert not stale, "paths that do not exist: " + "; ".join(stale)
+
+
+def test_params_yaml_teaches_in_one_line_a_key_and_docs_params_holds_the_rest():
+    lines = (ROOT / "params.yaml").read_text().splitlines()
+    continued = [i for i, line in enumerate(lines[1:], 2)
+                 if re.match(r"^\s{20,}#", line) and not lines[i - 2].lstrip().startswith("#")]
+    assert not continued, f"params.yaml: a comment continued onto its own line at lines {continued} (docs/params.md)"
+    assert all(len(line) <= 120 for line in lines), "params.yaml: a line over 120 characters"
+    documented = set(re.findall(r'<a id="([\w.]+)"></a>', (ROOT / "docs" / "params.md").read_text()))
+    params = yaml.safe_load("\n".join(lines))
+    keys = {f"{s}.{k}" for s, body in params.items() if isinstance(body, dict) for k in body}
+    for k in ("model.dtype", "task.metric", "train_defaults.early_stopping_patience", "tune.pruner", "eval.lm_eval"):
+        assert k in documented, f"docs/params.md has no section for {k}"
+    extra = documented - keys - {"baselines.big"}
+    assert not extra, f"docs/params.md documents keys params.yaml lacks: {extra}"

@@ -48,7 +48,7 @@ def _env(**extra) -> dict:
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from bakeoff.locks import Lock
+    from bakeoff.search.locks import Lock
     with Lock(sys.argv[1], "stage:tickets:train@lora"):
         print("holding", flush=True)
         time.sleep(float(sys.argv[2]))
@@ -56,7 +56,7 @@ HOLD = textwrap.dedent("""
 
 
 def test_a_second_holder_waits_says_who_holds_it_and_a_killed_holders_lock_is_free_at_once(pg):
-    from bakeoff.locks import Lock
+    from bakeoff.search.locks import Lock
 
     url = pg.create("locks")
     holder = subprocess.Popen([sys.executable, "-c", HOLD, url, "600"], stdout=subprocess.PIPE, text=True, env=_env())
@@ -79,7 +79,7 @@ def test_a_second_holder_waits_says_who_holds_it_and_a_killed_holders_lock_is_fr
 WORKER = textwrap.dedent("""
     import json, sys, time
     import optuna
-    from bakeoff.study import run_study, storage_of, values_drawn
+    from bakeoff.search.study import run_study, storage_of, values_drawn
     url, role, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name="shared", storage=storage_of(url), load_if_exists=True,
@@ -102,7 +102,7 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
     period the survivor's wait marks it failed, and since a lost trial is not counted the survivor draws a fourth."""
     import optuna
 
-    from bakeoff.study import GRACE_S, storage_of
+    from bakeoff.search.study import GRACE_S, storage_of
 
     url = pg.create("killed")
     victim = subprocess.Popen([sys.executable, "-c", WORKER, url, "victim", "4"], stdout=subprocess.PIPE, text=True,
@@ -132,8 +132,8 @@ def test_a_worker_draws_no_trial_while_another_holds_the_study_lock(pg):
     has opened the study says who holds it and draws nothing; once it is released, the worker runs its trials."""
     import optuna
 
-    from bakeoff.locks import Lock
-    from bakeoff.study import storage_of
+    from bakeoff.search.locks import Lock
+    from bakeoff.search.study import storage_of
 
     url = pg.create("held")
     with Lock(url, "study:shared"):
@@ -169,7 +169,7 @@ def _project(repo: Path, tiny_model_dir: Path, storage: str, trials: int) -> dic
 
 
 def sh(cmd: str, cwd: Path, **extra) -> str:
-    r = subprocess.run(cmd, shell=True, cwd=cwd, env=_env(**extra), capture_output=True, text=True)
+    r = subprocess.run(cmd, shell=True, cwd=cwd, env=_env(**extra), capture_output=True, text=True, check=False)
     assert r.returncode == 0, f"{cmd} failed in {cwd}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     return r.stdout + r.stderr
 
@@ -181,7 +181,7 @@ def test_two_tune_workers_on_one_postgres_study_run_its_four_trials_once(pg, tin
 
     import optuna
 
-    from bakeoff.study import storage_of
+    from bakeoff.search.study import storage_of
 
     url = pg.create("two_workers")
     one = tmp_path / "one"
@@ -208,7 +208,8 @@ def test_two_tune_workers_on_one_postgres_study_run_its_four_trials_once(pg, tin
 
 # a column is masked by its header's unit or what it measures: "step s (median)", "p50 s", "train wall s", "peak RSS
 # MB", "measured GB"; and a sizing table's "error" (predicted against measured memory), nothing else of that name
-MEASURED = re.compile(r"tok/s|tokens/s|latency|\bp\d\d\b|(?:^| )s(?: |$)|seconds|wall|RSS|\bMB\b|\bGB\b|memory", re.I)
+MEASURED = re.compile(r"tok/s|tokens/s|latency|\bp\d\d\b|(?:^| )s(?: |$)|seconds|wall|RSS|\bMB\b|\bGB\b|memory",
+                      re.IGNORECASE)
 WITH_UNIT = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:ms|s|min|h|MB|GB)\b")
 
 
@@ -219,7 +220,7 @@ def timings_masked(md: str) -> str:
     for line in md.splitlines():
         if not line.startswith("|"):
             header = None
-            measured = re.search(r"latency|least training memory|fitted overhead|trained in", line, re.I)
+            measured = re.search(r"latency|least training memory|fitted overhead|trained in", line, re.IGNORECASE)
             out.append("# a measured line" if measured else WITH_UNIT.sub("#", line))
             continue
         cells = line.strip().strip("|").split("|")
@@ -256,20 +257,20 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     single = tmp_path / "single"
     text = (single / "params.yaml").read_text()
     (single / "params.yaml").write_text(text.replace(split, pg.create("single")))  # its own studies
-    sh("python -m bakeoff.clock", single)                                             # its own local MLflow store
+    sh("python -m bakeoff.run.clock", single)                                             # its own local MLflow store
 
     with MlflowServer(tmp_path / "mlflow") as server:
         env = _env(MLFLOW_TRACKING_URI=server.uri)
-        a = subprocess.Popen([sys.executable, "-m", "bakeoff.worker", "evaluate@lora"], cwd=tmp_path / "a", env=env,
+        a = subprocess.Popen([sys.executable, "-m", "bakeoff.run.worker", "evaluate@lora"], cwd=tmp_path / "a", env=env,
                              text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        b = subprocess.Popen([sys.executable, "-m", "bakeoff.worker", "evaluate@full", "baseline@zero_shot",
+        b = subprocess.Popen([sys.executable, "-m", "bakeoff.run.worker", "evaluate@full", "baseline@zero_shot",
                               "evaluate@lora"], cwd=tmp_path / "b", env=env, text=True, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
         logs = {"a": a.communicate(timeout=1200)[0], "b": b.communicate(timeout=1200)[0]}
         for m, log in logs.items():  # kept beside the clones for a look after a failure
             (tmp_path / f"{m}.log").write_text(log)
         assert (a.returncode, b.returncode) == (0, 0), logs
-        c_log = sh("python -m bakeoff.worker", tmp_path / "c", MLFLOW_TRACKING_URI=server.uri)
+        c_log = sh("python -m bakeoff.run.worker", tmp_path / "c", MLFLOW_TRACKING_URI=server.uri)
         (tmp_path / "c.log").write_text(c_log)
         runs = mlflow.MlflowClient(server.uri).search_runs(
             [mlflow.MlflowClient(server.uri).get_experiment_by_name("tickets").experiment_id], max_results=1000)
@@ -311,7 +312,7 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
 
 
 def test_the_worker_prints_its_services_without_their_passwords():
-    from bakeoff.schema import without_secret
+    from bakeoff.core.schema import without_secret
 
     assert without_secret("postgresql://bob:s3cret@db.example:5432/bakeoff") == "postgresql://db.example:5432/bakeoff"
     assert without_secret("http://u:p@mlflow:5000") == "http://mlflow:5000"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from bakeoff import measure
-from bakeoff.measure import GenerationLog, LatencyLog, PeakMemory, StepLog
+from bakeoff.core import flops
+from bakeoff.core.measure import GenerationLog, LatencyLog, PeakMemory, StepLog
 
 
 def test_steplog_steady_state_excludes_warmup_and_counts_non_padding_tokens():
@@ -20,7 +20,8 @@ def test_steplog_steady_state_excludes_warmup_and_counts_non_padding_tokens():
     m = log.metrics()
     # steady state: steps 3–5, 600 tokens in 4 s
     assert m["train_tokens_per_s"] == 150.0 and m["train_step_s_median"] == 1.0
-    assert m["train_steps"] == 5 and m["tokens_seen"] == 800 and m["padding_share"] == pytest.approx(1 - 800 / 1200, abs=1e-4)
+    assert m["train_steps"] == 5 and m["tokens_seen"] == 800 and m["padding_share"] == pytest.approx(1 - 800 / 1200,
+                                                                                                     abs=1e-4)
 
 
 def test_steplog_counts_rows_and_tokens_of_each_micro_batch():
@@ -46,15 +47,17 @@ def test_peak_memory_sees_a_known_block_and_resets_between_windows():
 
 
 def test_generation_log_counts_generated_tokens_only(tiny_model_dir):
-    from bakeoff.evaluate import generate
-    from bakeoff.models import load_model, load_tokenizer
+    from bakeoff.core.models import load_model, load_tokenizer
+    from bakeoff.evaluate.generation import generate
 
     tok, model = load_tokenizer(tiny_model_dir), load_model(tiny_model_dir).eval()
     model.generation_config.suppress_tokens = sorted({tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")})
     prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "a much longer prompt " * 8}]]
     _, log = generate(model, tok, prompts, max_new_tokens=4, batch_size=2)
     # two answers of exactly 4 tokens each: the prompts (of different lengths) and the left padding are not counted
-    assert log.generated_tokens == 8 and len(log.prompt_tokens) == 2 and log.prompt_tokens[1] > log.prompt_tokens[0] + 20
+    assert log.generated_tokens == 8
+    assert len(log.prompt_tokens) == 2
+    assert log.prompt_tokens[1] > log.prompt_tokens[0] + 20
     m = GenerationLog(prompt_tokens=[10, 30], generated_tokens=12, seconds=3.0).metrics()
     assert m["gen_tokens_per_s"] == 4.0 and m["prompt_tokens_per_request"] == 20.0
 
@@ -68,28 +71,29 @@ def test_latency_percentiles_on_known_timings():
 
 def test_flops_convention_on_hand_numbers():
     # 1,000 tok/s on N = 1e9 against 100 TFLOP/s: full 6·N → 0.06; LoRA 4·N → 0.04; DPO adds its reference forward
-    assert measure.mfu(1000, 10**9, "full", 100e12) == pytest.approx(0.06)
-    assert measure.mfu(1000, 10**9, "lora", 100e12) == pytest.approx(0.04)
-    assert measure.mfu(1000, 10**9, "dpo", 100e12) == pytest.approx(0.06)
+    assert flops.mfu(1000, 10**9, "full", 100e12) == pytest.approx(0.06)
+    assert flops.mfu(1000, 10**9, "lora", 100e12) == pytest.approx(0.04)
+    assert flops.mfu(1000, 10**9, "dpo", 100e12) == pytest.approx(0.06)
     # checkpointing: recompute is not model FLOPs (MFU stays 0.04) but is hardware FLOPs (HFU 0.06)
-    assert measure.hfu(1000, 10**9, "lora", 100e12, checkpointing=True) == pytest.approx(0.06)
-    assert measure.hfu(1000, 10**9, "lora", 100e12, checkpointing=False) == pytest.approx(0.04)
+    assert flops.hfu(1000, 10**9, "lora", 100e12, checkpointing=True) == pytest.approx(0.06)
+    assert flops.hfu(1000, 10**9, "lora", 100e12, checkpointing=False) == pytest.approx(0.04)
 
 
 def test_flop_params_leave_out_an_untied_input_embedding(tokenizer_dir):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = dict(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-               num_key_value_heads=2)
+    cfg = {"vocab_size": 1000, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 4,
+               "num_key_value_heads": 2}
     untied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=False))
     tied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=True))
     total = sum(p.numel() for p in untied.parameters())
-    assert measure.flop_params(untied) == total - 1000 * 32
-    assert measure.flop_params(tied) == sum(p.numel() for p in tied.parameters())  # the shared matrix, once
+    assert flops.flop_params(untied) == total - 1000 * 32
+    assert flops.flop_params(tied) == sum(p.numel() for p in tied.parameters())  # the shared matrix, once
 
 
 def test_loss_drop_over_the_last_quarter_by_hand():
-    from bakeoff.stopping import loss_drop
+    from bakeoff.train.stopping import loss_drop
 
     hist = [{"step": s, "loss": l} for s, l in [(5, 2.0), (10, 1.6), (20, 1.2), (30, 1.0), (35, 0.8), (40, 0.64)]]
     # last quarter of 40 steps: steps 30, 35, 40. Least squares: slope −0.036/step, line at step 30: 0.99333;
@@ -101,7 +105,7 @@ def test_loss_drop_over_the_last_quarter_by_hand():
 
 
 def test_convergence_judgement():
-    from bakeoff.stopping import convergence
+    from bakeoff.train.stopping import convergence
 
     falling = [{"step": s, "loss": 2.0 - s / 25} for s in (10, 20, 30, 40)]  # 0.4 at step 30 → 0.4 … 0.8
     flat = [{"step": s, "loss": 0.5} for s in (10, 20, 30, 40)]
@@ -125,10 +129,11 @@ def test_a_noisy_falling_validation_curve_does_not_stop_early_and_a_flat_one_doe
     """The issue's curve: 300 steps, an evaluation every 10, validation loss falling from 0.6 to 0.15 with noise and
     bumps of +0.05 on two evaluations in a row (what stopped the old patience-2 rule at step 180). The noise-aware
     rule with a patience of 30% of the run never stops it; the same run once its curve has flattened (level constant
-    after step 100) stops a patience after the flattening (plus the smoothing's lag), and is not called still improving."""
+    after step 100) stops a patience after the flattening (plus the smoothing's lag), and is not called still
+    improving."""
     import random
 
-    from bakeoff.stopping import EarlyStop, SMOOTHING
+    from bakeoff.train.stopping import SMOOTHING, EarlyStop
 
     steps = list(range(10, 301, 10))
 
@@ -158,7 +163,8 @@ def test_the_old_patience_of_two_evaluations_would_have_stopped_the_noisy_curve(
     stopped = 0
     for seed in range(5):
         best, waited = float("inf"), 0
-        for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - s / 330) + (0.05 if s in (170, 180) else 0)):
+        for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - s / 330) + (0.05 if s in (170,
+                                                                                                         180) else 0)):
             mean = sum(rows) / len(rows)
             best, waited = (mean, 0) if mean < best else (best, waited + 1)
             if waited >= 2:

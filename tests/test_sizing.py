@@ -1,4 +1,4 @@
-"""The memory model against published figures, its calibration, fitting and the `bakeoff.sizing` command."""
+"""The memory model against published figures, its calibration, fitting and the `bakeoff.decide.sizing` command."""
 
 import json
 import subprocess
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bakeoff.sizing import GB, GPU, Setup, Shape, calibrate, estimate, fit, smallest_fit
+from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
+from bakeoff.decide.sizing import GPU, fit, smallest_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA2_7B = Shape("llama-2-7b", 32, 4096, 11008, 32, 32, 32000)
@@ -48,13 +49,16 @@ def test_memory_model_within_published_ranges_for_8b(technique, micro_batch, seq
 def test_memory_levers_move_the_estimate_the_right_way():
     base = Setup("lora", micro_batch=4, seq_len=2048)
     e = estimate(LLAMA3_8B, base)
-    assert estimate(LLAMA3_8B, Setup("lora", gradient_checkpointing=True, micro_batch=4, seq_len=2048)).activations < e.activations / 3
-    assert estimate(LLAMA3_8B, Setup("lora", micro_batch=4, seq_len=1024)).activations == pytest.approx(e.activations / 2)
+    assert estimate(LLAMA3_8B, Setup("lora", gradient_checkpointing=True, micro_batch=4,
+                                     seq_len=2048)).activations < e.activations / 3
+    assert estimate(LLAMA3_8B, Setup("lora", micro_batch=4,
+                                     seq_len=1024)).activations == pytest.approx(e.activations / 2)
     full = estimate(LLAMA3_8B, Setup("full"))
     assert estimate(LLAMA3_8B, Setup("full", optimizer="adamw_8bit")).optimizer == pytest.approx(full.optimizer / 4)
     q4 = estimate(LLAMA3_8B, Setup("qlora", double_quant=False)).weights
     assert estimate(LLAMA3_8B, Setup("qlora")).weights < q4 < estimate(LLAMA3_8B, Setup("lora")).weights / 2
-    assert estimate(LLAMA3_8B, Setup("dpo")).activations == pytest.approx(2 * estimate(LLAMA3_8B, Setup("lora")).activations)
+    assert estimate(LLAMA3_8B, Setup("dpo")).activations == pytest.approx(2 * estimate(LLAMA3_8B,
+                                                                                       Setup("lora")).activations)
 
 
 def test_calibration_fits_the_overhead_and_reports_each_error():
@@ -78,12 +82,13 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
 
 
 def test_size_command_prints_the_table_before_any_training(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "bakeoff.sizing", "--params", str(ROOT / "params.yaml"), "--seq", "512"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(ROOT / "params.yaml"), "--seq",
+                        "512"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| llama-3.1-8b | qlora | qlora |" in r.stdout and "smallest GPU" in r.stdout
     bad = tmp_path / "p.yaml"
     bad.write_text((ROOT / "params.yaml").read_text().replace("target: llama-3.1-8b", "target: llama-8b"))
-    r = subprocess.run([sys.executable, "-m", "bakeoff.sizing", "--params", str(bad)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(bad)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr

@@ -4,9 +4,9 @@ Hand-computed numbers; no models."""
 import pandas as pd
 import pytest
 
-from bakeoff import ranking
-from bakeoff.stats import holm, mcnemar_exact, paired_permutation_p
-from bakeoff.metrics import METRICS
+from bakeoff.decide import recommend
+from bakeoff.decide.statistics import holm, mcnemar_exact, paired_permutation_p
+from bakeoff.evaluate.scoring import METRICS
 
 
 def test_exact_mcnemar_from_discordant_counts():
@@ -18,7 +18,8 @@ def test_exact_mcnemar_from_discordant_counts():
 
 
 def test_holm_adjusts_step_down_and_keeps_the_order():
-    # sorted 0.005, 0.01, 0.03, 0.04 → ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04 → monotone: 0.02, 0.03, 0.06, 0.06
+    # sorted 0.005, 0.01, 0.03, 0.04 → ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04
+    # → monotone: 0.02, 0.03, 0.06, 0.06
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
     assert holm([]) == []
@@ -45,7 +46,7 @@ def test_pairwise_counts_discordant_items_and_adjusts_over_all_pairs():
     b = [1] * 40 + [0] * 10 + [1] * 5 + [0] * 5
     c = [0] * 60
     df, items = _runs({"a": a, "b": b, "c": c})
-    pw = ranking.pairwise(df, "exact_match", items)
+    pw = recommend.pairwise(df, "exact_match", items)
     ab = pw[(pw["a"] == "a") & (pw["b"] == "b")].iloc[0]
     assert (ab["a_better_on"], ab["b_better_on"], ab["test"]) == (10, 5, "exact McNemar")
     assert ab["p"] == pytest.approx(0.3018, abs=1e-4)
@@ -64,10 +65,10 @@ def test_rank_groups_put_indistinguishable_runs_with_the_leader():
     df, items = _runs({"lora": lora, "full": full, "prompt": prompt, "qlora": qlora, "unsloth": unsloth},
                       {"prompt": "baseline"})
     df.loc[df["name"] == "prompt", "quality_label_choice"] = float("nan")
-    pw = ranking.pairwise(df, "exact_match", items)
-    groups = ranking.rank_groups(df, pw)
+    pw = recommend.pairwise(df, "exact_match", items)
+    groups = recommend.rank_groups(df, pw)
     assert groups == [["full", "qlora"], ["lora", "unsloth"], ["prompt"]]
-    assert ranking.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
+    assert recommend.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
 
 
 def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
@@ -78,23 +79,23 @@ def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
                      "smallest_gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
             "qlora": {"usd": 4.0, "usd_high": 8.0, "card": "L4", "smallest_card": "L4", "smallest_gpus": 1,
                       "need_gb": 5.4, "target": "llama-3.1-8b"}}
-    rec = ranking.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
+    rec = recommend.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
     assert rec["action"] == "fine-tune" and rec["run"] == "qlora"
     projected = " ".join(rec["projected"])
     assert "~5.4 GB" in projected and "L4" in projected and "$4.0–8.0 all in" in projected
     # latency measured without its spread: no run is called fastest
     assert "Fastest" not in " ".join(rec["measured"])
     # a prompting baseline in the best group: prompt
-    rec = ranking.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
+    rec = recommend.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
     # "prompting is enough" prompts even when the variants lead the groups
-    rec = ranking.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
+    rec = recommend.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
                             [["full", "qlora"], ["few_shot"]], fits)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
 
 
 def test_the_interval_over_items_and_seeds_widens_when_seeds_disagree():
-    from bakeoff.stats import bootstrap_ci
+    from bakeoff.decide.statistics import bootstrap_ci
 
     primary = [1, 0] * 30  # 50%
     agree = [list(primary), list(primary)]

@@ -4,10 +4,10 @@
 import pytest
 import torch
 
-from bakeoff.config import TrainConfig, VariantConfig
-from bakeoff.data import read_examples
-from bakeoff.techniques import get_technique
-from bakeoff.techniques.trainer import train
+from bakeoff.core.sections import TrainConfig, VariantConfig
+from bakeoff.data.examples import read_examples
+from bakeoff.train.techniques import get_technique
+from bakeoff.train.trainer import train
 
 
 def _variant(technique, **options):
@@ -84,7 +84,7 @@ def test_qlora_base_is_4bit_and_frozen(tiny_model_dir, tickets, tmp_path, monkey
 def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from bakeoff.data import Pair
+    from bakeoff.data.examples import Pair
 
     sft_dir = tmp_path / "sft"
     train(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16],
@@ -93,7 +93,7 @@ def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path,
     pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion.replace("low", "high")
                   if "low" in e.completion else e.completion.replace("}", ', "x": 1}')) for e in exs]
     v = _variant("dpo", init_from="lora")
-    record, model, before, after = _train_watched("dpo", v, tiny_model_dir, pairs, tmp_path / "d", monkeypatch,
+    _record, _model, before, after = _train_watched("dpo", v, tiny_model_dir, pairs, tmp_path / "d", monkeypatch,
                                                   parent_dir=sft_dir)
     saved = load_file(sft_dir / "adapter_model.safetensors")
     started = {k: t for k, t in before.items() if "lora_" in k and ".default." in k}
@@ -125,8 +125,8 @@ def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_pat
 
 
 def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_path):
-    from bakeoff.runs import guarded
-    from bakeoff.techniques.trainer import MemoryBudgetExceeded
+    from bakeoff.core.runs import guarded
+    from bakeoff.train.trainer import MemoryBudgetExceeded
 
     v = _variant("lora", r=4, alpha=8)
     v = VariantConfig(name="tight", technique="lora", options=v.options,
@@ -140,14 +140,14 @@ def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_pa
 
 
 def test_cuda_oom_is_classified_oom():
-    from bakeoff.runs import classify
+    from bakeoff.core.runs import classify
 
     assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] == "oom"
     assert classify(ValueError("shapes do not match"))[0] == "failed"
 
 
 def test_padding_free_without_flash_attention_is_skipped(tiny_model_dir, tickets, tmp_path):
-    from bakeoff.runs import guarded
+    from bakeoff.core.runs import guarded
 
     v = _variant("lora", r=4, alpha=8)
     v = VariantConfig(name="pf", technique="lora", options=v.options,
@@ -159,7 +159,7 @@ def test_padding_free_without_flash_attention_is_skipped(tiny_model_dir, tickets
 
 def test_saved_adapter_loads_back_and_changes_outputs(tiny_model_dir, tickets, tmp_path):
     """The saved adapter loads back and changes the model's output (merged for evaluation)."""
-    from bakeoff.models import load_for_eval
+    from bakeoff.core.models import load_for_eval
 
     tech = get_technique("lora")
     train(tech, _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out",
@@ -182,8 +182,9 @@ def test_early_stopping_stops_a_run_whose_validation_loss_rises_and_keeps_the_be
     evaluations; with a patience of 10% of the run (4 steps, so the rule's floor of SMOOTHING evaluations decides)
     the run stops soon after its best, and the saved weights are that best evaluation's checkpoint, not the last
     step's. Each point of the curve carries its standard error over the validation rows."""
-    from bakeoff.stopping import SMOOTHING
     from safetensors.torch import load_file
+
+    from bakeoff.train.stopping import SMOOTHING
 
     rows = read_examples(tickets)
     rec = train(get_technique("full"), _evaluated(40, 5e-2, 0.1), tiny_model_dir, rows[:32], tmp_path / "out", "fp32",
@@ -214,7 +215,7 @@ def test_training_seeds_differ_in_data_order_and_initial_adapter_weights(tiny_mo
                                                                          monkeypatch):
     from dataclasses import replace
 
-    from bakeoff.measure import StepLog
+    from bakeoff.core.measure import StepLog
 
     rows = read_examples(tickets)[:16]
     seen, initial = {}, {}
@@ -263,7 +264,8 @@ def test_qlora_holds_its_unquantized_weights_and_activations_in_the_compute_dtyp
                                                                                    monkeypatch):
     """QLoRA as its paper and PEFT run it, in bf16: the weights bitsandbytes leaves unquantized (embeddings, norms,
     head) and every MLP output (what backward saves) in bf16, the adapters in bf16 as TRL casts them for a quantized
-    base, checkpointing on by default (LoRA's stays off), and the record says what the trainer held. Before, the 4-bit base loaded in fp32 and PEFT's preparation upcast
+    base, checkpointing on by default (LoRA's stays off), and the record says what the trainer held. Before, the 4-bit
+    base loaded in fp32 and PEFT's preparation upcast
     every 16-bit weight, so the whole hidden-state stream was fp32."""
     tech = get_technique("qlora")
     t = TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, lr=1e-3, max_seq_len=128, precision="bf16",
@@ -308,8 +310,8 @@ def test_an_unsloth_crash_is_failed_and_what_it_cannot_run_is_skipped(monkeypatc
     from dataclasses import replace
     from pathlib import Path
 
-    from bakeoff.runs import guarded
-    from bakeoff.techniques.backends import unsloth
+    from bakeoff.core.runs import guarded
+    from bakeoff.train.backends import unsloth
 
     def from_pretrained(**kw):
         raise fault
@@ -326,7 +328,7 @@ def test_an_unsloth_crash_is_failed_and_what_it_cannot_run_is_skipped(monkeypatc
 
 
 def test_unsloth_without_cuda_is_skipped_at_once_with_the_reason(monkeypatch):
-    from bakeoff.techniques.backends import unsloth
+    from bakeoff.train.backends import unsloth
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert "CUDA GPU" in unsloth.cpu_reason()
@@ -339,8 +341,8 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
     same test split (``control_quality``) and probe (``control_probe_acc``); its KL to the base in the serving
     dtype (``control_general_kl``) is what quantization alone moved, and the trained model's KL is measured from
     that 4-bit base, not from the bf16 one."""
-    from bakeoff.evaluate import EvalPlan, KlToBase, general_instructions, quantized_control
-    from bakeoff.models import load_tokenizer
+    from bakeoff.core.models import load_tokenizer
+    from bakeoff.evaluate.local import EvalPlan, KlToBase, general_instructions, quantized_control
 
     tech = get_technique("qlora")
     t = TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, lr=1e-2, max_seq_len=128, precision="bf16",
@@ -351,11 +353,10 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
     model = tech.load_for_eval(tiny_model_dir, tmp_path / "out", v, "bf16")
     tok = load_tokenizer(tiny_model_dir)
     plan = EvalPlan(metric="exact_match", max_new_tokens=4, batch_size=4, labels=None)
-    from bakeoff.lmeval import run_probe
-
     from dataclasses import replace as _replace
 
-    from bakeoff.evaluate import generate
+    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.lmeval import run_probe
 
     prompts = [e.messages for e in rows[16:24]]
     with model.disable_adapter():  # the untrained 4-bit base's own answers, and its probe score, taken apart

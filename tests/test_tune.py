@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from bakeoff.config import TrainConfig, VariantConfig, load_params
-from bakeoff.data import read_examples, write_jsonl
-from bakeoff.schema import ParamsError
-from bakeoff.search import search_variant as search
-from bakeoff.tune import TuneConfig, apply, as_run, trial_variant
+from bakeoff.core.config import load_params
+from bakeoff.core.schema import ParamsError
+from bakeoff.core.sections import TrainConfig, VariantConfig
+from bakeoff.data.examples import read_examples, write_jsonl
+from bakeoff.search.space import TuneConfig, apply, as_run, trial_variant
+from bakeoff.search.trials import search_variant as search
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -39,7 +40,7 @@ def _prepared(tickets, out, shuffle_test: bool = False):
 
 
 def test_a_trial_trains_the_full_horizon_with_evaluations_at_its_rungs():
-    from bakeoff.tune import rung_steps
+    from bakeoff.search.space import rung_steps
 
     params = _params(TuneConfig(trials=2, trial_steps=0.5))
     tv = trial_variant(params.variant("lora"), params.tune, {"lr": 3e-3, "r": 8})
@@ -59,7 +60,7 @@ def test_a_trial_trains_the_full_horizon_with_evaluations_at_its_rungs():
 
 
 def test_a_choice_at_the_edge_of_its_range_widens_it_on_that_side():
-    from bakeoff.search import widened
+    from bakeoff.search.trials import widened
 
     space = {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "r": {"choices": [8, 16]}}
     wide, w = widened(space, {"lr": 2.5e-3, "r": 16}, [])  # 2.5e-3: 95% of the log range
@@ -82,8 +83,8 @@ def test_successive_halving_stops_a_trial_only_beyond_the_paired_noise_of_the_ga
     flips sign from row to row is noise however large one trial's mean looks."""
     import random
 
-    from bakeoff.search import beyond_noise
-    from bakeoff.stopping import row_stats
+    from bakeoff.search.trials import beyond_noise
+    from bakeoff.train.stopping import row_stats
 
     rng = random.Random(0)
     best = [rng.uniform(0.02, 0.6) for _ in range(46)]        # a wide spread of per-row losses (se ~0.024)
@@ -135,7 +136,7 @@ def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_w
 def test_a_stage_runs_its_arm_with_the_values_its_search_chose(tmp_path, monkeypatch):
     """``as_run``, which train@, baseline@ and compare read: params.yaml's variant with runs/<name>/tuned.json's
     values applied (a technique option too); as written when there is no record or the search was skipped."""
-    from bakeoff import runs
+    from bakeoff.core import runs
 
     params = _params(TuneConfig())
     monkeypatch.chdir(tmp_path)
@@ -190,7 +191,7 @@ def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, ti
 def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
     """Default storage is a SQLite file beside the run's scratch folder: on a fresh clone that folder does not exist
     yet, and the first search must create it (the first `make repro` with tuning on failed here)."""
-    from bakeoff.study import open_study
+    from bakeoff.search.study import open_study
 
     data = _prepared(tickets, tmp_path / "data")
     work = tmp_path / "clone" / ".bakeoff_tmp" / "lora.tune"
@@ -204,9 +205,9 @@ def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
 def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_path):
     """The default base model, scored by json_fields on 6 validation tickets: with no shots it does not answer in
     the task's JSON; with the 3 nearest solved tickets it does. The search tries both and keeps the better."""
-    from bakeoff.config import BaselineConfig
-    from bakeoff.models import resolve_base
-    from bakeoff.search import search_prompt
+    from bakeoff.core.models import resolve_base
+    from bakeoff.core.sections import BaselineConfig
+    from bakeoff.search.prompt import search_prompt
 
     base = tmp_path / "base"
     resolve_base("smollm2-135m-instruct", base)
@@ -233,9 +234,9 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     on val rows; without val pairs the search says why it did not run, and nothing else. The val pairs here are
     training pairs with chosen and rejected swapped: a rate that learns the training pairs loses on them, so the
     search keeps the rate that learns nothing (judged on the training pairs it would keep the other)."""
-    from bakeoff.data import read_pairs
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.data.examples import read_pairs
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     monkeypatch.chdir(tmp_path)  # the parent adapter lives where the pipeline keeps it: models/variants/lora
     data = _prepared(tickets, tmp_path / "data")
@@ -264,17 +265,16 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
 
 def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_dir, tickets, tmp_path, monkeypatch):
     """With the task metric as a derived variant's objective (the default, ``tune.derived_objective: metric``), DPO's
-    own loss neither prunes nor chooses. The objective is the tune stage's own (``_val_metric``: each trial's model
+    own loss neither prunes nor chooses. The objective is the tune stage's own (``val_metric``: each trial's model
     served as the pipeline serves it, exact match on the validation split), and the validation references are the
     parent's own greedy answers: a DPO that does not move keeps them all; on validation pairs it can learn, lr 0.3
     has the lower DPO loss but moves the answers, so the search keeps 1e-9."""
-    import importlib.util
 
-    from bakeoff.data import read_pairs
-    from bakeoff.evaluate import generate
-    from bakeoff.models import load_tokenizer, resolve_precision
-    from bakeoff.techniques import get_technique
-    from bakeoff.techniques.trainer import train
+    from bakeoff.core.models import load_tokenizer, resolve_precision
+    from bakeoff.data.examples import read_pairs
+    from bakeoff.evaluate.generation import generate
+    from bakeoff.train.techniques import get_technique
+    from bakeoff.train.trainer import train
 
     monkeypatch.chdir(tmp_path)  # the stage's paths: data/prepared, models/base, models/variants/lora
     data = _prepared(tickets, tmp_path / "data" / "prepared")
@@ -297,11 +297,9 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
                         options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
     params = replace(params, variants={**params.variants, "dpo": dpo})
-    spec = importlib.util.spec_from_file_location("tune_stage", ROOT / "stages" / "tune.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
+    from bakeoff.search.arm import val_metric  # the tune stage's own objective
 
-    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=stage._val_metric(params))
+    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=val_metric(params))
     assert rec["objective"] == "metric" and rec.get("n_pruned", 0) == 0, rec
     by_lr = {t["values"]["lr"]: t for t in rec["trials"]}
     assert by_lr[0.3]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 0.3
@@ -314,7 +312,7 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
     most ``trials``); an arm with cheaper trials gets more of them, and none more tokens than one trial past it."""
     import optuna
 
-    from bakeoff.study import run_study
+    from bakeoff.search.study import run_study
 
     def study(name):
         return optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / 'b.db'}", direction="minimize")
@@ -332,7 +330,7 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
     assert len(capped["trials"]) == 4                                 # `trials` still caps the search
     assert len(run_study(study("plain"), objective_of(100), trials=3)["trials"]) == 3
     with pytest.raises(ParamsError, match="tune.budget_tokens"):
-        from bakeoff.config import load_params as lp
+        from bakeoff.core.config import load_params as lp
         p = tmp_path / "params.yaml"
         p.write_text((ROOT / "params.yaml").read_text().replace("budget: trials", "budget: tokens"))
         lp(p)
@@ -343,28 +341,28 @@ def test_the_study_is_new_when_the_pruner_the_seed_or_the_trial_code_changes(tmp
     the old trials; a report-only setting does not start a new study."""
     import shutil
 
-    from bakeoff import tune
+    from bakeoff.search import space as search_space
 
     params = load_params(ROOT / "params.yaml")
     space = params.tune.spaces["lora"]
-    name = tune.study_name(params, "lora", space, "h")
-    assert tune.study_name(params, "lora", space, "h") == name  # stable
+    name = search_space.study_name(params, "lora", space, "h")
+    assert search_space.study_name(params, "lora", space, "h") == name  # stable
     for change in ({"pruner": "median"}, {"seed": 1}):
         other = replace(params, tune=replace(params.tune, **change))
-        assert tune.study_name(other, "lora", space, "h") != name, change
+        assert search_space.study_name(other, "lora", space, "h") != name, change
     report_only = replace(params, verdict=replace(params.verdict, min_gain=0.5))
-    assert tune.study_name(report_only, "lora", space, "h") == name
+    assert search_space.study_name(report_only, "lora", space, "h") == name
     lib = tmp_path / "bakeoff"
     shutil.copytree(ROOT / "src" / "bakeoff", lib)
-    before = tune.trial_code_hash(lib)
-    assert before == tune.trial_code_hash()  # the copy is the library itself
+    before = search_space.trial_code_hash(lib)
+    assert before == search_space.trial_code_hash()  # the copy is the library itself
     (lib / "report" / "tables.py").write_text("# a report edit changes no trial\n")
-    assert tune.trial_code_hash(lib) == before
-    with open(lib / "techniques" / "trainer.py", "a") as f:
+    assert search_space.trial_code_hash(lib) == before
+    with open(lib / "train" / "trainer.py", "a") as f:
         f.write("# an edit to the trainer\n")
-    assert tune.trial_code_hash(lib) != before
-    monkeypatch.setattr(tune, "trial_code_hash", lambda root=None: "edited")
-    assert tune.study_name(params, "lora", space, "h") != name
+    assert search_space.trial_code_hash(lib) != before
+    monkeypatch.setattr(search_space, "trial_code_hash", lambda root=None: "edited")
+    assert search_space.study_name(params, "lora", space, "h") != name
 
 
 def test_every_search_runs_the_written_values_first_and_again_when_their_trial_was_lost(tmp_path):
@@ -373,8 +371,8 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     own) is queued again rather than replaced by a draw."""
     import optuna
 
-    from bakeoff.search import with_recipe
-    from bakeoff.study import grid_order, run_study
+    from bakeoff.search.study import grid_order, run_study
+    from bakeoff.search.trials import with_recipe
 
     def objective(trial):
         return sum(float(trial.suggest_categorical(k, spec["choices"])) if "choices" in spec else

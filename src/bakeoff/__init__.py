@@ -8,22 +8,26 @@ so every other line of the same library still shows. ``BAKEOFF_VERBOSE=1`` shows
     transformers.trainer_utils  "tokenizer has new PAD/BOS/EOS tokens": the Trainer aligns the model's config with the
                                 tokenizer it was given, which is what the runs want (the base's own config disagrees)
     transformers.tokenization_* "Ignoring clean_up_tokenization_spaces": transformers already ignores it for BPE
-    bitsandbytes (CPU ops)      its optional CPU 4-bit kernel is fetched from the hub at run time; without it bitsandbytes
-                                uses its own (the measured speed is what you get offline)
+    bitsandbytes (CPU ops)      its optional CPU 4-bit kernel is fetched from the hub at run time; without it
+                                bitsandbytes uses its own (the measured speed is what you get offline)
     lm_eval.models.huggingface  "`pretrained` is not a str" / "already-initialized model": bakeoff passes its loaded
-                                model on purpose (bakeoff.lmeval), one process
+                                model on purpose (bakeoff.evaluate.lmeval), one process
     mlflow (system metrics, db) INFO lines on starting and stopping system metrics, on creating its tables and
                                 a new experiment
     alembic                     INFO lines of MLflow's database migrations
-    progress bars               🤗 datasets' maps (tokenizing, truncating) and transformers' "Loading weights": each ends
-                                in under a second here (a hub download's bar still shows, and so do training's
-                                and evaluation's)
+    progress bars               🤗 datasets' maps (tokenizing, truncating) and transformers' "Loading weights":
+                                each ends in under a second here (a hub download's bar still shows, and so do training's
+                                and evaluation's on a terminal)
+    piped output                when stderr is not a terminal (a log file, CI), every tqdm bar (``TQDM_DISABLE``) and
+                                the trainer's per-step ``{'loss': ...}`` lines (``quiet_trainer``): MLflow has the
+                                curves, and each stage still prints one line a trial and one a result
 
 Warnings are not filtered otherwise: anything else a library says still prints.
 """
 
 import logging
 import os
+import sys
 
 __version__ = "0.1.0"
 
@@ -71,7 +75,32 @@ def quiet() -> None:
         # alembic's INFO lines come from child loggers (alembic.runtime.migration): their level decides
         if name == "alembic":
             log.setLevel(logging.WARNING)
-    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # transformers' bars: bakeoff.models
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # transformers' bars: bakeoff.core.models
+    if piped():
+        os.environ.setdefault("TQDM_DISABLE", "1")  # tqdm reads its defaults from TQDM_* (a bar per line in a file)
+
+
+def piped() -> bool:
+    """Whether this process writes to a file or a pipe rather than a terminal (and is not BAKEOFF_VERBOSE)."""
+    return not VERBOSE and not sys.stderr.isatty()
+
+
+def progress(iterable=None, *, show: bool = True, **kw):
+    """A tqdm bar for long work: shown on a terminal, off where ``show`` is false and in piped output (a log file, CI),
+    where an explicit ``disable`` would otherwise override ``TQDM_DISABLE``."""
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, disable=not show or piped(), **kw)
+
+
+def quiet_trainer(trainer) -> None:
+    """In piped output, the trainer's own per-step log lines and bars off (its metrics still reach MLflow)."""
+    if not piped():
+        return
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 quiet()

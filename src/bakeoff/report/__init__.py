@@ -1,4 +1,5 @@
-"""The report: what the ``compare`` stage writes, from the verdict's results (presentation only).
+"""The report: what the ``compare`` stage writes, from the decision (presentation only; may import ``core`` and
+``decide``).
 
     reports/comparison.md, .csv   the table with intervals, the verdict, sizing, provenance   (tables.py)
     reports/metrics.json          DVC metrics: every run's figures, the verdict, provenance     (tables.py)
@@ -14,15 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from bakeoff import runs
+from bakeoff.core import runs
+from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.sections import (budget_lines, dpo_lines, glossary_lines, pairwise_lines, sizing_lines,
-                                     verdict_lines)
+from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, sizing_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.tables import forgetting, markdown, metrics_json, provenance_lines, write
 
-__all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines", "sizing_lines",
+__all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
+           "sizing_lines",
            "verdict_lines", "write", "write_all"]
 
 VERDICT_KEYS = ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline", "rank_groups",
@@ -48,9 +50,9 @@ def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
     arms = ", ".join(f"`{x}`" for x in [*params.baselines, *params.variants])
     changed = params.verdict.quick_look_changes
     budget = f" Changed from your params for speed: {'; '.join(changed)}." if changed else ""
-    return [f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, each "
+    return [(f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, each "
             f"search {params.tune.trials} trials.{budget}{width} The full bake-off, every technique with its full "
-            "search: `make repro`.", ""]
+            "search: `make repro`."), ""]
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
@@ -80,11 +82,12 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
     return out[:3]
 
 
-def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: dict, prov: dict,
-              images: dict[str, Path], stats: dict | None = None, pw: pd.DataFrame | None = None,
-              extra: dict | None = None) -> dict[str, Path]:
-    """Every report file, each written once; returns their paths (for the summary MLflow run)."""
-    extra = extra or {}
+def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict | None = None) -> dict[str, Path]:
+    """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
+    the summary MLflow run)."""
+    df, v, c, sized, prov, stats, pw = d.runs, d.verdict, d.money, d.sizing, d.provenance, d.data_stats, d.pairwise
+    extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
+             "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
               + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune)
@@ -93,7 +96,8 @@ def write_all(out_dir: Path, df: pd.DataFrame, params, v: dict, c: dict, sized: 
             + glossary_lines() + provenance_lines(prov))
     record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov,
               "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
-    head = quick_look_lines(params, df, v) + warning_lines(stats or {}) + verdict_lines(v, c, caveats(df, v, prov))
+    head = (answer_lines(v, c, d.costs) + quick_look_lines(params, df, v) + warning_lines(stats or {})
+            + verdict_lines(v, c, caveats(df, v, prov)))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
                   after_quality=middle, scope=v.get("scope"))
     if pw is not None:

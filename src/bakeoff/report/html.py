@@ -11,7 +11,8 @@ TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body{font-family:system-ui,-apple-system,sans-serif;max-width:1180px;margin:1.5em auto;padding:0 1em;color:#1d1d1f;line-height:1.45}
+body{font-family:system-ui,-apple-system,sans-serif;max-width:1180px;margin:1.5em auto;padding:0 1em;
+  color:#1d1d1f;line-height:1.45}
 nav.toc{background:#f6f7f9;border:1px solid #e1e4e8;border-radius:6px;padding:.6em 1em;margin:1em 0;font-size:14px}
 nav.toc ol{margin:.3em 0;padding-left:1.4em;columns:2}
 table{border-collapse:collapse;font-size:13px;margin:.8em 0;display:block;overflow-x:auto}

@@ -81,7 +81,8 @@ def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> 
     lo = ok.get("quality_ci_low", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
     hi = ok.get("quality_ci_high", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
     colors = ["tab:grey" if k == "baseline" else "tab:blue" for k in ok["kind"]]
-    err = [[max(a - b, 0) if b == b else 0 for a, b in zip(q, lo)], [max(b - a, 0) if b == b else 0 for a, b in zip(q, hi)]]
+    err = [[max(a - b, 0) if b == b else 0 for a, b in zip(q, lo)],
+           [max(b - a, 0) if b == b else 0 for a, b in zip(q, hi)]]
     ax.barh(names, q, xerr=err, color=colors, capsize=3)
     ax.invert_yaxis()
     ax.set_xlabel(f"{metric} (95% interval)")
@@ -157,8 +158,8 @@ def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, met
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     ok = df[df["status"] == "ok"]
-    mem_col = "train_peak_reserved_mb" if "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any() \
-        else "train_peak_rss_mb"
+    reserved = "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any()
+    mem_col = "train_peak_reserved_mb" if reserved else "train_peak_rss_mb"
     _quality_against_cost(ok, mem_col, out_dir, metric, paths)
     _loss_curves(histories, out_dir, paths)
     _quality_bars(ok, out_dir, metric, paths)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bakeoff import runs
+from bakeoff.core import runs
+from bakeoff.decide.statistics import round_sig
 from bakeoff.report.tables import _fmt, image, search_lines
 
 
@@ -24,15 +25,52 @@ def pairwise_lines(pw: pd.DataFrame, eq: dict | None = None, margin: float = 0.0
         cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100 + 0.0:+.1f}{star} (p {r['p_holm']:.2g})"
     test = ", ".join(sorted(set(pw["test"])))
     lines = ["## Which differences are real", "",
-             f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
+             (f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
              f"the {test} test adjusted by Holm over all {len(pw)} pairs; **bold**: different at 0.05. Discordant "
              "counts and raw p-values: `reports/pairwise.csv`. This adjusted test decides every \"different\" "
              "and every rank group here; the bootstrap intervals elsewhere are each one pair's, unadjusted, so an "
-             "interval can exclude 0 where the adjusted test does not reject.", "",
+             "interval can exclude 0 where the adjusted test does not reject."), "",
              "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
     for a in names:
         lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
     return lines + ["", *image(images, "pairwise", "pairwise differences"), *equivalence_lines(eq or {}, margin)]
+
+
+def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
+    """The report's first lines: four rows a buyer reads before anything else (fine-tune? which technique? which
+    card? what it costs), one name and one price, each figure from the sections below."""
+    from bakeoff.decide.recommend import usd_range
+
+    scope, rec = v.get("scope") or {}, v.get("recommendation") or {}
+    on = f"on `{scope['model']}`, {scope.get('n', '?')} test items" if scope.get("model") else "on the test split"
+    if v.get("gain") is not None:
+        gain = (f"`{v.get('variant')}` gains {v['gain'] * 100:+.1f} points [{v['ci_low'] * 100:+.1f}, "
+                f"{v['ci_high'] * 100:+.1f}] ([95% interval](#glossary)) over the best prompt (`{v.get('baseline')}`)")
+    else:
+        gain = "no gain was measured"
+    rows = [("Fine-tune?", f"**{v['decision']}**: {gain}, {on}")]
+    run = rec.get("run")
+    if rec.get("action") == "fine-tune" and run:
+        why = "the lowest [all-in](#glossary) cost among the runs the test cannot tell apart from the best"
+        if v.get("variant") and run != v["variant"]:
+            why += f" (`{v['variant']}` led on validation; the test split cannot tell them apart)"
+        rows.append(("Technique", f"`{run}`: {why}"))
+        a = (costs or {}).get(run) or {}
+        if a:
+            card = (f"{a['smallest_card']}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
+                    f"(~{a['need_gb']:.0f} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))")
+            rows.append(("Card", card))
+            price = usd_range(a.get("alone_usd", a["usd"]), a.get("alone_usd_high", a["usd_high"]))
+            cost = f"{price} all in to buy `{run}` (its training and its whole search; projected)"
+            if c.get("break_even_requests_per_day"):
+                per_day = round_sig(c["break_even_requests_per_day"])
+                cost += (f"; serving it on its own {c.get('serve_card')} costs less than prompting above "
+                         f"~{per_day:,.0f} requests a day ([break-even](#glossary))")
+            rows.append(("Cost", cost))
+    elif run:
+        rows += [("Technique", f"prompting: `{run}`, no fine-tuning"), ("Card", "none to train"),
+                 ("Cost", "the prompt tokens of every request (below: the serving break-even)")]
+    return ["## Answer", "", "| question | answer |", "|---|---|", *[f"| {q} | {a} |" for q, a in rows], ""]
 
 
 def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[str]:
@@ -44,8 +82,8 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
              if scope.get("model") else "")
     lines = ["## Verdict", "", f"**{v['decision']}** —{where} {v['reason']}.", ""]
     if v.get("chosen_on") and v.get("chosen_on") != "validation":
-        lines += ["> The winners were chosen on the test split (these records have no validation scores: rerun "
-                  "`dvc repro`), which flatters the gain near min_gain.", ""]
+        lines += [("> The winners were chosen on the test split (these records have no validation scores: rerun "
+                  "`dvc repro`), which flatters the gain near min_gain."), ""]
     rec = v.get("recommendation") or {}
     if rec.get("line"):
         lines += [rec["line"], ""]
@@ -61,29 +99,29 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
     projected += cost_lines(v, c)
     if projected:
         target = scope.get("target")
-        lines += [f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model and "
-                  "assumed MFU and prices, not measured):", "", *[f"- {m}" for m in projected], ""]
+        lines += [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model and "
+                  "assumed MFU and prices, not measured):"), "", *[f"- {m}" for m in projected], ""]
         if target:
-            lines += [f"To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
-                      f"and run `dvc exp run -S model.base=<it>` on the card.", ""]
+            lines += [("To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
+                      "and run `dvc exp run -S model.base=<it>` on the card."), ""]
     if caveats:
         lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
     if v.get("rank_groups"):
-        lines += [f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
+        lines += [(f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
                   f"p ≥ {v.get('alpha', 0.05)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
-                  f"{v['rank_groups']}", ""]
+                  f"{v['rank_groups']}"), ""]
     return lines
 
 
 def cost_lines(v: dict, c: dict) -> list[str]:
     """The verdict's money, all projected: the all-in cost on the target and the break-even against prompting."""
-    from bakeoff.ranking import usd_range
-    from bakeoff.stats import round_sig
+    from bakeoff.decide.recommend import usd_range
 
     out = []
     if not c:
         return out
-    if c.get("break_even_requests_per_day") is not None or c.get("break_even_if_gain_held_requests_per_day") is not None:
+    if (c.get("break_even_requests_per_day") is not None
+            or c.get("break_even_if_gain_held_requests_per_day") is not None):
         per_day = c.get("break_even_requests_per_day") or c.get("break_even_if_gain_held_requests_per_day")
         priced = ("at its endpoint's prices for the tokens it measured" if c.get("priced_by") == "endpoint"
                   else "at your prompt-token price")
@@ -93,7 +131,8 @@ def cost_lines(v: dict, c: dict) -> list[str]:
                 f"~{round_sig(per_day):,.0f} requests a day, prompting below it")
         if c.get("all_in"):
             a = c["all_in"]
-            said += (f"; training's all-in {usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
+            said += ("; training's all-in "
+                     f"{usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
                      " (bought alone) comes on top, once")
         if c.get("break_even_if_gain_held_requests_per_day") is not None:
             said += " (only if the gain held: it is not established)"
@@ -139,7 +178,8 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
                 f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
                 "(`tune.budget: tokens`). ")
     return ["## Searches and their budget", "",
-            rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are the "
+            rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are "
+                   "the "
             "whole search less the trial a training run adopted (that one is the arm's own training, counted there); "
             "a search several arms use (`tune.share`) is split evenly among them, each carrying its share into its "
             "all-in cost.", "",
@@ -155,7 +195,7 @@ def _status(df: pd.DataFrame, name: str) -> str:
 def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[str]:
     """A derived variant against its parent, on the task (the pairwise test) and on the held-out preference pairs
     (exact McNemar on each pair's win and a paired permutation test of the margin)."""
-    from bakeoff.stats import mcnemar_exact, paired_permutation_p
+    from bakeoff.decide.statistics import mcnemar_exact, paired_permutation_p
 
     rows = {r["name"]: r for _, r in df.iterrows()}
     out = []
@@ -172,7 +212,8 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[
             said.append(f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
                         f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
                         f"(Holm-adjusted {h['p_holm']:.2g}): "
-                        + ("different." if h["p_holm"] < 0.05 else f"they cannot be told apart on {int(h['n'])} items."))
+                        + ("different." if h["p_holm"] < 0.05
+                           else f"they cannot be told apart on {int(h['n'])} items."))
         ma, mb = a.get("pref_margins"), b.get("pref_margins")
         if isinstance(ma, list) and isinstance(mb, list) and len(ma) == len(mb) and ma:
             wa, wb = [m > 0 for m in ma], [m > 0 for m in mb]
@@ -209,11 +250,12 @@ def objective_words(rec: dict) -> str:
 def equivalence_lines(eq: dict, margin: float) -> list[str]:
     if not eq:
         return []
-    rows = [f"| `{n}` | `{e['against']}` | {e['diff'] * 100:+.1f} | [{e['ci90_low'] * 100:+.1f}, {e['ci90_high'] * 100:+.1f}] | "
+    rows = [f"| `{n}` | `{e['against']}` | {e['diff'] * 100:+.1f} | [{e['ci90_low'] * 100:+.1f}, "
+            f"{e['ci90_high'] * 100:+.1f}] | "
             f"{e['p']:.2g} | {'equivalent' if e['equivalent'] else 'not shown'} |" for n, e in eq.items()]
-    return [f"**Equivalence within {margin * 100:.0f} points** (`verdict.min_gain`) of each group-A member to its "
+    return [(f"**Equivalence within {margin * 100:.0f} points** (`verdict.min_gain`) of each group-A member to its "
             "leader, paired TOST on the test split: \"equivalent\" only where both one-sided tests reject; \"not "
-            "shown\" means the items cannot tell, not that the runs are the same.", "",
+            "shown\" means the items cannot tell, not that the runs are the same."), "",
             "| run | leader | Δ points | 90% interval | TOST p | within the margin |", "|---|---|---|---|---|---|",
             *rows, ""]
 
@@ -221,13 +263,14 @@ def equivalence_lines(eq: dict, margin: float) -> list[str]:
 def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
-    from bakeoff.ranking import sig, usd_range
+    from bakeoff.decide.recommend import sig, usd_range
 
     calib = sized["calibration"]
     kind = calib.get("measured_on") or "this machine's peaks"
     lines = ["## GPU sizing", "",
-             "Memory model (`src/bakeoff/sizing.py`): weights by dtype, gradients, optimizer state, activations and "
-             f"a fixed overhead. Measured here, against this run's peaks ({kind}):", "",
+             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
+              "activations and "
+             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
              "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
              "|---|---|---|---|---|---|---|"]
     for r in calib["rows"]:
@@ -236,8 +279,8 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
     if calib["rows"]:
         what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
                 if "CPU" in kind else "CUDA context and workspaces")
-        lines += ["", f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
-                      f"mean absolute error {calib['mean_abs_error']:.1%}."]
+        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
     s = params.sizing
     tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
         else "the tokens each variant saw here"
@@ -258,13 +301,14 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
         cheap = "" if f["cheapest_gpu"] == f["gpu"] or f["gpus"] > 1 else f" / {f['cheapest_gpu']}"
         return f"{sig(f['need_gb'])} GB · {small}{cheap} {usd_range(f['cheapest_usd'], f['cheapest_usd_high'])}"
 
-    lines += ["", f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
+    lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
                   f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, assumed), "
                   f"{s.margin:.0%} of each card kept free. A cell: memory needed · the smallest card that holds it / "
-                  "the cheapest card for the whole job where that is another · the training cost on the cheapest card for "
+                  "the cheapest card for the whole job where that is another · the training cost on the cheapest card "
+                  "for "
                   f"{tok}, from {s.mfu:.0%} MFU (`sizing.mfu`, assumed) to {low:.0%} (`sizing.mfu_low`), at the "
                   "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
-                  "search and the parent. Every fit: `reports/sizing.json`.", "",
+                  "search and the parent. Every fit: `reports/sizing.json`."), "",
               "| target | " + " | ".join(f"`{v}`" for v in variants) + " |", "|" + "---|" * (len(variants) + 1)]
     for t in targets:
         lines.append(f"| {t} | " + " | ".join(cell(at[(t, v)]) if (t, v) in at else "–" for v in variants) + " |")
@@ -273,14 +317,15 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
 
 def all_in_lines(costs: dict | None) -> list[str]:
     """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
-    from bakeoff.ranking import usd_range
+    from bakeoff.decide.recommend import usd_range
 
     if not costs:
         return []
-    lines = ["", "All in on the sizing target (training on the cheapest card + its share of the search it used + its "
+    lines = ["", ("All in on the sizing target (training on the cheapest card + its share of the search it used + its "
                  "parent, each from the assumed MFU range); bought alone, an arm pays its whole search, and its "
-                 "parent's:", "",
-             "| variant | card | training | search share | parent | all in | bought alone |", "|---|---|---|---|---|---|---|"]
+                 "parent's:"), "",
+             "| variant | card | training | search share | parent | all in | bought alone |",
+             "|---|---|---|---|---|---|---|"]
     for n, c in costs.items():
         parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
         lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
@@ -288,49 +333,5 @@ def all_in_lines(costs: dict | None) -> list[str]:
                      f"{usd_range(c['usd'], c['usd_high'])} | "
                      f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
     return lines
-
-
-GLOSSARY = [
-    ("quality", "the primary metric (`task.metric`) on the test split"),
-    ("95% CI / interval", "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/measure.py`"),
-    ("Δ vs best prompt", "a variant's gain over the prompting baseline best on validation, in points, with its interval"),
-    ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
-    ("group (rank group)", "runs the test split cannot tell apart from the group's leader: exact McNemar test, "
-                           "Holm-adjusted over every pair, p ≥ 0.05"),
-    ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
-    ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
-    ("equivalent within k points", "a paired TOST at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
-    ("val quality", "the primary metric on the validation split, which picks every winner"),
-    ("converged? / still improving", "how training ended: still improving means its validation loss was still "
-                                     "falling beyond noise at max_steps, so more steps may change its rank"),
-    ("label choice", "the answer chosen among `task.labels` by likelihood instead of free generation"),
-    ("format-only misses", "answers right but for case, punctuation or spacing"),
-    ("contains ref", "answers that contain the reference, format aside"),
-    ("lm-eval EM", "lm-evaluation-harness's exact match on the same split: a cross-check of prompts and metric"),
-    ("pref acc / pref margin", "held-out preference pairs whose chosen answer is more likely / the mean "
-                               "log-probability margin in nats"),
-    ("tok/s, step s, wall s", "training tokens per second (steady state), median optimizer-step time, whole run"),
-    ("peak RSS / reserved MB", "peak resident memory of the process (CPU) / CUDA allocator reserve (GPU)"),
-    ("saved MB", "bytes on disk of what a variant saves (adapter or full weights)"),
-    ("p25, p50, p75, p95 s", "per-request latency at batch 1: quartiles, median, 95th percentile"),
-    ("unmerged", "an adapter served beside its base rather than merged into it"),
-    ("MFU / HFU", "model / hardware FLOP utilisation: useful (or executed, recompute counted) FLOP/s over the "
-                  "card's peak"),
-    ("smallest card / cheapest card", "the card with the least memory that holds the job / the one with the "
-                                      "lowest price for the whole job (a faster card can cost less in all)"),
-    ("all in", "training + the arm's share of the search it used + its parent's all-in cost"),
-    ("search share", "a search used by k arms (`tune.share`) carries 1/k of its tokens into each"),
-    ("adopted trial", "a search trial that is the very run training would do, kept as the training run"),
-    ("break-even", "the daily requests above which serving the fine-tuned model on its own card costs less "
-                   "than paying per prompt token"),
-    ("probe / Δ probe", "share of the 200 offline general questions right / its change against the base model"),
-    ("KL to base", "mean per-token KL divergence from the base model on 24 general instructions (nats)"),
-    ("control (quantized base)", "the 4-bit base QLoRA trains on, untrained, scored like every run"),
-    ("projected", "computed from the sizing model and assumed inputs, not measured"),
-]
-
-
-def glossary_lines() -> list[str]:
-    return ["## Glossary", "", *[f"- **{t}**: {d}." for t, d in GLOSSARY], ""]
 
 

@@ -13,17 +13,19 @@ def _check(name: str, a: dict) -> str:
     flag = ("inside" if a["inside_ci"] else "**outside: a drop to look at before shipping**" if a["quality"] < lo
             else "**outside (above)**")
     return (f"| {name} | {a['identical']}/{a['n']} ({a['identical_share']:.1%}) | {_pct(a['quality'])} | "
-            f"{_pct(a['evaluated_quality'])} [{_pct(lo)}, {_pct(hi)}] | {flag} | {a['better_items']}/{a['worse_items']}, "
+            f"{_pct(a['evaluated_quality'])} [{_pct(lo)}, {_pct(hi)}] | {flag} | "
+            f"{a['better_items']}/{a['worse_items']}, "
             f"p {a['mcnemar_p']:.2f} |")
 
 
-def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:  # long: one table per check
+def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
+    """The report's "Shipped" section: per variant, its files, the agreement checks, the serving figures."""
     if not shipped:
         return []
     out = ["## Shipped: the winner exported, served and re-scored", ""]
     if shipped.get("status", "ok") != "ok":
-        return out + [f"The export did not run ({shipped['status']}: {shipped['error'].splitlines()[0]}); the "
-                      "results above stand without it.", ""]
+        return out + [(f"The export did not run ({shipped['status']}: {shipped['error'].splitlines()[0]}); the "
+                      "results above stand without it."), ""]
     if not shipped.get("variants"):
         return out + [f"Nothing exported: {shipped.get('note', 'no variant was chosen')}.", ""]
     n = (scope or {}).get("n")
@@ -31,39 +33,49 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
         if s.get("status") != "ok":
             out += [f"`{name}` was not exported ({s.get('status')}: {s.get('reason') or s.get('error', '')}).", ""]
             continue
-        out += [f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
-                + ", ".join(f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
-                            for k, v in s["files"].items())
-                + f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
-                  f"tokenizer {s.get('gguf_tokenizer', '')}.", "",
-                f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
-                + (f" ({n} items)" if n else "") + f": each artifact's answers against the answers `{name}` gave "
-                "when it was evaluated in-framework (serving dtype "
-                f"{s.get('serving_dtype')}). McNemar's exact test on the items only one of them gets right "
-                "(right here / right in-framework).", "",
-                "| artifact | identical answers | its quality | evaluated quality [95% interval] | against the interval | "
-                "items better/worse, McNemar |", "|---|---|---|---|---|---|"]
-        if "merged" in s:
-            out.append(_check("merged bf16 safetensors, re-scored in-framework", s["merged"]))
-        if "served" in s:
-            out.append(_check(f"GGUF {s['gguf_type']} served by {s['served']['engine']}, through the endpoint path",
-                              s["served"]))
-        out.append("")
-        rows = (s.get("serving") or {}).get("rows") or []
-        if rows:
-            inf = s.get("in_framework") or {}
-            out += [f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
-                    "on this machine, nothing cached; in-framework figures from the evaluation beside them:", "",
-                    "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
-                    "|---|---|---|---|---|"]
-            for r in rows:
-                out.append(f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
-                           f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |")
-            if inf.get("latency_p50_s") is not None:
-                out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
-                           f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
-            out += ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", ""]
+        out += _agreement_lines(name, s, shipped, n) + _serving_lines(s)
     return out
+
+
+def _agreement_lines(name: str, s: dict, shipped: dict, n: int | None) -> list[str]:
+    """The variant's files, then each artifact's answers against the evaluated model's."""
+    out = [f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
+           + ", ".join(f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
+                       for k, v in s["files"].items())
+           + f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
+             f"tokenizer {s.get('gguf_tokenizer', '')}.", "",
+           f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
+           + (f" ({n} items)" if n else "") + f": each artifact's answers against the answers `{name}` gave "
+           "when it was evaluated in-framework (serving dtype "
+           f"{s.get('serving_dtype')}). McNemar's exact test on the items only one of them gets right "
+           "(right here / right in-framework).", "",
+           ("| artifact | identical answers | its quality | evaluated quality [95% interval] | against the "
+            "interval | items better/worse, McNemar |"), "|---|---|---|---|---|---|"]
+    if "merged" in s:
+        out.append(_check("merged bf16 safetensors, re-scored in-framework", s["merged"]))
+    if "served" in s:
+        out.append(_check(f"GGUF {s['gguf_type']} served by {s['served']['engine']}, through the endpoint path",
+                          s["served"]))
+    return out + [""]
+
+
+def _serving_lines(s: dict) -> list[str]:
+    """Latency and throughput through llama.cpp's server, with the in-framework figures beside them."""
+    rows = (s.get("serving") or {}).get("rows") or []
+    if not rows:
+        return []
+    inf = s.get("in_framework") or {}
+    out = [(f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
+            "on this machine, nothing cached; in-framework figures from the evaluation beside them:"), "",
+           "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
+                   f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |")
+    if inf.get("latency_p50_s") is not None:
+        out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
+                   f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
+    return out + ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", ""]
 
 
 def throughput_words(rows: list[dict], band: float = 0.10) -> str:
@@ -79,7 +91,8 @@ def throughput_words(rows: list[dict], band: float = 0.10) -> str:
     else:
         what = (f"throughput {'falls' if change < 0 else 'rises'} {abs(change):.0%}, from {a:.1f} to {b:.1f} "
                 "generated tokens/s")
-    return (f"With {many['concurrency']} requests in flight against 1, latency p50 goes from {one['latency_p50_s']:.2f} "
+    return (f"With {many['concurrency']} requests in flight against 1, latency p50 goes from "
+            f"{one['latency_p50_s']:.2f} "
             f"to {many['latency_p50_s']:.2f} s and {what}.")
 
 
@@ -88,17 +101,18 @@ def endpoint_lines(df) -> list[str]:
     if "engine" not in df.columns or not df["engine"].notna().any():
         return []
     out = ["## Endpoint baselines", "",
-           "Prompting arms answered by an OpenAI-compatible server, on the same items, prompts and statistics as the "
-           "local ones. Token counts are the server's own; the price is the one in params.yaml.", "",
-           "| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
-           "label choice |", "|---|---|---|---|---|---|"]
+           ("Prompting arms answered by an OpenAI-compatible server, on the same items, prompts and statistics as the "
+           "local ones. Token counts are the server's own; the price is the one in params.yaml."), "",
+           ("| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
+           "label choice |"), "|---|---|---|---|---|---|"]
     def count(x) -> str:
         return f"{int(x)}" if isinstance(x, (int, float)) and x == x else "–"
 
     for _, r in df[df["engine"].notna()].iterrows():
         model = str(r["engine"]).removeprefix("endpoint: ")
         if r.get("status") != "ok":  # it never answered (a dead URL, a refused key): nothing was sent
-            out.append(f"| `{r['name']}` | {model} | not run ({r.get('status')}: {r.get('error', '')}) | – | – | – |")
+            why = f"{r.get('status')}: {r.get('error', '')}"
+            out.append(f"| `{r['name']}` | {model} | not run ({why}) | – | – | – |")
             continue
         usd = r.get("usd_per_request")
         price = f"${usd * 1000:.4f}" if isinstance(usd, float) and usd == usd else "no price set"

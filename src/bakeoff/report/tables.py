@@ -1,6 +1,7 @@
 """The comparison as text: the Markdown report, its CSV, and reports/metrics.json (DVC metrics), each written once.
 
-Every figure shown is defined in ``bakeoff.measure`` (speed, memory, intervals) or ``bakeoff.metrics`` (quality).
+Every figure shown is defined in ``bakeoff.core.measure`` (speed, memory, intervals) or ``bakeoff.evaluate.scoring``
+(quality).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from bakeoff import runs
+from bakeoff.core import runs
 
-# column → (header, format) for the Markdown table; every figure is defined in measure.py or metrics.py
+# column → (header, format) for the Markdown table; every figure is defined in core/measure.py or evaluate/scoring.py
 COLUMNS = {
-    "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"), "status": ("status", "{}"),
-    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"), "gain_vs_prompting": ("Δ vs best prompt", "{}"),
+    "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"),
+    "status": ("status", "{}"),
+    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"),
+    "gain_vs_prompting": ("Δ vs best prompt", "{}"),
     "verdict_figure": ("compared as", "{}"),
     "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
     "quality_label_choice_ci": ("label choice 95% CI", "{}"),
@@ -23,7 +26,8 @@ COLUMNS = {
     "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
     "val_loss": ("val loss", "{:.3f}"), "val_quality": ("val quality", "{:.1%}"),
     "val_quality_label_choice": ("val label choice", "{:.1%}"), "contains_reference": ("contains ref", "{:.1%}"),
-    "convergence": ("converged?", "{}"), "stopped_at_step": ("steps run", "{:.0f}"), "best_step": ("best step", "{:.0f}"),
+    "convergence": ("converged?", "{}"), "stopped_at_step": ("steps run", "{:.0f}"),
+    "best_step": ("best step", "{:.0f}"),
     "train_tokens_per_s": ("train tok/s", "{:.0f}"), "train_step_s_median": ("step s (median)", "{:.2f}"),
     "train_wall_s": ("train wall s", "{:.0f}"), "train_peak_rss_mb": ("train peak RSS MB", "{:.0f}"),
     "train_peak_allocated_mb": ("train peak alloc MB", "{:.0f}"),
@@ -31,7 +35,8 @@ COLUMNS = {
     "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
     "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
     "tokens_seen": ("tokens seen", "{:,.0f}"),
-    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"), "held_dtypes": ("dtypes held in training", "{}"),
+    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"),
+    "held_dtypes": ("dtypes held in training", "{}"),
     "serving_dtype": ("serving dtype", "{}"),
     "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
     "latency_p25_s": ("p25 s", "{:.2f}"), "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p75_s": ("p75 s", "{:.2f}"),
@@ -139,23 +144,27 @@ def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | 
     lines = []
     base = base_probe(df) if df is not None else None
     if base is not None:
-        lines += ["Measured here: `probe` is the share of the 200 general multiple-choice questions of `data/probe` "
+        lines += [("Measured here: `probe` is the share of the 200 general multiple-choice questions of `data/probe` "
                   "(CC0, lm-eval local task) a run gets right; Δ probe is against the base model "
                   f"({base:.1%}); KL is the mean per-token KL divergence over fixed answers to 24 general "
                   "instructions (nats; 0 = unchanged), from the base model, or for QLoRA from its own 4-bit base "
                   "(its row `… 4-bit base, untrained` is that base against the base model: what quantization alone "
-                  "moved).", "",
-                  "| run | task quality | Δ vs best prompt | probe | Δ probe | KL | KL from |", "|---|---|---|---|---|---|---|"]
+                  "moved)."), "",
+                  "| run | task quality | Δ vs best prompt | probe | Δ probe | KL | KL from |",
+                  "|---|---|---|---|---|---|---|"]
         for _, r in df[df["probe_acc"].notna()].iterrows():
             kl = r.get("general_kl")
             against = r.get("general_kl_against")
             frm = "its 4-bit base" if isinstance(against, str) and "adapter disabled" in against else "the base"
-            if isinstance(r.get("control_probe_acc"), (int, float)) and r["control_probe_acc"] == r["control_probe_acc"]:
-                lines.append(f"| {r['name']}: 4-bit base, untrained | {_fmt(r.get('control_quality'), '{:.1%}')} | – | "
+            control = r.get("control_probe_acc")
+            if isinstance(control, (int, float)) and control == control:
+                lines.append(f"| {r['name']}: 4-bit base, untrained | "
+                             f"{_fmt(r.get('control_quality'), '{:.1%}')} | – | "
                              f"{r['control_probe_acc']:.1%} | {(r['control_probe_acc'] - base) * 100:+.1f} pp | "
                              f"{_fmt(r.get('control_general_kl'), '{:.4f}')} | the base |")
                 frm = "its 4-bit base"
-            lines.append(f"| {r['name']} | {_fmt(r.get('quality'), '{:.1%}')} | {_fmt(r.get('gain_vs_prompting'), '{}')} | "
+            lines.append(f"| {r['name']} | {_fmt(r.get('quality'), '{:.1%}')} | "
+                         f"{_fmt(r.get('gain_vs_prompting'), '{}')} | "
                          f"{r['probe_acc']:.1%} | {(r['probe_acc'] - base) * 100:+.1f} pp | "
                          f"{_fmt(kl, '{:.4f}')} | {frm if r['kind'] == 'variant' else '–'} |")
         lines.append("")
@@ -207,18 +216,19 @@ def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail:
     machine = f" on {scope['machine']}" if scope.get("machine") else ""
     lines = ["# bakeoff comparison", "", *(head or []),
              "## Quality", "",
-             f"Measured on the test split ({n_test} examples){on}: `{metric}`, with its paired bootstrap 95% "
+             (f"Measured on the test split ({n_test} examples){on}: `{metric}`, with its paired bootstrap 95% "
              f"interval; Δ is the gain over the best prompting baseline (`{best}`) in points; terms in the "
-             "[glossary](#glossary).", "",
+             "[glossary](#glossary)."), "",
              *_table(df, QUALITY), *convergence_lines(df), "",
              *image(images, "quality_bars", "quality of every run with its 95% interval"),
              *details("More quality figures (label choice, format, lm-eval cross-check, validation loss)",
                       _table(df, QUALITY_MORE) + [""] + _table(df, QUALITY_TRAINING)
-                      + [f"", f"lm-eval EM{_lm_eval_how(df)}."]),
+                      + ["", f"lm-eval EM{_lm_eval_how(df)}."]),
              *(after_quality or []),
              "## Training cost", "",
-             f"Measured here{machine}, defined in `src/bakeoff/measure.py`: CPU memory is peak resident memory (RSS), "
-             "CUDA memory peak reserved; none of these is a GPU projection (that is [GPU sizing](#gpu-sizing)).", "",
+             (f"Measured here{machine}, defined in `src/bakeoff/core/measure.py`: CPU memory is peak resident memory "
+              f"(RSS), "
+             "CUDA memory peak reserved; none of these is a GPU projection (that is [GPU sizing](#gpu-sizing))."), "",
              *_table(df, TRAINING), "",
              *image(images, "quality_vs_memory", "quality against training peak memory"),
              *image(images, "quality_vs_time", "quality against training time"),
@@ -277,5 +287,5 @@ def provenance_lines(p: dict) -> list[str]:
     base = src.get("alias") or src.get("source") or "?"
     model = [f"- Base model: `{base}` ({src.get('kind', '?')}{', ' + src['wheel'] if src.get('wheel') else ''})"
              + (f": {src['note']}." if src.get("note") else ".")] if src else []
-    return ["## Provenance", "", *model, f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
-            f"Python {p['python']} on {p['machine']}", f"- Libraries: {libs}", ""]
+    return ["## Provenance", "", *model, (f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · "
+            f"Python {p['python']} on {p['machine']}"), f"- Libraries: {libs}", ""]

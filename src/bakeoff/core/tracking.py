@@ -1,0 +1,321 @@
+"""MLflow: one experiment per task, one run per baseline and variant, the same metric names for all.
+
+The store is, in order: ``MLFLOW_TRACKING_URI``; ``tracking.uri`` in params; an sqlite file at the repository
+root addressed by an absolute URI, so every stage and every ``dvc exp run`` writes to the same store.
+Open it with ``mlflow ui --backend-store-uri sqlite:///$(pwd)/mlflow.db``.
+
+A name (``lora``, ``zero_shot``) can be run many times; the newest run of each name carries the tag
+``bakeoff.latest=true`` and older ones are re-tagged ``false``, never deleted.
+
+Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report): the
+current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
+``bakeoff.superseded=true`` and nested under its own repro's parent, which is nested with runs from before parents
+existed under one ``earlier runs (superseded)`` holder: the experiment's top level shows the current answer and the
+holder, collapsed. The recommended run is
+registered as a version of the model named after the experiment, with the alias ``champion``
+(``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A variant's run
+spans its train stage only (its Duration); the evaluate stage logs into it and records its own time as
+``eval_stage_wall_s``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+
+from bakeoff.core.errors import UserError
+from bakeoff.core.runs import git_commit, repo_root
+from bakeoff.core.schema import without_secret
+
+LATEST = "bakeoff.latest"
+
+
+def tracking_uri(params=None) -> str:
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    if params is not None and params.tracking.uri:
+        return params.tracking.uri
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def experiment_name(params) -> str:
+    return params.tracking.experiment or params.task.name
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key))
+        else:
+            out[key] = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return out
+
+
+def params_hash(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class TrackingUnreachable(UserError):
+    """The MLflow server the runs should go to does not answer."""
+
+
+def check_reachable(uri: str, timeout: float = 10.0) -> None:
+    """For a server URI, fail now (before any training) when the server does not answer its health check."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+        r.raise_for_status()
+    except requests.RequestException as e:
+        source = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "tracking.uri"
+        raise TrackingUnreachable(
+            f"MLflow tracking server {without_secret(uri)} (from {source}) is unreachable: {type(e).__name__}. Start "
+            f"it "
+            f"(mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
+
+
+# MLflow 3 opens an experiment without this tag in its GenAI view (traces); bakeoff's runs are model development
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
+def _setup(params):
+    import mlflow
+
+    uri = tracking_uri(params)
+    check_reachable(uri)
+    mlflow.set_tracking_uri(uri)
+    exp = mlflow.set_experiment(experiment_name(params))
+    if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+        mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
+    return exp
+
+
+@contextmanager
+def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = "",
+        system_metrics: bool = False, run_name: str | None = None):
+    """Start a fresh MLflow run for ``name`` and mark it the latest of that name; with ``system_metrics``, MLflow
+    samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
+    import mlflow
+
+    if system_metrics:
+        mlflow.set_system_metrics_sampling_interval(2)
+        mlflow.set_system_metrics_samples_before_logging(1)
+
+    exp = _setup(params)
+    client = mlflow.MlflowClient()
+    for old in client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{name}'"):
+        client.set_tag(old.info.run_id, LATEST, "false")
+    tags = {"bakeoff.name": name, "kind": kind, "technique": technique, "git_commit": git_commit(),
+            "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
+    with mlflow.start_run(run_name=run_name or name, tags=tags, log_system_metrics=system_metrics) as r:
+        mlflow.log_params(flatten(logged_params))
+        yield r
+
+
+@contextmanager
+def resume(params, run_id: str | None, name: str, kind: str, technique: str, logged_params: dict):
+    """Continue the run that training opened (train and evaluate of a variant share one run)."""
+    import mlflow
+
+    _setup(params)
+    if run_id:
+        try:
+            mlflow.MlflowClient().get_run(run_id)
+        except Exception:  # the store was reset or moved: start a new run rather than lose the results
+            run_id = None
+    if run_id is None:
+        with run(params, name, kind, technique, logged_params) as r:
+            yield r
+        return
+    import time
+
+    client = mlflow.MlflowClient()
+    ended = client.get_run(run_id).info.end_time  # the train stage's end: the run's duration stays its own work
+    t0 = time.time()
+    with mlflow.start_run(run_id=run_id) as r:
+        mlflow.set_tag("bakeoff.eval_started_ms", str(int(t0 * 1000)))
+        yield r
+        mlflow.log_metric("eval_stage_wall_s", round(time.time() - t0, 1))
+    if ended:
+        client.set_terminated(run_id, client.get_run(run_id).info.status, end_time=ended)
+
+
+@contextmanager
+def child_run(name: str, tags: dict):
+    """A run nested under the active one (a variant's extra training seed), shown beneath it in the UI."""
+    import mlflow
+
+    with mlflow.start_run(run_name=name, nested=True, tags={k: str(v) for k, v in tags.items()}) as r:
+        yield r
+
+
+def log_to_run(run_id: str, metrics: dict, params=None) -> None:
+    """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage; the
+    export stage's re-scores). ``params``: point MLflow at the store first (outside an open run's stage)."""
+    import mlflow
+
+    if params is not None:
+        _setup(params)
+    client = mlflow.MlflowClient()
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            client.log_metric(run_id, k, float(v))
+
+
+def log_metrics(metrics: dict, step: int | None = None) -> None:
+    import mlflow
+
+    numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    mlflow.log_metrics(numeric, step=step)
+
+
+def set_tags(tags: dict) -> None:
+    """Tag the active run (values as text)."""
+    import mlflow
+
+    mlflow.set_tags({k: str(v) for k, v in tags.items()})
+
+
+def mark(record: dict) -> None:
+    """Tag the active run with the record's status (and its error, when there is one)."""
+    import mlflow
+
+    mlflow.set_tag("status", record["status"])
+    if record.get("error"):
+        mlflow.set_tag("error", record["error"][:5000])
+
+
+def ui_url(params, server: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI page of the task's runs table. MLflow 3 opens an experiment in its GenAI view (traces) unless
+    the page asks for the model-training workflow, which the experiment-kind tag alone does not do in 3.17."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    exp = mlflow.MlflowClient().get_experiment_by_name(experiment_name(params))
+    page = f"#/experiments/{exp.experiment_id}/runs?workflowType=machine_learning" if exp else "#/experiments"
+    return f"{server.rstrip('/')}/{page}"
+
+
+def mark_resumed(checkpoint: str) -> None:
+    """Tag the active run as continued from ``checkpoint`` (a killed run resumed by the next ``dvc repro``)."""
+    import mlflow
+
+    mlflow.set_tag("bakeoff.resumed_from", checkpoint)
+
+
+def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict,
+                tables: dict | None = None) -> str:
+    """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``): the report's files and folders as
+    artifacts, the verdict as tags and metrics, ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows
+    (``mlflow.log_table``). Returns its run id (``nest_repro`` puts the arms under it)."""
+    import datetime
+
+    import mlflow
+
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    with run(params, "comparison", "repro", "-", {"runs": names},
+             run_name=f"repro {git_commit()[:7]} {when}") as r:
+        mlflow.set_tags(tags)
+        for name, table in (tables or {}).items():
+            mlflow.log_table(table, artifact_file=name)
+        log_metrics(metrics)
+        for p in files:
+            mlflow.log_artifact(str(p))
+        for dest, folder in folders.items():
+            mlflow.log_artifacts(str(folder), dest)
+    return r.info.run_id
+
+
+SUPERSEDED = "bakeoff.superseded"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def nest_repro(params, parent_id: str, names: list[str]) -> dict:
+    """Put the current run of every arm in ``names`` (the newest of each ``bakeoff.name``, its ``.tune`` run too)
+    under ``parent_id``, the run of this repro; tag every other top-level run superseded and nest it out of the way
+    (under its own repro's parent, or one ``earlier runs`` holder). Nothing is deleted. Returns the counts."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(experiment_name(params))
+    runs = client.search_runs([exp.experiment_id], max_results=50000)
+    wanted = set(names) | {f"{n}.tune" for n in names}
+    current = {r.info.run_id for r in runs if r.data.tags.get("bakeoff.name") in wanted
+               and r.data.tags.get(LATEST) == "true" and r.data.tags.get("kind") not in ("trial", "seed")}
+    parents = {r.info.run_id for r in runs if r.data.tags.get("kind") == "repro"}
+    nested = superseded = 0
+    holder = None
+
+    def supersede(rid: str, tags: dict) -> None:
+        nonlocal superseded
+        if tags.get(SUPERSEDED) != "true":
+            client.set_tag(rid, SUPERSEDED, "true")
+            superseded += 1
+
+    for r in runs:
+        rid, tags = r.info.run_id, r.data.tags
+        under = tags.get(PARENT_TAG)
+        if rid == parent_id or tags.get("kind") == "superseded-holder":
+            continue
+        if rid in current:  # this repro's answer, trained now or cached from an earlier one
+            if under != parent_id:
+                client.set_tag(rid, PARENT_TAG, parent_id)
+                nested += 1
+            if tags.get(SUPERSEDED) == "true":
+                client.set_tag(rid, SUPERSEDED, "false")
+        elif rid in parents:  # an earlier repro: its arms stay under it, and it under the holder, collapsed
+            supersede(rid, tags)
+            if under is None:
+                holder = holder or _holder(client, exp.experiment_id)
+                client.set_tag(rid, PARENT_TAG, holder)
+        elif under in current:  # a trial of a current search, a seed of a current variant
+            continue
+        elif under:  # nested under an earlier run: it stays there
+            supersede(rid, tags)
+        else:  # a top-level run of before parents existed, or an arm this repro no longer has
+            supersede(rid, tags)
+            holder = holder or _holder(client, exp.experiment_id)
+            client.set_tag(rid, PARENT_TAG, holder)
+    return {"nested": nested, "superseded": superseded, "current": len(current)}
+
+
+def _holder(client, experiment_id: str) -> str:
+    """The one run that earlier, parentless runs are nested under (created once)."""
+    found = client.search_runs([experiment_id], filter_string="tags.kind = 'superseded-holder'", max_results=1)
+    if found:
+        return found[0].info.run_id
+    r = client.create_run(experiment_id, run_name="earlier runs (superseded)",
+                          tags={"kind": "superseded-holder", SUPERSEDED: "true", LATEST: "false"})
+    client.set_terminated(r.info.run_id)
+    return r.info.run_id
+
+
+def register_champion(params, run_id: str, files: dict, folder=None) -> dict:
+    """Register the recommended run as a version of the model named after the experiment, alias ``champion``.
+    ``folder``: its weights or adapter (logged under ``model/``, once per run); ``files``: artifact name → path
+    (its evaluation records, its params). Returns {name, version, source}."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    name = experiment_name(params)
+    run = client.get_run(run_id)
+    have = {f.path for f in client.list_artifacts(run_id, "model")}
+    if folder is not None and not have:
+        client.log_artifacts(run_id, str(folder), "model")
+    for path in files.values():
+        client.log_artifact(run_id, str(path), "model")
+    try:
+        client.get_registered_model(name)
+    except Exception:
+        client.create_registered_model(name, description="bakeoff's recommended run per repro (alias champion)")
+    source = f"{run.info.artifact_uri}/model"
+    version = client.create_model_version(name, source, run_id=run_id,
+                                          tags={"bakeoff.name": run.data.tags.get("bakeoff.name", "")})
+    client.set_registered_model_alias(name, "champion", version.version)
+    return {"name": name, "version": version.version, "source": source}

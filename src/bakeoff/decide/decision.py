@@ -1,0 +1,115 @@
+"""The decision the compare stage reports and the export stage ships: every run's figures with intervals, the
+verdict, costs, the pairwise tests, rank groups, equivalence and the recommendation.
+
+    d = decide(params, flips_dir)      # a Decision: d.runs, d.verdict (with the recommendation), d.pairwise, ...
+    d.picked                           # what `export` ships when the recommendation names a fine-tuned variant
+
+Deterministic (seeded bootstraps), so two stages that call it on the same runs reach the same recommendation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bakeoff.core import runs
+from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
+from bakeoff.search.space import as_run
+
+
+def baselines_as_run(params) -> dict:
+    """Each baseline as ``baseline@<name>`` ran it (its search's choice, its space kept): what the diagnosis reads."""
+    return {n: as_run(params, n)[0] for n in params.baselines}
+
+
+@dataclass
+class Decision:
+    """Everything the compare stage reports and the export stage ships, computed once by ``decide``."""
+
+    runs: pd.DataFrame  # one row per run: its figures, intervals, gains over the best prompt, rank group
+    verdict: dict  # the verdict, its diagnosis, scope, equivalence and the recommendation
+    pairwise: pd.DataFrame  # every pair of runs tested on the same test items
+    records: dict  # each variant's training record (runs/<name>/train.json)
+    sizing: dict  # the memory model's calibration and every fit (reports/sizing.json)
+    data_stats: dict  # the data stage's record (data/prepared/stats.json)
+    budget: dict  # every arm's search as spent (a shared search split among its users)
+    costs: dict  # each variant all in on the sizing target, and bought alone
+    serving_card: object | None  # the card that would serve the fine-tuned target
+    money: dict  # the recommendation's serving cost against prompting, and the break-even
+    provenance: dict  # data hash, commit, versions, the machine
+
+    @property
+    def picked(self) -> str | None:
+        return picked(self.verdict)
+
+
+def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
+    """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
+    runs, and one recommendation, priced."""
+    df, v, records, sized, stats, unmoved = _verdict(params, flips_dir, shipped)
+    target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
+    priced, spent, card = _priced(params, df, records, sized, target)
+    pw, prov = _recommend(params, df, v, priced, stats, target, unmoved)
+    rec = picked(v)
+    money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
+                         card.__dict__ if card else None)
+    return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
+                    costs=priced, serving_card=card, money=money, provenance=prov)
+
+
+def _verdict(params, flips_dir, shipped):
+    """The runs, their intervals and gains over the best prompting baseline, the verdict and its diagnosis."""
+    df = figures.collect(list(params.baselines), list(params.variants))
+    figures.use_interleaved(df, (shipped or {}).get("latency_interleaved"))  # the export's latencies, one process
+    figures.add_confidence(df, params.task.metric, params.eval.bootstrap_resamples, flips_dir)
+    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
+    unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
+    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
+    sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
+    v = verdict.verdict(df, params.verdict.min_gain)
+    stats = runs.read_json(runs.PREPARED / "stats.json") or {}
+    v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
+    return df, v, records, sized, stats, unmoved
+
+
+def _priced(params, df, records, sized, target):
+    """Every arm's search budget as spent (a shared search split among its users), each variant all in, and the card
+    that would serve the fine-tuned target."""
+    parents = {n: x.parent for n, x in params.variants.items() if x.parent}
+    fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
+    idle = set(df.loc[df["status"].isin(["skipped", "missing"]), "name"])
+    spent = costs.budget(list(params.baselines) + list(params.variants), idle)
+    seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
+    priced = {n: c for n in params.variants if (c := costs.all_in(n, fits, spent, seen, parents))}
+    shape = next((t for t in sizing.targets(params) if t.name == target), None)
+    card = costs.serving_card(shape, sizing.catalog(params), params.sizing.margin,
+                               params.sizing.cuda_overhead_gb * memory.GB, params.cost.serve_gpu) if shape else None
+    return priced, spent, card
+
+
+def _recommend(params, df, v, priced, stats, target, unmoved):
+    """Which differences are real: every pair tested, runs grouped, equivalence where shown, one thing to do (written
+    into ``v``); returns the pairwise table and the provenance."""
+    pw = recommend.pairwise(df, params.task.metric)
+    groups = recommend.rank_groups(df, pw)
+    df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
+    eq = recommend.equivalence(df, groups, params.verdict.min_gain)
+    prov = runs.provenance(stats, runs.BASE)
+    src = prov.get("base_model") or {}
+    scope = {"model": src.get("alias") or src.get("source") or params.model.base, "split": "test",
+             "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
+             "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
+             "target": target}
+    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, equivalence=eq,
+             unmoved=unmoved,
+             recommendation=recommend.recommend(df, v, groups, priced, eq, scope, params.verdict.min_gain))
+    return pw, prov
+
+
+def picked(v: dict) -> str | None:
+    """The fine-tuned variant the recommendation names (None when it recommends prompting or is inconclusive)."""
+    rec = v.get("recommendation") or {}
+    return rec.get("run") if rec.get("action") == "fine-tune" else None

@@ -1,0 +1,175 @@
+"""The memory model: a model shape, a training setup, and the peak memory one process of it needs (an analytic
+estimate, calibrated on this run's measured peaks by ``bakeoff.decide.sizing``).
+
+Peak training memory of one process is modelled as the sum of
+    weights      by dtype: fp32 master weights for full fine-tuning (mixed precision keeps them), the training
+                 dtype for a frozen LoRA base, and for QLoRA the linear layers at 4 bits (0.5 bytes/param) plus
+                 quantization constants (0.5 bits/param, 0.127 with double quantization: QLoRA paper,
+                 arXiv 2305.14314) with embeddings and norms in the compute dtype;
+    gradients    fp32, for the trainable parameters;
+    optimizer    AdamW 8 bytes per trainable parameter, 8-bit AdamW 2 (transformers' "model memory anatomy");
+    activations  per layer and token, SwiGLU decoder in 16-bit: 16·h + 8·I bytes (inputs of the norms and of
+                 every projection, the SwiGLU intermediates; memory-efficient attention stores no s² matrix),
+                 doubled in fp32; with gradient checkpointing only each layer's input (2·h bytes) plus one layer
+                 recomputed; the logits 10 bytes per token and vocabulary entry (16-bit logits, their fp32 copy
+                 and its gradient);
+    overhead     what the runtime holds besides tensors (CUDA context and workspaces, or on CPU the Python
+                 process with its libraries): a constant, calibrated on this run's measured peaks.
+DPO scores chosen and rejected together: twice the sequences. The model is deliberately simple; its error
+against each measured peak is reported beside its predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 1e9
+
+
+GIB = 1024 ** 3
+
+
+# LoRA's ``all-linear`` targets in a Llama-style decoder layer
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A decoder-only transformer's dimensions (Llama-style: grouped-query attention, SwiGLU MLP)."""
+
+    name: str
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool = False
+
+    @property
+    def kv_dim(self) -> int:
+        return self.hidden * self.kv_heads // self.heads
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each projection of one layer."""
+        h, i, kv = self.hidden, self.intermediate, self.kv_dim
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    @property
+    def linear_params(self) -> int:
+        return self.layers * sum(a * b for a, b in self.linear_shapes().values())
+
+    @property
+    def other_params(self) -> int:
+        """Embeddings, the untied output head and the norms."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.layers * 2 * self.hidden + self.hidden
+
+    @property
+    def params(self) -> int:
+        return self.linear_params + self.other_params
+
+    @property
+    def flop_params(self) -> int:
+        """N for FLOPs (``bakeoff.core.measure``): without the input embedding, a lookup (tied: it is the head,
+        once)."""
+        return self.params - (0 if self.tied else self.vocab * self.hidden)
+
+    def lora_params(self, r: int, targets=LINEAR) -> int:
+        targets = LINEAR if targets in ("all-linear", None) else targets
+        return self.layers * sum(r * (a + b) for n, (a, b) in self.linear_shapes().items() if n in targets)
+
+    @classmethod
+    def from_config(cls, name: str, cfg: dict) -> Shape:
+        """From a transformers config.json (as a dict)."""
+        return cls(name, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"],
+                   cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+                   cfg["vocab_size"], bool(cfg.get("tie_word_embeddings", False)))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one variant trains with: the parts of its config the memory model reads."""
+
+    technique: str  # full | lora | qlora | dpo
+    precision: str = "bf16"  # bf16 | fp16 | fp32
+    optimizer: str = "adamw_torch"
+    gradient_checkpointing: bool = False
+    micro_batch: int = 1
+    seq_len: int = 1024
+    r: int = 16
+    targets: object = "all-linear"
+    bits: int = 4
+    double_quant: bool = True
+
+    @classmethod
+    def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None,
+                     parent=None) -> Setup:
+        """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets)."""
+        o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
+        return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
+                   seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
+                   int(o.get("bits", 4)), bool(o.get("double_quant", True)))
+
+
+@dataclass
+class Estimate:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    overhead: float
+    trainable: int = 0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+
+    def parts_gb(self) -> dict[str, float]:
+        return {k: round(getattr(self, k) / GB, 3) for k in ("weights", "gradients", "optimizer", "activations",
+                                                             "overhead")} | {"total": round(self.total / GB, 3)}
+
+
+def _half(precision: str) -> int:
+    return 4 if precision == "fp32" else 2
+
+
+def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
+    """Peak bytes of one training process for ``shape`` trained as ``s``."""
+    act_bytes = _half(s.precision)
+    if s.technique == "full":
+        trainable = shape.params
+        weights = 4 * shape.params  # fp32 master weights (mixed precision autocasts from them)
+    elif s.technique == "qlora":
+        trainable = shape.lora_params(s.r, s.targets)
+        if s.bits == 4:
+            per = 0.5 + (0.127 if s.double_quant else 0.5) / 8
+        else:
+            per = 1.0 + 4 / shape.hidden  # int8 weights and a fp32 scale per row
+        weights = per * shape.linear_params + act_bytes * shape.other_params + 4 * trainable
+    else:  # lora, dpo: a frozen base in the training dtype, fp32 adapters
+        trainable = shape.lora_params(s.r, s.targets)
+        weights = act_bytes * shape.params + 4 * trainable
+    grads = 4 * trainable
+    optim = (2 if "8bit" in s.optimizer else 8) * trainable
+    rows = s.micro_batch * (2 if s.technique == "dpo" else 1)
+    tokens = rows * s.seq_len
+    scale = act_bytes / 2
+    per_layer = tokens * (16 * shape.hidden + 8 * shape.intermediate) * scale
+    if s.gradient_checkpointing:
+        acts = shape.layers * tokens * 2 * shape.hidden * scale + per_layer
+    else:
+        acts = shape.layers * per_layer
+    acts += tokens * shape.vocab * 10
+    return Estimate(weights, grads, optim, acts, overhead_bytes, trainable)
+
+
+def calibrate(rows: list[tuple[float, float]]) -> tuple[float, list[float]]:
+    """(overhead, relative errors) from (predicted bytes without overhead, measured bytes) pairs: the overhead
+    is the median of measured − predicted, and each error is (predicted + overhead − measured) / measured."""
+    import statistics
+
+    if not rows:
+        return 0.0, []
+    overhead = max(0.0, statistics.median(m - p for p, m in rows))
+    return overhead, [(p + overhead - m) / m for p, m in rows]

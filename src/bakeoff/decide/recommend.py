@@ -1,0 +1,245 @@
+"""Which differences between runs are real: every pair tested on the same test examples, runs grouped by what the
+data can tell apart, and one recommendation a user can act on.
+
+    pw = pairwise(df, "exact_match")          # one row per pair: discordant counts, p, Holm-adjusted p
+    groups = rank_groups(df, pw)               # [["full", "qlora"], ["lora", "unsloth"], ...]
+    rec = recommend(df, v, groups, fits)       # {"action": "fine-tune", "run": "qlora", "line": ...}
+
+The tests and the adjustment are defined in ``bakeoff.core.measure``; pure decisions over run records, no torch.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bakeoff.decide.figures import as_number, choosing_split, correctness, primary_items, prompting_quality
+from bakeoff.evaluate.scoring import METRICS, mean
+
+ALPHA = 0.05  # the level of every "different" / "as good as the best" claim, after Holm's adjustment
+
+
+def _binary(items: list) -> bool:
+    return all(correctness(x) in (0.0, 1.0) for x in items)
+
+
+def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples: int = 5000) -> pd.DataFrame:
+    """Every pair of finished runs on the same test examples: each one's figure, the discordant counts, the test
+    (exact McNemar for a 0/1 metric, else a paired permutation test of the figure) and its Holm-adjusted p over all
+    pairs (``bakeoff.core.measure``). One row per pair, ``a`` before ``b`` in the report's order."""
+    from bakeoff.decide.statistics import holm, mcnemar_exact, paired_permutation_p
+
+    figure = METRICS[metric].figure
+    items = primary_items(df) if items is None else items
+    names = [n for n in df["name"] if items.get(n)]
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ids = sorted(items[a])
+            if set(ids) != set(items[b]):
+                raise ValueError(f"runs/{a}/predictions.jsonl and runs/{b}/predictions.jsonl cover different test "
+                                 f"examples: rerun both (dvc repro)")
+            xa, xb = [items[a][k] for k in ids], [items[b][k] for k in ids]
+            ra, rb = [correctness(x) for x in xa], [correctness(x) for x in xb]
+            only_a = sum(x > y for x, y in zip(ra, rb))
+            only_b = sum(y > x for x, y in zip(ra, rb))
+            binary = figure is mean and _binary(xa) and _binary(xb)
+            p = mcnemar_exact(only_a, only_b) if binary else paired_permutation_p(xa, xb, figure, resamples)
+            fa, fb = figure(xa), figure(xb)
+            rows.append({"a": a, "b": b, "n": len(ids), "quality_a": fa, "quality_b": fb, "diff": fa - fb,
+                         "a_better_on": only_a, "b_better_on": only_b,
+                         "test": "exact McNemar" if binary else "paired permutation", "p": p})
+    out = pd.DataFrame(rows, columns=["a", "b", "n", "quality_a", "quality_b", "diff", "a_better_on", "b_better_on",
+                                      "test", "p"])
+    out["p_holm"] = holm(list(out["p"])) if len(out) else []
+    return out
+
+
+def _p_between(pw: pd.DataFrame, a: str, b: str) -> float:
+    hit = pw[((pw["a"] == a) & (pw["b"] == b)) | ((pw["a"] == b) & (pw["b"] == a))]
+    return float(hit["p_holm"].iloc[0]) if len(hit) else 1.0
+
+
+def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> list[list[str]]:
+    """Runs grouped by what the data can tell apart: the leader (best on the choosing split, the split that picks
+    winners) and every remaining run not different from it on the test split (Holm-adjusted p ≥ ``alpha``) form
+    group A; the same again on what is left forms B, and so on. Members of a group are listed best first."""
+    split = choosing_split(df)
+    ok = df[(df["status"] == "ok") & df["name"].isin(set(pw["a"]) | set(pw["b"]))]
+    key = (lambda r: prompting_quality(r, split) if r["kind"] == "baseline" else as_number(r.get(
+        "val_quality" if split == "val" else "quality")))
+    left = [r["name"] for _, r in sorted(ok.iterrows(), key=lambda ir: -key(ir[1]))]
+    groups = []
+    while left:
+        leader = left[0]
+        group = [leader] + [n for n in left[1:] if _p_between(pw, leader, n) >= alpha]
+        groups.append(group)
+        left = [n for n in left if n not in group]
+    return groups
+
+
+def group_line(groups: list[list[str]]) -> str:
+    """``A: full, qlora · B: lora, unsloth``."""
+    return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
+
+
+def equivalence(df: pd.DataFrame, groups: list[list[str]], margin: float, items: dict | None = None) -> dict:
+    """Each other member of the best group against its leader: the paired equivalence test at ``margin``
+    (``bakeoff.core.measure.tost_paired`` on per-example correctness, test split). {member: result}."""
+    from bakeoff.decide.statistics import tost_paired
+
+    if not groups or len(groups[0]) < 2:
+        return {}
+    items = primary_items(df) if items is None else items
+    leader, out = groups[0][0], {}
+    for n in groups[0][1:]:
+        if not items.get(n) or not items.get(leader):
+            continue
+        ids = sorted(items[leader])
+        out[n] = {**tost_paired([correctness(items[n][k]) for k in ids], [correctness(items[leader][k]) for k in ids],
+                                margin), "against": leader}
+    return out
+
+
+def _pp(x: float) -> str:
+    return f"{x * 100:+.1f}"
+
+
+def tie_words(name: str, leader: str, eq: dict, margin: float) -> str:
+    """How ``name`` stands to the best group's ``leader``: equivalent within the margin (shown), or only "cannot be
+    told apart on N items"."""
+    e = eq.get(name)
+    if not e:
+        return f"`{name}` leads group A (picked on validation)" if name == leader else f"`{name}` is in group A"
+    if e["equivalent"]:
+        return (f"`{name}` is equivalent to `{leader}` within {margin * 100:.0f} points (paired TOST p {e['p']:.2g}, "
+                f"90% interval of the difference [{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
+    return (f"`{name}` and `{leader}` cannot be told apart on {e['n']} items; equivalence within {margin * 100:.0f} "
+            f"points is not shown (paired TOST p {e['p']:.2g}, difference {_pp(e['diff'])} points, 90% interval "
+            f"[{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
+
+
+def sig(x: float) -> str:
+    """``x`` to two significant figures, never in scientific notation: 64,994 → 65,000; 3.0; 0.36."""
+    from bakeoff.decide.statistics import round_sig
+
+    r = round_sig(float(x))
+    return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.1f}" if abs(r) >= 1 else f"{r:.2g}"
+
+
+def usd_range(lo: float, hi: float) -> str:
+    """``$3.7–7.4``: two significant figures (``bakeoff.core.measure.round_sig``), an estimate on assumed inputs."""
+    a, b = sig(lo), sig(hi)
+    return f"${a}" if a == b else f"${a}–{b}"
+
+
+def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | None = None,
+              eq: dict | None = None, scope: dict | None = None, margin: float = 0.05) -> dict:
+    """One thing to do. A prompting baseline in the best group (or a "prompting is enough" verdict) → that baseline
+    (the cheapest in prompt tokens). Otherwise the variant of the best group with the lowest projected all-in cost
+    on the sizing target (``costs``: variant → ``costs.all_in``). ``line`` is the decision; ``measured`` what was
+    measured here (``scope``: model, split, items, machine), ``projected`` what was projected to the target (never
+    mixed in one sentence); ``still_improving`` names the group's runs whose training had not settled."""
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    best = groups[0] if groups else []
+    scope, costs, eq = scope or {}, costs or {}, eq or {}
+    model, n = scope.get("model", "the base model"), scope.get("n", "?")
+    baselines = [n_ for n_ in best if rows[n_]["kind"] == "baseline"]
+    if v.get("decision") == "prompting is enough" or baselines:
+        pick = min(baselines, key=lambda n_: _num_or_inf(rows[n_].get("prompt_tokens_per_request"))) if baselines \
+            else v.get("baseline")
+        if not pick:
+            return {}
+        why = (f"it is in the best group: no fine-tuned run can be told apart from it on {n} test items" if baselines
+               else f"the gain of fine-tuning is below min_gain ({v.get('reason', '')})")
+        return {"action": "prompt", "run": pick, "measured": [], "projected": [],
+                "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: {why}."}
+    variants = [n_ for n_ in best if rows[n_]["kind"] == "variant"]
+    if not variants:
+        return {}
+    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("alone_usd",  # bought alone
+                                                                             (costs.get(n_) or {}).get("usd"))),
+                                         _num_or_inf(rows[n_].get("train_peak_rss_mb"))))
+    r, leader = rows[pick], best[0]
+    line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
+            + (", the lowest projected all-in cost in group A, bought alone" if costs.get(pick) and len(variants) > 1
+               else "") + ".")
+    measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
+                + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
+                   if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
+    others = [n_ for n_ in best if n_ != pick]
+    if others:
+        said = [tie_words(n_, leader, eq, margin) for n_ in ([pick] if pick != leader else others)]
+        measured.append("Group A: " + "; ".join(said) + ".")
+    machine = scope.get("machine", "this machine")
+    measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
+    projected = projected_words(pick, variants, costs)
+    return {"action": "fine-tune", "run": pick, "line": line, "measured": measured, "projected": projected,
+            "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"]}
+
+
+def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
+    """The group's least training memory as measured here (peak reserved on CUDA, resident on CPU)."""
+    peaks = {n: rows[n].get("train_peak_reserved_mb") or rows[n].get("train_peak_rss_mb") for n in variants}
+    peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
+    if len(peaks) < 2:
+        return None
+    low = min(peaks, key=peaks.get)
+    kind = "reserved CUDA" if rows[low].get("train_peak_reserved_mb") else "resident"
+    return (f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
+            + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
+
+
+def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
+    """The pick's projection to the sizing target (memory, smallest and cheapest card, all-in range) and the group's
+    least projected memory: every sentence says it is a projection."""
+    c = costs.get(pick)
+    if not c:
+        return []
+    parts = ["training"] + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else []) \
+        + ([f"its parent `{c['parent']}` bought alone"] if c.get("parent") else [])
+    smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
+                else c.get("smallest_card"))
+    alone = (c.get("alone_usd", c["usd"]), c.get("alone_usd_high", c["usd_high"]))
+    shared = (f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
+              "that use it" if c.get("search_users", 1) > 1 and c.get("search_usd") else "")
+    out = [(f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
+           f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
+           f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}.")]
+    least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
+    if least != pick:
+        out.append(f"Least memory projected in group A: `{least}` (~{sig(costs[least]['need_gb'])} GB on the target; "
+                   "a projection from the sizing model, not measured).")
+    return out
+
+
+def serving_words(rows: dict, names: list[str], machine: str) -> str:
+    """Which run serves fastest, only where its latency's interquartile range separates from every other's
+    (``bakeoff.core.measure.latency_separated``); otherwise a tie."""
+    from bakeoff.core.runs import SEVERAL
+    from bakeoff.decide.statistics import latency_separated
+
+    if machine.startswith(SEVERAL):  # latencies of different machines say nothing of the runs
+        return f"Serving latency at batch 1: timed on {machine}; compare latencies within one machine only."
+    timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
+             and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
+    if len(timed) < 2:
+        return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
+    how = rows[timed[0]].get("latency_how") or "each run timed in its own stage"
+    fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
+    if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
+        return (f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
+                "s; its interquartile range lies below every other run's in the group.")
+    pairs = [(a, b) for a in timed for b in timed if a != b and latency_separated(rows[a], rows[b])]
+    p50s = [rows[n]["latency_p50_s"] for n in timed]
+    p50 = f"p50 {min(p50s):.2f}–{max(p50s):.2f} s"
+    every = len(timed) * (len(timed) - 1) // 2
+    if not pairs:
+        return (f"Serving latency at batch 1 ({machine}, {how}): the group's runs tie ({p50}; every pair's "
+                "interquartile ranges overlap).")
+    return (f"Serving latency at batch 1 ({machine}, {how}; {p50}): {len(pairs)} of {every} pairs separate, "
+            + ", ".join(f"`{a}` below `{b}`" for a, b in pairs) + "; the other pairs' interquartile ranges overlap.")
+
+
+def _num_or_inf(x) -> float:
+    """A number, or +inf for a missing one (the cheapest-first order puts it last)."""
+    return -as_number(-x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("inf")

@@ -1,0 +1,244 @@
+"""GPU sizing: an analytic memory model per technique, calibrated on this run, projected to real model shapes.
+
+    python -m bakeoff.decide.sizing                      # the sizing table from params.yaml, before any training
+    python -m bakeoff.decide.sizing --seq 2048 --micro-batch 1
+
+The memory model itself is ``bakeoff.decide.memory``; here it meets the GPU catalog: the smallest card that holds
+each target, the cheapest for the whole job, and the time and cost to train there (projections).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bakeoff.core.flops import hardware_flops_per_token
+from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
+
+# ---------------------------------------------------------------- calibration
+
+
+# ---------------------------------------------------------------- fitting
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_gb: float
+    usd_per_hour: float
+    bf16_tflops: float
+
+
+@dataclass
+class Fit:
+    target: str
+    variant: str
+    technique: str
+    need_gb: float
+    gpu: str | None
+    gpus: int = 1
+    hours: float | None = None
+    usd: float | None = None
+    parts: dict = field(default_factory=dict)
+    parent: str | None = None  # a derived variant's parent, whose training comes first
+    cumulative_usd: float | None = None  # usd plus the parent's usd (a derived variant's whole cost)
+    cheapest_gpu: str | None = None  # the lowest price for the job among the cards that hold it (one process)
+    cheapest_hours: float | None = None
+    cheapest_usd: float | None = None
+    hours_high: float | None = None  # the same job at sizing.mfu_low (the pessimistic end); usd is at sizing.mfu
+    usd_high: float | None = None
+    cheapest_usd_high: float | None = None
+
+
+def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | None:
+    """The cheapest-to-hold (least memory, then lowest price) GPU whose memory less ``margin`` holds the need."""
+    fits = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need_bytes]
+    return min(fits, key=lambda g: (g.memory_gb, g.usd_per_hour)) if fits else None
+
+
+def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float,
+                checkpointing: bool = False) -> float:
+    """Estimated hours to train ``tokens``: hardware FLOPs (recompute included) at ``mfu`` of the card's peak bf16
+    FLOP/s, ``mfu`` being the utilisation of a run without checkpointing (an assumption, not a measurement: set
+    sizing.mfu from benchmarks/gpu_check.py on your card; conventions in ``bakeoff.core.measure``)."""
+    flops = hardware_flops_per_token(shape.flop_params, technique, checkpointing)
+    return tokens * flops / (gpu.bf16_tflops * 1e12 * mfu) / 3600
+
+
+# ---------------------------------------------------------------- from params and this run
+
+def targets(params) -> list[Shape]:
+    return [Shape(t["name"], int(t["layers"]), int(t["hidden"]), int(t["intermediate"]), int(t["heads"]),
+                  int(t["kv_heads"]), int(t["vocab"]), bool(t.get("tied", False))) for t in params.sizing.targets]
+
+
+def catalog(params) -> list[GPU]:
+    return [GPU(g["name"], float(g["memory_gb"]), float(g["usd_per_hour"]), float(g["bf16_tflops"]))
+            for g in params.sizing.gpus]
+
+
+def _resolved(precision: str) -> str:
+    return "bf16" if precision == "auto" else precision
+
+
+def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_bytes: float, tokens: float,
+        mfu: float, variant: str = "", mfu_low: float | None = None) -> Fit:
+    """The smallest card that holds one training process; failing that, the fewest of the largest card with
+    weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3). Beside it, the cheapest card for
+    the job among those that hold it (a faster card may cost less in all though it costs more per hour), and both
+    costs again at ``mfu_low`` (the pessimistic end of the range; None: half of ``mfu``)."""
+    e = estimate(shape, setup, overhead_bytes)
+    gpu, n = smallest_fit(e.total, gpus, margin), 1
+    if gpu is None and gpus:
+        big = max(gpus, key=lambda g: g.memory_gb)
+        for n in (2, 4, 8, 16, 32, 64):
+            sharded = (e.weights + e.gradients + e.optimizer) / n + e.activations + e.overhead
+            if big.memory_gb * GB * (1 - margin) >= sharded:
+                gpu = big
+                break
+    f = Fit(shape.name, variant, setup.technique, round(e.total / GB, 2), gpu.name if gpu else None,
+            n if gpu else 0, parts=e.parts_gb())
+    if gpu is not None and tokens:
+        # n cards in parallel: n× the FLOP/s (communication not counted), n× the price per hour
+        f.hours = round(train_hours(shape, setup.technique, tokens, gpu, mfu, setup.gradient_checkpointing) / n, 3)
+        f.usd = round(f.hours * n * gpu.usd_per_hour, 2)
+        low = mfu_low or mfu / 2
+        f.hours_high, f.usd_high = round(f.hours * mfu / low, 3), round(f.usd * mfu / low, 2)
+        held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= e.total] if n == 1 else [gpu]  # sharded: one
+        hours = {g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing) / n
+                 for g in held}
+        best = min(held, key=lambda g: (hours[g.name] * g.usd_per_hour, g.memory_gb))
+        usd = hours[best.name] * n * best.usd_per_hour
+        f.cheapest_gpu, f.cheapest_hours, f.cheapest_usd = best.name, round(hours[best.name], 3), round(usd, 2)
+        f.cheapest_usd_high = round(usd * mfu / low, 2)
+    return f
+
+
+def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int = 1) -> float:
+    """Padded tokens per sequence in this run's micro-batches: mean non-padding tokens per sequence / (1 − padding
+    share). A DPO row is two sequences (prompt + chosen, prompt + rejected), each counted in ``tokens_seen``."""
+    steps = train_metrics.get("train_steps") or 0
+    if not steps or not train_metrics.get("tokens_seen"):
+        return 0.0
+    per_row = train_metrics["tokens_seen"] / (steps * effective_batch * sequences_per_row)
+    return per_row / max(1e-6, 1 - train_metrics.get("padding_share", 0.0))
+
+
+def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
+    """Predicted against measured peak for every variant that trained here, and the fitted overhead.
+
+    ``records``: variant name → its train.json. On CPU the measured peak is peak RSS; on CUDA, peak reserved.
+    """
+    from bakeoff.core.models import resolve_precision
+
+    shape = Shape.from_config("base", base_config)
+    pairs, rows = [], []
+    for name, rec in records.items():
+        m = rec.get("metrics") or {}
+        if rec.get("status") != "ok" or name not in params.variants:
+            continue
+        measured_mb = m.get("train_peak_reserved_mb") or m.get("train_peak_rss_mb")
+        v = params.variants[name]
+        # estimate() counts a DPO row as two sequences: the width it takes is per sequence
+        width = run_width(m, v.train.effective_batch, 2 if v.technique == "dpo" else 1)
+        if not measured_mb or not width:
+            continue
+        precision = m.get("precision") or resolve_precision(v.train.precision)
+        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent))
+        predicted = estimate(shape, setup).total
+        pairs.append((predicted, measured_mb * 1024 ** 2))
+        rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
+                                                                                         3),
+                     "model_gb": round(predicted / GB, 3), "seq_len": round(width)})
+    overhead, errors = calibrate(pairs)
+    for r, err in zip(rows, errors):
+        r["predicted_gb"] = round(r["model_gb"] + overhead / GB, 3)
+        r["error"] = round(err, 4)
+    cuda = any((r.get("metrics") or {}).get("train_peak_reserved_mb") for r in records.values())
+    return {"overhead_gb": round(overhead / GB, 3), "rows": rows,
+            "measured_on": "CUDA peak reserved" if cuda else "peak resident memory (RSS) on this machine's CPU",
+            "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
+
+
+def table(params, tokens: dict[str, float], overhead_bytes: float | None = None) -> list[Fit]:
+    """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens."""
+    s = params.sizing
+    overhead = s.cuda_overhead_gb * GB if overhead_bytes is None else overhead_bytes
+    out = []
+    for shape in targets(params):
+        here = {}
+        for name, v in params.variants.items():
+            setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
+                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent))
+            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name,
+                             s.mfu_low)
+        for name, f in here.items():
+            parent = params.variants[name].parent
+            f.parent = parent
+            own, first = f.usd, here[parent].usd if parent else 0.0
+            f.cumulative_usd = None if own is None or first is None else round(own + first, 2)
+        out += here.values()
+    return out
+
+
+def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
+    lines = ["| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent |",
+             "|---|---|---|---|---|---|---|---|"]
+    for f in fits:
+        gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
+        hours = "–" if f.hours is None else f"{f.hours:.2f}"
+        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
+        cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
+        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
+                     f"| {cum} |")
+    return lines
+
+
+def train_tokens(params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
+    """Tokens to price per variant: ``override``, else cost.train_tokens, else what the variant saw in this run."""
+    return {n: override or params.cost.train_tokens or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
+            or 0.0 for n in params.variants}
+
+
+def report_data(params, base_config: dict, records: dict[str, dict]) -> dict:
+    """What the report shows of sizing: the calibration on this run's peaks and every target × variant fit."""
+    calib = calibration(params, base_config, records)
+    fits = table(params, train_tokens(params, records))
+    return {"calibration": calib, "fits": [f.__dict__ for f in fits]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m bakeoff.decide.sizing: the sizing table from params.yaml (no training needed)."""
+    import argparse
+    import json
+    from dataclasses import replace
+
+    from bakeoff.core import runs
+    from bakeoff.core.config import load_params
+
+    ap = argparse.ArgumentParser(prog="python -m bakeoff.decide.sizing", description="GPU sizing for every variant")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--seq", type=int, default=None, help="tokens per row (default: sizing.target_seq_len or "
+                    "max_seq_len)")
+    ap.add_argument("--micro-batch", type=int, default=None)
+    ap.add_argument("--tokens", type=float, default=None, help="training tokens to price (default: "
+                    "cost.train_tokens, else what each variant saw in runs/)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    if args.seq or args.micro_batch:
+        params = replace(params, sizing=replace(params.sizing, target_seq_len=args.seq or params.sizing.target_seq_len,
+                                                target_micro_batch=args.micro_batch
+                                                or params.sizing.target_micro_batch))
+    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
+    fits = table(params, train_tokens(params, records, args.tokens))
+    if args.json:
+        print(json.dumps([f.__dict__ for f in fits], indent=2))
+        return
+    print("\n".join(markdown(fits)))
+    print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at an assumed "
+          f"{params.sizing.mfu:.0%} MFU (sizing.mfu). Model: src/bakeoff/decide/sizing.py")
+
+
+if __name__ == "__main__":  # python -m bakeoff.decide.sizing
+    from bakeoff.core.errors import cli
+
+    cli(main)()

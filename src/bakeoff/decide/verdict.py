@@ -1,0 +1,191 @@
+"""The answer: which prompting baseline and which variant are best, how sure we are of the gain, and what it costs.
+
+    df = collect(baselines, variants)              # one row per run, from runs/<name>/*.json
+    add_confidence(df, "exact_match", 2000, flips) # intervals, gains over the best baseline, flip files
+    v = verdict(df, min_gain=0.05)                  # fine-tune | prompting is enough | inconclusive
+    d = diagnose(df, params.baselines, labels)     # prompting that knows the answers but misses their form
+    c = cost(df, v, usd_per_1k_prompt_tokens, fit) # tokens saved per request, training $ on the target, break-even
+
+Pure decisions over run records and per-example items (``bakeoff.core.measure.bootstrap_ci``); no torch, no plotting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bakeoff.core import runs
+from bakeoff.decide.figures import (
+    _items,
+    as_number,
+    choosing_split,
+    prompting_quality,
+)
+
+LN2 = math.log(2)
+MOVE_TOL = 0.01  # nats: a preference loss this close to ln 2 (where DPO starts) without a standard error of its own
+
+
+def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
+    """Derived runs that did not move from their parent: identical answers on every test item, and a preference
+    loss on its validation pairs within the noise of ln 2 (two standard errors where the curve has them, else
+    ``MOVE_TOL``), the loss of a policy still equal to its reference. Their ``convergence`` is set to say so."""
+    out = {}
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    for child, parent in parents.items():
+        a, b = rows.get(child), rows.get(parent)
+        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+            continue
+        mine, theirs = _items(child, "prediction"), _items(parent, "prediction")
+        if not mine or mine != theirs:
+            continue
+        curve = ((runs.read_json(runs.train_record(child)) or {}).get("val_curve") or [])
+        last = curve[-1] if curve else {}
+        loss, se = last.get("loss"), last.get("se")
+        if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
+            continue
+        out[child] = {"parent": parent, "identical": len(mine), "pref_loss": loss}
+        df.loc[df["name"] == child, "convergence"] = f"did not move from `{parent}`"
+    return out
+
+
+def verdict(df: pd.DataFrame, min_gain: float) -> dict:
+    """Fine-tune, prompting is enough, or inconclusive: the best variant's gain over the best prompting baseline
+    on the primary metric, judged by its paired bootstrap interval against ``min_gain``. Both winners are chosen on
+    the validation split (``choosing_split``); the gain and its interval are the test split's."""
+    best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
+    ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
+    if best_b is None or ok.empty:
+        why = "no prompting baseline finished" if best_b is None else "no fine-tuned variant finished"
+        return {"decision": "inconclusive", "reason": why, "min_gain": min_gain}
+    split = choosing_split(df)
+    col = "val_quality" if split == "val" else "quality"
+    top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
+    gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
+    out = {"variant": top["name"], "baseline": best_b, "gain": gain, "ci_low": lo, "ci_high": hi,
+           "min_gain": min_gain, "n_test": n, "chosen_on": "validation" if split == "val" else "test"}
+    tied = [str(x) for x in ok.loc[ok[col] == top[col], "name"]]
+    if len(tied) > 1:  # a tie for the leader: the rule that broke it is said, not hidden in a sort
+        out["tie"] = {"runs": tied, "at": float(top[col]), "split": out["chosen_on"],
+                      "rule": "the first listed in params.yaml leads"}
+    against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
+    if isinstance(against, str):
+        out["baseline_figure"] = against
+    said = f"`{best_b}` ({against})" if isinstance(against, str) else f"`{best_b}`"
+    t = out.get("tie")
+    lead = (f"`{top['name']}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top['name'])}` at {t['at']:.1%} on "
+            f"{t['split']}; {t['rule']})" if t else f"`{top['name']}`")
+    if lo > min_gain:
+        out.update(decision="fine-tune",
+                   reason=f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval "
+                          f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
+    elif hi < min_gain:
+        out.update(decision="prompting is enough",
+                   reason=f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, "
+                          f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
+    else:
+        half = (hi - lo) / 2
+        gap = abs(gain - min_gain)
+        # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
+        # rounded before the ceiling: float noise in the gain (0.09999999999999998) must not add an example
+        need = math.ceil(round(n * (half / gap) ** 2, 6)) if gap > 1e-9 else None
+        settle = (f"about {need} would settle it" if need
+                  else "no test set size would settle it: the gain sits at min_gain")
+        out.update(decision="inconclusive", examples_needed=need,
+                   reason=f"{lead} gains {gain * 100:+.1f} points over {said}; {n} test examples "
+                          f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
+                          f"contains min_gain {min_gain * 100:.1f}; {settle}")
+    return out
+
+
+FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
+
+
+def _cheap_fixes(b, searched: bool) -> dict[str, bool]:
+    """Which cheap fixes prompting arm ``b`` ran (``searched=False``: the prompt it ran with) or tried (``True``: that
+    prompt or any value of its search space)."""
+    def values(key):
+        return [getattr(b, key), *(((b.search or {}).get(key) or []) if searched else [])]
+
+    return {"an instruction": any(values("instruction")),
+            "8 or more nearest shots": max(values("shots")) >= 8 and "nearest" in values("selection")}
+
+
+def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
+    """Knowledge or format, per prompting baseline: when far more of its answers *contain* the reference than
+    match it (``contains_reference`` − quality ≥ ``FORMAT_GAP``), the base model knows the answers and fails on
+    their form, and a cheap fix may close the gap before any training. Each finding names what it tried (shots,
+    selection, instruction, label choice), what another prompting arm tried (as written or in its search), and
+    what no arm tried."""
+    out, by_arms = [], {}
+    for n, b in baselines.items():
+        for what in (what for what, yes in _cheap_fixes(b, True).items() if yes):
+            by_arms.setdefault(what, []).append(n)
+    for _, r in df[(df["kind"] == "baseline") & (df["status"] == "ok")].iterrows():
+        contains, quality = r.get("contains_reference"), prompting_quality(r)
+        if not isinstance(contains, (int, float)) or contains != contains or contains - quality < FORMAT_GAP:
+            continue
+        b = baselines.get(r["name"])
+        choice = r.get("quality_label_choice")
+        tried = [f"{b.shots} shot{'s' if b.shots != 1 else ''}" + (f" ({b.selection})" if b.shots else "")
+                 if b else "?", f"instruction {b.instruction!r}" if b and b.instruction else "no instruction"]
+        if isinstance(choice, (int, float)) and choice == choice:
+            tried.append(f"label choice ({choice:.0%})")
+        ran, searched = (_cheap_fixes(b, False), _cheap_fixes(b, True)) if b else ({}, {})
+        fixes = {"an instruction": f"an instruction that fixes the form (baselines.{r['name']}.instruction)",
+                 "8 or more nearest shots": "more or nearer shots"}
+        elsewhere, left = [], []
+        for what, fix in fixes.items():
+            others = [a for a in by_arms.get(what, []) if a != r["name"]]
+            if ran.get(what):  # in the prompt it ran with, named above
+                continue
+            if searched.get(what):  # its own search tried it and chose otherwise on validation
+                tried.append(f"{what} (in its search, not chosen)")
+            elif others:
+                elsewhere.append(f"{what} ({', '.join(others)})")
+            else:
+                left.append(fix)
+        left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
+        out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
+                    "tried": tried, "tried_elsewhere": elsewhere, "left": left,
+                    "line": f"`{r['name']}` fails on format, not knowledge: {contains:.0%} of its answers contain the "
+                            f"reference, {quality:.0%} score on the primary metric. Tried: {', '.join(tried)}."
+                            + (f" Tried by other prompting arms: {'; '.join(elsewhere)}." if elsewhere else "")
+                            + (f" Not tried: {'; '.join(left)}." if left else "")})
+    return out
+
+
+def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card: dict | None) -> dict:
+    """The money side of the verdict: the verdict's variant all in on the sizing target (``costs``: name →
+    ``all_in``), the prompt tokens each request saves, and the daily volume above which serving it on its own card
+    costs less than pay-per-token prompting (``break_even``). The break-even follows the verdict: given for
+    "fine-tune", given as what it would be if the gain held for "inconclusive", not given for "prompting is enough"
+    (the card would serve a worse answer)."""
+    out: dict = {}
+    if "variant" not in v:
+        return out
+    rows = {r["name"]: r for _, r in df.iterrows()}
+    var, base = rows[v["variant"]], rows[v["baseline"]]
+    prompt = float(base.get("prompt_tokens_per_request") or 0)
+    saved = prompt - float(var.get("prompt_tokens_per_request") or 0)
+    out["variant"] = v["variant"]
+    out["prompt_tokens_saved_per_request"] = round(saved, 1)
+    out["usd_saved_per_request"] = saved / 1000 * price_per_1k
+    out["train_wall_s_here"] = var.get("train_wall_s")
+    c = costs.get(v["variant"])
+    if c:
+        out["all_in"] = c
+    from bakeoff.decide.costs import break_even
+
+    endpoint_usd = as_number(base.get("usd_per_request"))  # an endpoint baseline: its measured tokens, its prices
+    endpoint_usd = None if endpoint_usd == float("-inf") else endpoint_usd
+    be = break_even(prompt, price_per_1k, serve_card, endpoint_usd)
+    if be and endpoint_usd is not None:
+        be["priced_by"] = "endpoint"
+    if be:
+        key = {"fine-tune": "break_even", "inconclusive": "break_even_if_gain_held"}.get(v["decision"])
+        out.update({k: x for k, x in be.items() if k != "break_even_requests_per_day"})
+        if key:
+            out[key + "_requests_per_day"] = be["break_even_requests_per_day"]
+    return out

@@ -1,0 +1,100 @@
+"""One prompting baseline evaluated as the baseline stage runs it (``baseline@<name>``): the untouched base model (or
+a model behind an OpenAI-compatible endpoint) under one prompting strategy: zero-shot, k fixed shots or the k nearest
+training examples per test item, each with an optional instruction; the same chat template, decoding and metrics as
+the variants. The base as it is also gets the model-level checks (preference pairs, the forgetting probe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from bakeoff.core import runs, tracking
+from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
+from bakeoff.data.examples import Example, write_jsonl
+from bakeoff.data.prompts import few_shot_messages, shot_picker
+from bakeoff.evaluate.local import EvalInputs, evaluate_examples, run_lm_eval, side_check
+from bakeoff.search.space import as_run
+
+BASE = runs.BASE
+
+
+def describe(b) -> str:
+    what = "zero-shot" if not b.shots else f"{b.shots}-shot {'nearest' if b.selection == 'nearest' else 'fixed'}"
+    who = f" of {b.endpoint['model']} at an endpoint" if b.endpoint else ""
+    return what + (" + instruction" if b.instruction else "") + " prompting" + who
+
+
+def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
+    """An endpoint baseline: the same prompts sent to an OpenAI-compatible server (bakeoff.evaluate.endpoint). The
+    key and the URL are checked before the first request; the answers are cached, so a rerun sends none."""
+    from bakeoff.evaluate import endpoint
+
+    ep = endpoint.Endpoint.from_spec(b.endpoint)
+    ep.check_key()  # an unset key variable is the user's to fix: the stage stops, naming it, before any request
+    record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model, "concurrency": ep.concurrency,
+                        "price": b.price}
+
+    def work():
+        served = ep.preflight()  # a server that does not answer or refuses the key: this baseline's failure
+        record["engine"]["model_listed"] = ep.model in served if served else None
+        metrics, rows = endpoint.evaluate(ep, inputs.test, inputs.val, inputs.plan, to_prompt, b.price, name)
+        record["engine"]["label_choice"] = metrics.pop("label_choice", "no label set: generation only")
+        write_jsonl(runs.predictions(name), rows)
+        metrics["serving_dtype"] = "endpoint"
+        return metrics
+    return work
+
+
+def evaluate_baseline(params, name: str) -> None:
+    """The baseline stage: score the baseline (as its prompt search chose it) and write its record."""
+    b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
+    inputs = EvalInputs.load(runs.PREPARED, params)
+    pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
+
+    def to_prompt(e: Example) -> list[dict]:
+        return few_shot_messages(e, pick(e), b.instruction)
+
+    logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval), "tuned": tuned}
+    record = {"name": name, "kind": "baseline", "technique": describe(b)}
+    remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
+    with tracking.run(params, name, "baseline", record["technique"], logged) as run:
+        record["run_id"] = run.info.run_id
+        runs.guarded(record, remote or (lambda: local_work(params, b, name, inputs, to_prompt, record)))
+        if record["status"] != "ok":
+            write_jsonl(runs.predictions(name), [])
+        tracking.log_metrics(record["metrics"])
+        tracking.mark(record)
+    runs.finish(record, runs.eval_record(name))
+
+
+def local_work(params, b, name: str, inputs, to_prompt, record: dict) -> dict:
+    """The local base model: the test split (resumable), then its side checks, each failing alone."""
+    serving = resolve_precision(params.eval.dtype)
+    model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)
+    resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
+                         f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}")
+    as_is = not b.shots and not b.instruction  # the base model as it is: the model-level checks run here
+    metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan, to_prompt,
+                                      pairs=inputs.pairs if as_is else None, desc=name, label_choice=True,
+                                      resume=resume)
+    metrics["serving_dtype"] = serving
+    write_jsonl(runs.predictions(name), rows)
+    resume.finish()
+    if params.eval.lm_eval != "off":  # each side check's failure is its own, never the baseline's
+        side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
+            inputs, rows, {"pretrained": str(BASE)}, tok, runs.work_dir(name) / "lm_eval", to_prompt,
+            torch_name(serving), params.eval.lm_eval))
+    if params.eval.probe and as_is:
+        from bakeoff.evaluate.lmeval import run_probe
+
+        side_check(record, metrics, "probe", lambda: {**run_probe(
+            model, tok, runs.work_dir(name) / "probe", params.eval.batch_size, limit=params.eval.probe_limit),
+            "general_kl": 0.0})  # the base itself
+    if params.eval.lm_eval_tasks and as_is:
+        from bakeoff.evaluate.lmeval import run_standard
+
+        def standard():
+            record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,
+                                                   params.eval.batch_size, params.eval.lm_eval_limit)
+        side_check(record, metrics, "lm_eval_tasks", standard)
+    return metrics

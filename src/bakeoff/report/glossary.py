@@ -1,0 +1,49 @@
+"""The glossary every report term links to: one line a term, what it means and where it is defined."""
+
+from __future__ import annotations
+
+GLOSSARY = [
+    ("quality", "the primary metric (`task.metric`) on the test split"),
+    ("95% CI / interval",
+     "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/core/measure.py`"),
+    ("Δ vs best prompt",
+     "a variant's gain over the prompting baseline best on validation, in points, with its interval"),
+    ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
+    ("group (rank group)", ("runs the test split cannot tell apart from the group's leader: exact McNemar test, "
+                           "Holm-adjusted over every pair, p ≥ 0.05")),
+    ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
+    ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
+    ("equivalent within k points",
+     "a paired TOST at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
+    ("val quality", "the primary metric on the validation split, which picks every winner"),
+    ("converged? / still improving", ("how training ended: still improving means its validation loss was still "
+                                     "falling beyond noise at max_steps, so more steps may change its rank")),
+    ("label choice", "the answer chosen among `task.labels` by likelihood instead of free generation"),
+    ("format-only misses", "answers right but for case, punctuation or spacing"),
+    ("contains ref", "answers that contain the reference, format aside"),
+    ("lm-eval EM", "lm-evaluation-harness's exact match on the same split: a cross-check of prompts and metric"),
+    ("pref acc / pref margin", ("held-out preference pairs whose chosen answer is more likely / the mean "
+                               "log-probability margin in nats")),
+    ("tok/s, step s, wall s", "training tokens per second (steady state), median optimizer-step time, whole run"),
+    ("peak RSS / reserved MB", "peak resident memory of the process (CPU) / CUDA allocator reserve (GPU)"),
+    ("saved MB", "bytes on disk of what a variant saves (adapter or full weights)"),
+    ("p25, p50, p75, p95 s", "per-request latency at batch 1: quartiles, median, 95th percentile"),
+    ("unmerged", "an adapter served beside its base rather than merged into it"),
+    ("MFU / HFU", ("model / hardware FLOP utilisation: useful (or executed, recompute counted) FLOP/s over the "
+                  "card's peak")),
+    ("smallest card / cheapest card", ("the card with the least memory that holds the job / the one with the "
+                                      "lowest price for the whole job (a faster card can cost less in all)")),
+    ("all in", "training + the arm's share of the search it used + its parent's all-in cost"),
+    ("search share", "a search used by k arms (`tune.share`) carries 1/k of its tokens into each"),
+    ("adopted trial", "a search trial that is the very run training would do, kept as the training run"),
+    ("break-even", ("the daily requests above which serving the fine-tuned model on its own card costs less "
+                   "than paying per prompt token")),
+    ("probe / Δ probe", "share of the 200 offline general questions right / its change against the base model"),
+    ("KL to base", "mean per-token KL divergence from the base model on 24 general instructions (nats)"),
+    ("control (quantized base)", "the 4-bit base QLoRA trains on, untrained, scored like every run"),
+    ("projected", "computed from the sizing model and assumed inputs, not measured"),
+]
+
+
+def glossary_lines() -> list[str]:
+    return ["## Glossary", "", *[f"- **{t}**: {d}." for t, d in GLOSSARY], ""]

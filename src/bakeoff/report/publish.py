@@ -1,0 +1,57 @@
+"""The report in MLflow: the repro's parent run holding every report file, each current arm nested under it, and the
+recommended run registered as the champion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bakeoff.core import runs, tracking
+
+
+def champion_of(params, rec: dict) -> dict | None:
+    """Register the recommended run (its weights or adapter, its records, params.yaml) as the champion."""
+    name = rec.get("run")
+    ev = runs.read_json(runs.eval_record(name)) if name else None
+    if not ev or not ev.get("run_id"):
+        return None
+    files = {p.name: p for p in (runs.eval_record(name), runs.train_record(name), runs.tuned_record(name),
+                                 runs.predictions(name), Path("params.yaml")) if p.exists()}
+    folder = runs.variant_dir(name) if name in params.variants and runs.variant_dir(name).exists() else None
+    try:  # a store without a model registry, or a failed upload, leaves the report and the runs as they are
+        return tracking.register_champion(params, ev["run_id"], files, folder)
+    except Exception as e:
+        print(f"MLflow: the champion was not registered ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        return None
+
+
+def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
+    """The repro's parent run with the report's files, every current arm nested under it, the champion."""
+    v, names = d.verdict, list(d.runs["name"])
+    parent = tracking.summary_run(params, names,
+                                  tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
+                                        "best_baseline": v.get("baseline", ""),
+                                        "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
+                                        "recommendation": (v["recommendation"] or {}).get("line", ""),
+                                        "quick_look": str(bool(params.verdict.quick_look)).lower()},
+                                  metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
+                                  files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
+                                  tables={"pairwise.json": d.pairwise})
+    nested = tracking.nest_repro(params, parent, names)
+    print(f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
+          "tagged superseded")
+    champion = champion_of(params, v.get("recommendation") or {})
+    if champion:
+        print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
+
+
+def say(paths: dict[str, Path], verbose: bool) -> None:
+    """The verdict and the recommendation on the console, then where the rest is (everything with verbose)."""
+    md = paths["md"].read_text()
+    if verbose:
+        print(md)
+        return
+    after = md.split("## Verdict", 1)[-1].split("\n## ", 1)[0]
+    paragraphs = [p.strip() for p in after.split("\n\n") if p.strip()]
+    for p in paragraphs[:2]:
+        print(f"[compare] {p}")
+    print(f"[compare] the report: {paths['md']} ({paths['html']}: one page, plots inline)")

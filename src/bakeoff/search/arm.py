@@ -1,0 +1,111 @@
+"""One arm's search as the tune stage runs it (``tune@<variant>``, ``tune_prompt@<baseline>``, ``tune_from@<variant>``):
+the search (``bakeoff.search.trials``, ``bakeoff.search.prompt``) inside its MLflow run, each trial a child run, and
+runs/<name>/tuned.json, which the arm's train or baseline stage reads. With ``tune.trials: 0`` it writes an empty
+choice without loading torch; a search that cannot run is the arm's note, and the arm trains as written.
+"""
+
+from __future__ import annotations
+
+from bakeoff.core.errors import UserError
+
+
+def tune_arm(params, name: str) -> None:
+    """The tune stage: this arm's search (or a note that it is off, or why it stopped), written to its tuned.json."""
+    baseline = name in params.baselines
+    if not baseline:
+        params.variant(name)  # a clear error for a name that is neither
+    from bakeoff.core import runs
+
+    target = params.tune.share.get(name, name)
+    if not params.tune.trials or (baseline and not params.baseline(name).search):
+        why = "tune.trials is 0" if not params.tune.trials else f"baselines.{name} has no search"
+        runs.write_json(runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "status": "off",
+                                                  "skipped": why})
+        print(f"[{name}] not tuned: {why}")
+        return
+    try:
+        rec = {"status": "ok", **(tune_prompt(params, name) if baseline else tune_one(params, name, target))}
+    except UserError:
+        raise
+    except Exception as e:  # a search that cannot run is this arm's note, not the pipeline's end: it trains as written
+        status, reason = runs.classify(e)
+        rec = {"name": name, "values": {}, "trials": [], "status": status, "error": reason,
+               "skipped": f"the search stopped ({status}: {reason.splitlines()[0][:300]}): params.yaml's values stand"}
+    runs.write_json(runs.tuned_record(name), rec)
+    print(f"[{name}] {'shares ' + repr(target) + ': ' if target != name else ''}"
+          f"{rec.get('skipped') or rec['values']} ({len(rec['trials'])} trials, {rec.get('n_pruned', 0)} pruned)")
+
+
+
+def trial_logger(name: str):
+    """Each trial as an MLflow child run of the `<name>.tune` run: its values, its score, its validation curve."""
+    from bakeoff.core import tracking
+
+    def log_trial(number: int, values: dict, result: dict) -> None:
+        import mlflow
+
+        with mlflow.start_run(run_name=f"{name} trial {number}", nested=True,
+                              tags={"bakeoff.name": f"{name}.tune", "kind": "trial", "state": result["state"]}):
+            mlflow.log_params({k: str(v) for k, v in values.items()})
+            tracking.log_metrics({k: result[k] for k in ("value", "tokens_seen", "wall_s") if k in result})
+            for point in result.get("val_curve") or []:
+                tracking.log_metrics({"val_loss": point["loss"]}, step=point["step"])
+        print(f"[{name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+
+    return log_trial
+
+
+def _summarise(rec: dict) -> None:
+    from bakeoff.core import tracking
+
+    tracking.set_tags({"chosen": rec.get("values"), "skipped": rec.get("skipped", "")})
+    tracking.log_metrics({k: rec[k] for k in ("best_value", "tune_tokens", "tune_wall_s") if k in rec})
+
+
+def tune_one(params, name: str, target: str) -> dict:
+    from bakeoff.core import runs, tracking
+    from bakeoff.search import trials
+    from bakeoff.search.space import objective_of
+
+    v = params.variant(target)
+    logged = {"tune": {"trials": params.tune.trials, "trial_steps": params.tune.trial_steps,
+                       "objective": objective_of(params.tune, v), "pruner": params.tune.pruner,
+                       "space": params.tune.spaces.get(v.technique)}, "shares": target}
+    with tracking.run(params, f"{name}.tune", "tune", v.technique, logged):
+        rec = trials.search_variant(params, target, runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"),
+                                    score_fn=val_metric(params), log_trial=trial_logger(name))
+        _summarise(rec)
+    return {**rec, "variant": name, **({"shared_from": target} if target != name else {})}
+
+
+def tune_prompt(params, name: str) -> dict:
+    from bakeoff.core import runs, tracking
+    from bakeoff.search import prompt
+
+    logged = {"tune": {"trials": params.tune.trials, "space": params.baseline(name).search}}
+    with tracking.run(params, f"{name}.tune", "tune", "prompting", logged):
+        rec = prompt.search_prompt(params, name, runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune"),
+                                   log_trial=trial_logger(name))
+        _summarise(rec)
+    return rec
+
+
+def val_metric(params):
+    """``objective: metric``: the trial's model, served as the pipeline serves it, scored on the validation split."""
+    def score_fn(variant, out_dir) -> float:
+        from bakeoff.core import runs
+        from bakeoff.core.models import load_tokenizer, resolve_precision
+        from bakeoff.evaluate.generation import generate
+        from bakeoff.evaluate.local import EvalInputs
+        from bakeoff.evaluate.scoring import score
+        from bakeoff.train.techniques import get_technique
+
+        inputs = EvalInputs.load(runs.PREPARED, params)
+        model = get_technique(variant.technique).load_for_eval(runs.BASE, out_dir, variant,
+                                                               resolve_precision(params.eval.dtype))
+        tok = load_tokenizer(runs.BASE)
+        preds, _ = generate(model, tok, [e.messages for e in inputs.val], inputs.plan.max_new_tokens,
+                            inputs.plan.batch_size, desc="trial val")
+        return score(params.task.metric, preds, [e.completion for e in inputs.val], inputs.plan.labels)[0]
+    return score_fn
+

@@ -1,0 +1,104 @@
+"""The prompting baseline's search: tune.trials points of its grid (shots, selection, instruction), each scored on the
+validation split, the best kept."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bakeoff.search.study import _sampler_and_pruner, grid_order, open_study, run_study, values_drawn
+from bakeoff.search.trials import trial_failure, with_recipe
+
+
+def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, log_trial=None) -> dict:
+    """The prompting arm searched like a variant: ``tune.trials`` points of baseline ``name``'s ``search`` space
+    (shots, selection, instruction), each scored on the validation split with the base model in the serving dtype
+    (the better of free generation and label choice where labels exist). A shot count whose prompts do not fit the
+    model's context is pruned."""
+    tc, b = params.tune, params.baseline(name)
+    recipe = {k: getattr(b, k, None) for k in b.search or {}}  # trial 0: the baseline as params.yaml writes it
+    space = with_recipe({k: {"choices": v} for k, v in (b.search or {}).items()}, recipe)
+    if not tc.trials or not space:
+        return {"baseline": name, "values": {}, "trials": [], "searched": b.search,
+                "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search"}
+    s = PromptSearch(params, name, b, space, base_dir, data_dir, log_trial)
+    study, storage = open_study(params, name, space, data_dir, work_dir, "maximize")
+    rec = run_study(study, s.objective, tc.trials, url=storage, recipe=recipe, grid=grid_order(space, tc.seed, recipe),
+                    sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0])
+    twin = next((t for t in rec["trials"] if t.get("recipe")), None)
+    return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
+            **rec, **({"recipe": {"values": recipe, "state": twin["state"], "value": twin.get("value")}} if twin
+                      else {})}
+
+
+class PromptSearch:
+    """The base model loaded once for every trial of one prompting baseline's search."""
+
+    def __init__(self, params, name: str, b, space: dict, base_dir: Path, data_dir: Path, log_trial):
+        from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
+        from bakeoff.evaluate.local import EvalInputs
+
+        self.params, self.name, self.b, self.space, self.log_trial = params, name, b, space, log_trial
+        self.inputs = EvalInputs.load(data_dir, params)
+        self.model = load_for_eval(base_dir, precision=resolve_precision(params.eval.dtype))
+        self.tok = load_tokenizer(base_dir)
+        self.context = getattr(self.model.config, "max_position_embeddings", None) or 10 ** 9
+
+    def prompts(self, cfg: dict) -> list[list[dict]]:
+        """The validation prompts at this trial's shots, selection and instruction."""
+        from bakeoff.data.prompts import few_shot_messages, shot_picker
+
+        b, inputs = self.b, self.inputs
+        shots, selection = cfg.get("shots", b.shots), cfg.get("selection", b.selection)
+        pick = shot_picker(inputs.train, shots, selection, self.params.task.seed)
+        return [few_shot_messages(e, pick(e), cfg.get("instruction", b.instruction)) for e in inputs.val]
+
+    def objective(self, trial):
+        import optuna
+
+        from bakeoff.data.prompts import encode, render_prompt
+
+        cfg = {k: trial.suggest_categorical(k, spec["choices"]) for k, spec in self.space.items()}
+        values_drawn()
+        t_start = time.perf_counter()
+        prompts = self.prompts(cfg)
+        tokens = [len(encode(self.tok, render_prompt(self.tok, p))) for p in prompts]
+        trial.set_user_attr("prompt_tokens_per_request", round(sum(tokens) / len(tokens), 1))
+        result = {"state": "pruned"}
+        try:
+            if max(tokens) + self.inputs.plan.max_new_tokens > self.context:
+                shots = cfg.get("shots", self.b.shots)
+                raise optuna.TrialPruned(f"{shots} shots do not fit the context ({max(tokens)} prompt tokens, "
+                                         f"{self.context} at most)")
+            value = self.score(trial, prompts)
+            result = {"state": "complete", "value": value}
+            return value
+        except optuna.TrialPruned:
+            raise
+        except Exception as e:  # out of memory on long prompts, a crash: this trial's result
+            result.update(trial_failure(e))
+            for k in ("status", "error", "peak_mb"):
+                trial.set_user_attr(k, result[k])
+            raise
+        finally:
+            result["wall_s"] = round(time.perf_counter() - t_start, 1)
+            trial.set_user_attr("wall_s", result["wall_s"])
+            if self.log_trial:
+                self.log_trial(trial.number, cfg, result)
+
+    def score(self, trial, prompts: list[list[dict]]) -> float:
+        """The primary metric on validation: free generation, or label choice where labels exist and it is better."""
+        from bakeoff.evaluate.generation import generate
+        from bakeoff.evaluate.logprobs import choose_labels
+        from bakeoff.evaluate.scoring import score
+
+        plan, metric, refs = self.inputs.plan, self.params.task.metric, [e.completion for e in self.inputs.val]
+        preds, _ = generate(self.model, self.tok, prompts, plan.max_new_tokens, plan.batch_size,
+                            desc=f"{self.name} trial")
+        value = free = score(metric, preds, refs, plan.labels)[0]
+        if plan.labels:
+            choice = score(metric, choose_labels(self.model, self.tok, prompts, plan.labels), refs, plan.labels)[0]
+            trial.set_user_attr("label_choice", choice)
+            value = max(free, choice)
+        trial.set_user_attr("free_generation", free)
+        return value

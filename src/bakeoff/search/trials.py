@@ -1,0 +1,326 @@
+"""The search of the tune stage: an Optuna study per variant, its trials short runs of the shared training loop,
+pruned on validation loss and judged on the validation split (the test split is never read).
+
+    rec = search(params, "lora", runs.BASE, runs.PREPARED, runs.work_dir("lora.tune"))
+    rec["values"]   # {"lr": 0.0012}: what train@lora trains with (bakeoff.search.space.apply)
+
+Samplers: a finite space (every dimension a list of choices) is tried point by point (grid); otherwise TPE, seeded.
+The study lives in ``tune.storage`` (a local SQLite file by default): a killed search continues where it stopped, a
+variant that shares another's search finds it complete, and several machines can work on one study.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from bakeoff.search.space import apply, run_identity, rung_steps, trial_variant
+from bakeoff.search.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
+
+
+def recipe_values(variant, space: dict) -> dict:
+    """The plain recipe's point of ``space``: the values params.yaml writes for the variant (its twin, trial 0)."""
+    from dataclasses import fields
+
+    train = {f.name for f in fields(variant.train)}
+    return {k: getattr(variant.train, k) if k in train else variant.options.get(k) for k in space}
+
+
+def with_recipe(space: dict, recipe: dict) -> dict:
+    """``space`` with the recipe's value added to each list of choices that lacks it: trial 0, the plain recipe,
+    is a point of every search, so the choice is never worse on validation than what params.yaml writes."""
+    return {k: ({**spec, "choices": [recipe[k], *spec["choices"]]} if "choices" in spec and recipe.get(k)
+                not in spec["choices"] else spec) for k, spec in space.items()}
+
+
+EDGE, WIDEN_MAX = 0.1, 2  # a choice within 10% of its range's end (log scale where the range is) is at the edge
+
+
+def widened(space: dict, best: dict, widenings: list) -> tuple[dict, list]:
+    """``space`` widened on every side where ``best`` (the best finished trial's values) sits at its edge: the bound
+    moves out by half the range (log scale: by √(high/low)), at most ``WIDEN_MAX`` times a side; returns the space
+    and the widenings so far (each {param, side, from, to})."""
+    import math
+
+    space, widenings = {k: dict(v) for k, v in space.items()}, list(widenings)
+    for k, spec in space.items():
+        if "choices" in spec or k not in best:
+            continue
+        lo, hi, log, x = spec["low"], spec["high"], bool(spec.get("log")), best[k]
+        f = (lambda v: math.log(v)) if log else (lambda v: v)
+        pos = (f(x) - f(lo)) / (f(hi) - f(lo))
+        for side, at in (("high", pos >= 1 - EDGE), ("low", pos <= EDGE)):
+            if not at or sum(w["param"] == k and w["side"] == side for w in widenings) >= WIDEN_MAX:
+                continue
+            if log:
+                new = hi * math.sqrt(hi / lo) if side == "high" else lo / math.sqrt(hi / lo)
+            else:
+                new = hi + (hi - lo) / 2 if side == "high" else lo - (hi - lo) / 2
+            if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not log:
+                new = round(new)
+            widenings.append({"param": k, "side": side, "from": spec[side], "to": float(f"{new:.3g}")})
+            spec[side] = float(f"{new:.3g}") if not isinstance(new, int) else new
+    return space, widenings
+
+
+def into_new_region(best: dict, new: list, space: dict) -> dict:
+    """The values of the trial that tries a range just widened: the best trial's, with each widened parameter at the
+    middle (log scale where the range is) of the stretch the widening added, beyond the old edge."""
+    import math
+
+    point = dict(best)
+    for w in new:
+        log = bool(space[w["param"]].get("log"))
+        mid = math.sqrt(w["from"] * w["to"]) if log else (w["from"] + w["to"]) / 2
+        point[w["param"]] = round(mid) if isinstance(space[w["param"]]["low"], int) and not log else mid
+    return point
+
+
+def outside(widenings: list, trials: list) -> list:
+    """Each widening with ``trials_outside``: how many of the search's trials (the recipe, written by hand, aside)
+    ran beyond the range's old edge."""
+    def beyond(t, w):
+        x = (t.get("values") or {}).get(w["param"])
+        return not t.get("recipe") and x is not None and (x > w["from"] if w["side"] == "high" else x < w["from"])
+    return [{**w, "trials_outside": sum(beyond(t, w) for t in trials)} for w in widenings]
+
+
+def suggest(trial, name: str, spec: dict):
+    if "choices" in spec:
+        return trial.suggest_categorical(name, spec["choices"])
+    kind = trial.suggest_int if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log") \
+        else trial.suggest_float
+    return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
+
+
+def beyond_noise(value: float, others: list[tuple[float, list | None]], rows: list | None, z: float,
+                 minimize: bool = True) -> bool:
+    """Whether ``value`` (this trial's validation loss at a step, ``rows`` its per-row losses) is worse than the best
+    of ``others`` (the other trials' (loss, per-row losses) at the same step) by more than ``z`` standard errors of
+    the gap. Both are scored on the same validation rows, so the gap's noise is the standard error of the per-row
+    differences (paired, as early stopping judges two evaluations); without per-row losses on both sides (DPO) any
+    gap counts. Successive halving may stop a trial only then."""
+    from bakeoff.train.stopping import row_stats
+
+    if not others:
+        return True
+    best_value, best_rows = (min if minimize else max)(others, key=lambda o: o[0])
+    gap = value - best_value if minimize else best_value - value
+    paired = rows and best_rows and len(rows) == len(best_rows) and len(rows) > 1
+    se = row_stats([a - b for a, b in zip(rows, best_rows)])[1] if paired else 0.0
+    return gap > z * se
+
+
+def pruning_callback(trial, noise_z: float = 2.0):
+    """A TrainerCallback reporting each evaluation's loss to ``trial`` (its per-row losses kept in the trial, for
+    the trials after it) and stopping the run when Optuna prunes it and its loss is worse than the best at that step
+    beyond the paired noise (``beyond_noise``; the trainer's stopping rule puts the per-row losses in
+    ``eval_row_losses``)."""
+    import optuna
+    from transformers import TrainerCallback
+
+    class Report(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            if metrics and "eval_loss" in metrics:
+                if trial.study.direction != optuna.study.StudyDirection.MINIMIZE:
+                    return  # judged on the task metric at the end: a loss at a rung says nothing of it
+                step, value, rows = state.global_step, metrics["eval_loss"], metrics.get("eval_row_losses")
+                trial.report(value, step)
+                if rows:
+                    trial.set_user_attr(f"rows@{step}", [round(x, 6) for x in rows])
+                if not trial.should_prune():
+                    return
+                done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+                others = [(t.intermediate_values[step], t.user_attrs.get(f"rows@{step}"))
+                          for t in trial.study.get_trials(deepcopy=False, states=done)
+                          if step in t.intermediate_values]
+                if beyond_noise(value, others, rows, noise_z):
+                    raise optuna.TrialPruned(f"validation loss {value:.4f} at step {step}")
+
+    return Report()
+
+
+def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, score_fn=None,
+                   log_trial=None) -> dict:
+    """Run (or continue) the study of variant ``name``; return the record train@<name> reads.
+
+    ``score_fn(variant, out_dir) → float``: the primary metric on the validation split, for ``objective: metric``.
+    ``log_trial(number, values, result)``: called once per finished or pruned trial (the stage logs it to MLflow).
+    """
+    from bakeoff.train.techniques import get_technique
+
+    tc, v = params.tune, params.variant(name)
+    space = tc.spaces.get(v.technique) or {}
+    technique = get_technique(v.technique)
+    rows, val = technique.load_rows(data_dir), technique.val_rows(data_dir)
+    if not tc.trials or not space or not val:
+        why = ("tune.trials is 0" if not tc.trials else f"tune.spaces has no {v.technique!r} space" if not space
+               else f"{v.technique} has no validation rows to judge trials on")
+        return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
+    return VariantSearch(params, name, technique, rows, val, space, base_dir, data_dir, work_dir, score_fn,
+                         log_trial).run()
+
+
+class VariantSearch:
+    """One variant's study: each trial a short run of the shared training loop, pruned on validation loss, judged on
+    the validation split; the recipe first, the range widened on the evidence in the second half."""
+
+    def __init__(self, params, name, technique, rows, val, space, base_dir, data_dir, work_dir, score_fn, log_trial):
+        from bakeoff.core import runs
+        from bakeoff.core.models import resolve_precision
+        from bakeoff.search.space import objective_of
+
+        self.tc, self.v, self.name, self.technique = params.tune, params.variant(name), name, technique
+        self.rows, self.val, self.base_dir, self.data_dir = rows, val, base_dir, data_dir
+        self.work_dir, self.score_fn, self.log_trial = work_dir, score_fn, log_trial
+        self.judged_by = objective_of(self.tc, self.v)
+        self.direction = "minimize" if self.judged_by == "val_loss" else "maximize"
+        self.rung = rung_steps(self.v, self.tc)
+        self.recipe = recipe_values(self.v, space)
+        self.space = with_recipe(space, self.recipe)
+        self.study, self.storage = open_study(params, name, self.space, data_dir, work_dir, self.direction, self.rung)
+        self.precision = resolve_precision(self.v.train.precision)
+        self.parent = runs.variant_dir(self.v.parent) if self.v.parent else None
+
+    def widen(self):
+        """Under the study's lock, before a trial is drawn: the second half follows the evidence."""
+        study, space, tc = self.study, self.space, self.tc
+        counted = [t for t in study.get_trials(deepcopy=False) if counts(t)]
+        best = _best_finished(study, self.direction)
+        if finite(space) or best is None or len(counted) < max(2, tc.trials // 2):
+            return None
+        before = study.user_attrs.get("widened") or []
+        current, widenings = widened(study.user_attrs.get("space") or space, best.params, before)
+        if len(widenings) == len(before):
+            return None
+        study.set_user_attr("space", current)
+        study.set_user_attr("widened", widenings)
+        return into_new_region(best.params, widenings[len(before):], current)  # the next trial tries it
+
+    def objective(self, trial):
+        """One trial: the variant at the drawn values, trained at full length unless pruned, its score."""
+        import optuna
+
+        from bakeoff.train.trainer import train
+
+        v, study = self.v, self.study
+        current = study.user_attrs.get("space") or self.space
+        values = {k: suggest(trial, k, spec) for k, spec in current.items()}
+        values_drawn()
+        tv = trial_variant(v, self.tc, values)
+        out = Path(self.work_dir) / f"trial-{trial.number}"
+        result = {"state": "pruned"}
+        t_start = time.perf_counter()
+        kept = False
+        try:
+            rec = train(self.technique, tv, self.base_dir, self.rows, out / "model", self.precision, out / "work",
+                        parent_dir=self.parent, val_rows=self.val,
+                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise)],
+                        judge_patience=v.train.early_stopping_patience)
+            value = rec["val_curve"][-1]["loss"] if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
+            result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
+                      "val_curve": rec["val_curve"]}
+            trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
+            trial.set_user_attr("val_curve", [{"step": p["step"], "loss": round(p["loss"], 5)}
+                                              for p in rec["val_curve"]])
+            kept = _keep_if_best(study, self.direction, value, out, rec, self.work_dir)
+            return value
+        except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
+            result["tokens_seen"] = (getattr(e, "partial_metrics", None) or {}).get("tokens_seen")
+            raise
+        except Exception as e:  # out of memory, unsupported, a crash: this trial's result, not the study's end
+            result.update(trial_failure(e))
+            for k in ("status", "error", "peak_mb"):
+                trial.set_user_attr(k, result[k])
+            raise  # Optuna records the trial as failed (run_study catches it) and the study goes on
+        finally:
+            result["wall_s"] = round(time.perf_counter() - t_start, 1)
+            trial.set_user_attr("tokens_seen", result.get("tokens_seen") or 0)
+            trial.set_user_attr("wall_s", result["wall_s"])
+            if self.log_trial:
+                self.log_trial(trial.number, values, result)
+            if not kept:
+                shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out / "work", ignore_errors=True)
+
+    def run(self) -> dict:
+        """The study's trials (across every worker), then the record: the choice, the recipe's trial, adoption."""
+        tc, space, study, recipe = self.tc, self.space, self.study, self.recipe
+        rec = run_study(study, self.objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None,
+                        url=self.storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, self.rung, n)[0],
+                        recipe=recipe, grid=grid_order(space, tc.seed, recipe) if finite(space) else None,
+                        propose=self.widen)
+        twin = next((t for t in rec["trials"] if t.get("recipe")), None)
+        out = {"variant": self.name, "storage": self.storage.split("://")[0],
+               "searched": study.user_attrs.get("space") or space, "space_written": space,
+               "widened": outside(study.user_attrs.get("widened") or [], rec["trials"]), "objective": self.judged_by,
+               "trial_steps": self.v.train.max_steps, "rung_steps": self.rung, **rec}
+        if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
+            out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
+            out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
+        adopt = adoptable(self.v, rec, Path(self.work_dir), self.data_dir, self.parent)
+        return {**out, **({"adopt": adopt} if adopt else {})}
+
+
+def trial_failure(e: BaseException) -> dict:
+    """What a trial that raised leaves in its record: its status (``runs.classify``: oom, skipped or failed), the
+    reason's first line, the tokens it trained and the peak memory it reached (MB; reserved CUDA memory on a GPU,
+    resident memory on CPU), both from the trainer's partial measurement."""
+    from bakeoff.core import runs
+
+    status, reason = runs.classify(e)
+    partial = getattr(e, "partial_metrics", None) or {}
+    peaks = [partial[k] for k in ("train_peak_reserved_mb", "train_peak_rss_mb") if partial.get(k)]
+    return {"state": status, "status": status, "error": reason.split("\n")[0][:500],
+            "tokens_seen": partial.get("tokens_seen") or 0, "peak_mb": peaks[0] if peaks else None}
+
+
+def _keep_if_best(study, direction: str, value: float, out: Path, rec: dict, work_dir: Path) -> bool:
+    """Keep this finished trial's model and record (``out``) when it is the best finished so far, dropping the one
+    kept before: train@ can adopt it instead of training the same run again (``adoptable``)."""
+    best = _best_finished(study, direction)
+    if best is not None and not (value < best.value if direction == "minimize" else value > best.value):
+        return False
+    for old in Path(work_dir).glob("trial-*"):
+        if old != out:
+            shutil.rmtree(old, ignore_errors=True)
+    from bakeoff.core import runs
+
+    runs.write_json(out / "record.json", rec)
+    return True
+
+
+def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None) -> dict | None:
+    """{trial, dir, fingerprint} when the chosen trial is the very run train@ would train: it finished at the full
+    length, the variant's own early stopping would not have stopped it and would have kept its last weights (its
+    best evaluation was its last), and its model and record were kept. train@ adopts it when its fingerprint
+    (bakeoff.search.space.run_identity, the data, the parent's run) matches; else it trains as usual."""
+    from bakeoff.core import runs
+    from bakeoff.train.trainer import fingerprint
+
+    if "best_trial" not in rec or v.train.seeds > 1 or v.train.processes > 1:
+        return None
+    trial = next(t for t in rec["trials"] if t["number"] == rec["best_trial"])
+    folder = Path(work_dir) / f"trial-{trial['number']}"
+    saved = runs.read_json(folder / "record.json")
+    if not saved or trial.get("would_stop_at") is not None or not (folder / "model").exists():
+        return None
+    if v.train.early_stopping_patience and saved["best_step"] != saved["stopped_at_step"]:
+        return None  # the variant's own run would end on its best evaluation's weights, not the last step's
+    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
+    parent_run = (runs.read_json(runs.train_record(v.parent)) or {}).get("run_id") if parent else None
+    fp = fingerprint(run_identity(apply(v, rec["values"]), rec["values"]), data_hash, parent_run)
+    return {"trial": trial["number"], "dir": str(folder), "fingerprint": fp}
+
+
+def _best_finished(study, direction: str):
+    """The best trial that ran to the full length (pruned ones stopped at a rung), or None."""
+    import optuna
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    if not done:
+        return None
+    return (min if direction == "minimize" else max)(done, key=lambda t: t.value)
+
+

@@ -1,0 +1,320 @@
+"""The one training routine every technique shares: TRL's trainer, measured, within a memory budget, resumable from
+checkpoints and spread over several processes.
+
+    from bakeoff.train.trainer import train
+    record = train(get_technique("lora"), variant, base_dir, rows, out_dir, "bf16", work_dir)
+
+Measurement (``bakeoff.core.measure``): every micro-batch's non-padding tokens and every optimizer step's wall time go
+into a ``StepLog``; the training window's peak memory into a ``PeakMemory``. Several processes (``processes: N``)
+run under torchrun (CPU, gloo) or accelerate launch (GPUs); their figures are gathered into one record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from bakeoff import quiet_trainer
+from bakeoff.core.measure import MB, PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.core.runs import Skipped
+from bakeoff.train import kernels
+from bakeoff.train.stopping import EarlyStop, convergence, loss_drop, row_stats
+from bakeoff.train.techniques.base import Technique
+
+
+class MemoryBudgetExceeded(MemoryError):
+    """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
+
+
+def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False,
+              loss_logits: str = "all", val_rows: list | None = None):
+    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget;
+    ``loss_logits="labelled"``: the SFT loss with the output head at labelled tokens only (``kernels.labelled_loss``);
+    ``val_rows``: a list each evaluation appends its per-row validation losses to (SFT only)."""
+    from transformers import Trainer, TrainerCallback
+    from trl import SFTTrainer
+
+    def check_budget():
+        if budget_gb is not None and mem.peak_now_bytes() > budget_gb * 1024 * MB:
+            raise MemoryBudgetExceeded(f"peak memory {mem.peak_now_bytes() / MB:.0f} MB passed "
+                                       f"memory_budget_gb {budget_gb} (out of memory on a card of that size)")
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            log.begin_step()
+
+        def on_substep_end(self, args, state, control, **kw):
+            check_budget()
+
+        def on_step_end(self, args, state, control, **kw):
+            log.end_step()
+            check_budget()
+            if evaluate and state.global_step >= state.max_steps:  # the last step is always judged (and kept)
+                control.should_evaluate = True
+                control.should_save = control.should_save or args.load_best_model_at_end
+
+    class Measured(trainer_cls):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            log.add_micro_batch(inputs)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if val_rows is not None and not model.training and "labels" in inputs and isinstance(self, SFTTrainer):
+                with self.accelerator.autocast():  # per-row losses for the stopping rule, and the same mean loss
+                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch, rows=val_rows)
+                return (loss, {"loss": loss}) if return_outputs else loss
+            if loss_logits == "labelled" and "labels" in inputs:
+                with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
+                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
+                return (loss, {"loss": loss}) if return_outputs else loss
+            if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            # On CPU, SFT uses the model's own loss: it sums over completion tokens and divides by the tokens of
+            # the whole accumulated batch (num_items_in_batch), as TRL's does, without TRL's per-step entropy
+            # and token accuracy over the full logits, which cost a CPU dearly (huggingface/trl#7066).
+            return Trainer.compute_loss(self, model, {**inputs, "use_cache": False}, return_outputs,
+                                        num_items_in_batch)
+
+    return Measured, Steps()
+
+
+def last_checkpoint(work_dir: Path) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder the trainer left in ``work_dir``."""
+    ckpts = [p for p in Path(work_dir).glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def rank() -> int:
+    """This process's rank under torchrun / accelerate launch (0 alone)."""
+    import os
+
+    return int(os.environ.get("RANK", "0"))
+
+
+def _gather(obj) -> list:
+    """Every process's ``obj`` (just ``[obj]`` in a single process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def combine(per_process: list[dict]) -> dict:
+    """One record from every process's figures: tokens and tokens/s add up (the processes run side by side),
+    step time is the slowest process's, peak memory is kept per process and as the largest."""
+    if len(per_process) == 1:
+        return per_process[0]
+    out = dict(per_process[0])
+    for k in ("tokens_seen", "train_tokens_per_s"):
+        if all(k in m for m in per_process):
+            out[k] = round(sum(m[k] for m in per_process), 2)
+    if all("train_step_s_median" in m for m in per_process):
+        out["train_step_s_median"] = max(m["train_step_s_median"] for m in per_process)
+    for k in [k for k in out if k.startswith("train_peak_")]:
+        out[k] = max(m.get(k, 0) for m in per_process)
+        out[k + "_per_process"] = [m.get(k) for m in per_process]
+    out["processes"] = len(per_process)
+    return out
+
+
+def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
+          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
+          val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None,
+          judge_patience: float | None = None) -> dict:
+    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
+
+    ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
+    ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
+    evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.train.stopping``).
+    ``extra_callbacks``: more TrainerCallbacks (the tune stage's pruning report).
+    ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the
+    speed benchmark's "before" side).
+    ``judge_patience``: the patience the stopping rule judges by when the run itself never stops early (a tune
+    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have).
+    Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
+    """
+    from transformers import set_seed
+
+    from bakeoff.train.backends import trl_cpu
+
+    trl_cpu.install()
+    set_seed(variant.train.seed)
+    t = variant.train
+    evaluate = bool(val_rows) and t.eval_steps > 0
+    built = _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice)
+    # without early stopping the rule still judges "still improving", over the run's last quarter
+    judged = replace(t, early_stopping_patience=judge_patience) if judge_patience else t
+    rule = EarlyStop(patience_steps(judged) or max(1, t.max_steps // 4), t.early_stopping_noise)
+    run = _run(built, technique, t, rows, val_rows, evaluate, rule, extra_callbacks, resume)
+    if rank() == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        technique.save(run.trainer.model, built.tok, out_dir)
+    return _record(built, run, t, rule, judged, precision, out_dir, resume)
+
+
+@dataclass
+class _Built:
+    tok: object
+    trainer_cls: type
+    args: object
+    model: object
+    chosen: dict
+    activations: object
+    sizes: dict
+    per_row: bool
+
+
+@dataclass
+class _Ran:
+    trainer: object
+    result: object
+    wall: float
+    measured: dict
+    held: dict
+
+
+def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice) -> _Built:
+    """The tokenizer, the trainer's class and arguments, the model with its kernels applied."""
+    from trl import SFTTrainer
+
+    from bakeoff.core.models import load_tokenizer
+
+    t = variant.train
+    tok = load_tokenizer(base_dir)
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate)
+    model = technique.build(base_dir, variant, precision, parent_dir)
+    chosen = kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
+                                             backend=variant.backend)
+    kernels.apply(model, chosen)
+    activations = kernels.ActivationDtype(model)
+    attn = str(getattr(model.config, "_attn_implementation", ""))
+    if t.batching == "padding_free" and "flash" not in attn:
+        raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
+                      f"which would let packed rows attend to each other (use group_by_length instead)")
+    # the stopping rule reads each evaluation's per-row validation losses, else each evaluation's mean alone
+    per_row = evaluate and kernels.plain_head(model) and variant.backend != "unsloth"
+    return _Built(tok, trainer_cls, args, model, chosen, activations, count_params(model), per_row)
+
+
+def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_callbacks, resume) -> _Ran:
+    """The training window, measured: the model is loaded, the trainer not yet built, to the last step."""
+    log = StepLog(warmup_steps_excluded=t.warmup_steps_excluded)
+    row_losses: list = []  # this evaluation's per-row validation losses (the stopping rule reads them)
+    with PeakMemory() as mem:
+        try:
+            cls, steps_cb = _measured(built.trainer_cls, log, mem, t.memory_budget_gb, evaluate,
+                                      built.chosen["loss_logits"], row_losses if built.per_row else None)
+            # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
+            callbacks = [steps_cb, *([Stopping(rule, row_losses, bool(t.early_stopping_patience))] if evaluate else []),
+                         *extra_callbacks]
+            trainer = cls(model=built.model, args=built.args, train_dataset=technique.dataset(rows),
+                          processing_class=built.tok, eval_dataset=technique.dataset(val_rows) if evaluate else None,
+                          callbacks=callbacks)
+            quiet_trainer(trainer)  # in a piped log, no per-step dicts or bars (MLflow has the curves)
+            held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
+            t0 = time.perf_counter()
+            result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+            wall = time.perf_counter() - t0
+        except BaseException as e:  # keep the peak reached: an `oom` result reports it
+            e.partial_metrics = {**log.metrics(), **_peak(mem)}
+            raise
+    measured = combine(_gather({**log.metrics(), **mem.metrics("train")}))
+    return _Ran(trainer, result, wall, measured, held)
+
+
+def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resume) -> dict:
+    """The measured record of a finished run: sizes, speed and memory, curves, where it stopped and how it ended."""
+    state, model = run.trainer.state, built.model
+    history = [{"step": h["step"], "loss": h["loss"]} for h in state.log_history if "loss" in h]
+    val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in state.log_history
+                 if "eval_loss" in h]
+    for point, (_, rows_) in zip(val_curve, rule.evals):
+        if len(rows_) > 1:
+            point["se"] = round(row_stats(rows_)[1], 5)
+    stopped_early = state.global_step < t.max_steps
+    drop = loss_drop(history)
+    return {
+        **built.sizes,
+        **run.measured,
+        "resumed_from_step": int(resume.name.split("-")[-1]) if resume else 0,
+        "train_wall_s": round(run.wall, 2),
+        "train_loss_final": round(history[-1]["loss"], 4) if history else None,
+        "train_loss_mean": round(run.result.training_loss, 4),
+        "adapter_mb": dir_mb(out_dir) if rank() == 0 else None,
+        "effective_batch": t.effective_batch,
+        "micro_batch": t.micro_batch,
+        "grad_accum": t.grad_accum,
+        "precision": precision,
+        "loss_scaling": "dynamic (fp16)" if precision == "fp16" else None,  # the trainer's GradScaler
+        "gradient_checkpointing": bool(t.gradient_checkpointing),
+        "dtypes": {**run.held, "activations": built.activations.seen or "?"},  # weights as held, the MLP output saved
+        "kernels": kernels.summary(built.chosen),
+        "kernel_choice": built.chosen,
+        "stopped_at_step": state.global_step,
+        "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else state.global_step,
+        "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
+        "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,
+                                   rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None),
+        "patience_steps": patience_steps(judged),
+        "would_stop_at": rule.first_stop,
+        "val_curve": val_curve,
+        **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),
+        "history": history,
+    }
+
+
+def patience_steps(t) -> int:
+    """Early stopping's patience in steps: ``early_stopping_patience`` × ``max_steps`` (0: never stops)."""
+    return max(1, round(t.early_stopping_patience * t.max_steps)) if t.early_stopping_patience else 0
+
+
+def Stopping(rule: EarlyStop, rows: list, stop: bool):
+    """A TrainerCallback feeding each evaluation's per-row losses (every process's, in order) to ``rule`` and, when
+    ``stop``, ending the run when the rule says so (the best evaluation's weights are kept by the trainer)."""
+    from transformers import TrainerCallback
+
+    class _Stopping(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, **kw):
+            gathered = [x for part in _gather(list(rows)) for x in part]
+            rows.clear()
+            if not gathered and metrics and "eval_loss" in metrics:  # no per-row losses (DPO): the mean alone
+                gathered = [metrics["eval_loss"]]
+            elif len(gathered) > 1 and metrics is not None:  # read by the search's pruner (bakeoff.search.trials)
+                metrics["eval_loss_se"] = row_stats(gathered)[1]
+                metrics["eval_row_losses"] = list(gathered)
+            if gathered and rule.update(state.global_step, gathered) and stop:
+                control.should_training_stop = True
+
+    return _Stopping()
+
+
+def _peak(mem: PeakMemory) -> dict:
+    mem.__exit__(None, None, None)  # read the peak now; the with-block's exit reads it again harmlessly
+    return mem.metrics("train")
+
+
+# ---------------------------------------------------------------- processes and resume
+
+
+def fingerprint(logged: dict, data_hash: str, parent_run_id: str | None) -> str:
+    """What a checkpoint must match to be resumed: these params, this data, the parent's run."""
+    blob = json.dumps([logged, data_hash, parent_run_id], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resumable(work: Path, fp: str, checkpoint_steps: int) -> tuple[Path | None, str | None]:
+    """(checkpoint, MLflow run id) to continue from: the newest checkpoint in ``work`` when its ``resume.json``
+    matches ``fp``; (None, None) when there is nothing to resume."""
+    state_path = Path(work) / "resume.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    ckpt = last_checkpoint(work) if checkpoint_steps and state.get("fingerprint") == fp else None
+    return ckpt, (state.get("run_id") if ckpt else None)

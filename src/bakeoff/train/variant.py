@@ -1,0 +1,193 @@
+"""One variant trained as the train stage runs it (``train@<variant>``, ``train_from@<variant>``), and its record.
+
+A variant that fails ends with status `oom`, `skipped` or `failed` in runs/<variant>/train.json and in its MLflow
+run; the stage still exits 0 so `dvc repro` goes on with the other variants. When the tune stage's chosen trial is
+the very run this would train (same values, seed, data, schedule and parent: `adopt` in runs/<variant>/tuned.json),
+its model and measured record are adopted instead of training it again. With `checkpoint_steps: N` a killed run
+continues from its newest checkpoint in .bakeoff_tmp/<variant>/, in the same MLflow run. With `processes: N > 1`
+the stage starts itself N times (``bakeoff.train.launch``); rank 0 writes the records and the one MLflow run.
+
+Nothing here imports transformers, PEFT or TRL at module level: Unsloth must be imported before them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bakeoff.core import runs
+from bakeoff.search import space
+
+
+def run_variant(script: str, name: str, params) -> None:
+    """The train stage: launch the ranks, or train (or adopt) this variant and write its record."""
+    v, tuned = space.as_run(params, name)  # with the tune stage's choice, judged on validation
+    if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:  # every rank's failure is the arm's status
+        from bakeoff.train.launch import launch
+
+        return launch(script, name, params, v)
+    no_unsloth = _unsloth_first(v)
+    from bakeoff.core import tracking
+    from bakeoff.train.trainer import rank
+
+    if rank() == 0:
+        tracking.check_reachable(tracking.tracking_uri(params))  # before anything of the last run is touched
+    job = Job.prepare(params, name, v, tuned, no_unsloth)
+    if rank() != 0:  # another process of a multi-process run: train, and leave records and MLflow to rank 0
+        from bakeoff.train.launch import guard_rank
+
+        job.out = runs.variant_dir(name)
+        return guard_rank(name, job.produce)  # its failure is written for the launcher, which records the arm's
+    runs.finish(job.run(), runs.train_record(name))
+
+
+def _unsloth_first(v) -> str | None:
+    """Unsloth before anything imports transformers, PEFT or TRL; on a CPU, not at all (the reason it is skipped)."""
+    if v.backend != "unsloth":
+        return None
+    from bakeoff.train.backends import unsloth
+
+    reason = unsloth.cpu_reason()
+    if reason is None:
+        unsloth.preload()
+    return reason
+
+
+@dataclass
+class Job:
+    """What one variant's training needs: its resolved variant, where it resumes from, what it may adopt."""
+
+    params: object
+    name: str
+    v: object
+    no_unsloth: str | None
+    logged: dict
+    data_hash: str
+    parent_rec: dict | None
+    fp: str
+    resume: Path | None
+    resume_run_id: str | None
+    adopt: dict
+    out: Path | None = None
+
+    @classmethod
+    def prepare(cls, params, name: str, v, tuned: dict, no_unsloth: str | None) -> Job:
+        from bakeoff.train.trainer import fingerprint, resumable
+
+        data_hash = runs.read_json(runs.PREPARED / "stats.json")["data_hash"]
+        logged = space.run_identity(v, tuned)
+        parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
+        fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
+        resume, resume_run_id = resumable(runs.work_dir(name), fp, v.train.checkpoint_steps)
+        adopt = (runs.read_json(runs.tuned_record(name)) or {}).get("adopt") or {}
+        adopt = adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() \
+            else {}
+        return cls(params, name, v, no_unsloth, logged, data_hash, parent_rec, fp, resume, resume_run_id, adopt)
+
+    def produce(self) -> dict:
+        """Train (or adopt) the model into ``out``; its measured figures."""
+        from bakeoff.core.models import resolve_precision
+        from bakeoff.train.techniques import get_technique
+        from bakeoff.train.trainer import train
+
+        v, name = self.v, self.name
+        if self.no_unsloth:
+            raise runs.Skipped(self.no_unsloth)
+        if v.parent and (self.parent_rec or {}).get("status") != "ok":
+            raise runs.Skipped(f"its parent variant {v.parent!r} did not train (see runs/{v.parent}/train.json)")
+        if self.adopt:  # the search already trained this very run (same values, seed, data, schedule): take it
+            trial = self.adopt["trial"]
+            print(f"[{name}] adopting trial {trial} of its search (the same run; not trained again)", flush=True)
+            shutil.copytree(Path(self.adopt["dir"]) / "model", self.out, dirs_exist_ok=True)
+            rec = runs.read_json(Path(self.adopt["dir"]) / "record.json")
+            return {**rec, "adopted_from_trial": trial,
+                    "measured_in": f"tune@{name} (trial {trial}, the search's process)"}
+        technique = get_technique(v.technique)
+        return train(technique, v, runs.BASE, technique.load_rows(runs.PREPARED), self.out,
+                     resolve_precision(v.train.precision), work_dir=runs.work_dir(name),
+                     parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=self.resume,
+                     val_rows=technique.val_rows(runs.PREPARED))
+
+    def run(self) -> dict:
+        """Rank 0: the model folder, the MLflow run (resumed where a checkpoint is), the record."""
+        from bakeoff.core import tracking
+
+        name, v, work = self.name, self.v, runs.work_dir(self.name)
+        self.out = runs.fresh_dir(runs.variant_dir(name))
+        if self.resume is None:
+            shutil.rmtree(work, ignore_errors=True)
+        record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
+        opened = (tracking.resume(self.params, self.resume_run_id, name, "variant", v.technique, self.logged)
+                  if self.resume else tracking.run(self.params, name, "variant", v.technique, self.logged,
+                                                   data_hash=self.data_hash, system_metrics=True))
+        with opened as run:
+            record["run_id"] = run.info.run_id
+            runs.write_json(work / "resume.json", {"fingerprint": self.fp, "run_id": run.info.run_id})
+            if self.resume:
+                tracking.mark_resumed(self.resume.name)
+                print(f"[{name}] resuming from {self.resume}", flush=True)
+            runs.guarded(record, lambda: self.produce_and_log(record))
+            if record["status"] != "ok":
+                runs.fresh_dir(self.out)  # nothing half-written for evaluate to take as a model
+                (self.out / "NOT_TRAINED").write_text(f"{record['status']}: {record['error']}\n")
+            else:
+                shutil.rmtree(work, ignore_errors=True)  # finished: its checkpoints are no longer needed
+                if self.adopt:
+                    shutil.rmtree(self.adopt["dir"], ignore_errors=True)
+            tracking.log_metrics({k: x for k, x in record["metrics"].items() if not k.endswith("_per_process")})
+            tracking.mark(record)
+        return record
+
+    def produce_and_log(self, record: dict) -> dict:
+        """The model, its curves into the record and MLflow, its kernels as tags, its other seeds as child runs."""
+        from bakeoff.core import tracking
+
+        m = self.produce()
+        record["history"] = m.pop("history")  # the loss curves, for the report's plot
+        record["val_curve"] = m.pop("val_curve")
+        for h in record["history"]:
+            tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+        for h in record["val_curve"]:
+            tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
+        record["kernel_choice"] = m.pop("kernel_choice")  # what ran the step (bakeoff.train.kernels)
+        tracking.set_tags({"convergence": m["convergence"], "kernels": m["kernels"],
+                           **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()}})
+        t = self.v.train
+        if t.seeds > 1:  # the same variant again under other seeds, each a child run of this one
+            record["seeds"] = [self.train_seed(seed) for seed in range(t.seed + 1, t.seed + t.seeds)]
+        return m
+
+    def train_seed(self, seed: int) -> dict:
+        """The variant again under another seed, as a child MLflow run; a summary of how it ended."""
+        from bakeoff.core import tracking
+
+        v, name = self.v, self.name
+        rec = {"seed": seed}
+        with tracking.child_run(f"{name} seed {seed}", {"bakeoff.name": name, "kind": "seed", "seed": seed,
+                                                        "technique": v.technique}) as child:
+            runs.guarded(rec, lambda: self._seed_run(replace(v, train=replace(v.train, seed=seed, checkpoint_steps=0)),
+                                                     seed))
+            tracking.log_metrics(rec["metrics"])
+            tracking.mark(rec)
+        keep = ("train_loss_final", "best_step", "stopped_at_step", "tokens_seen", "train_wall_s", "convergence")
+        return {"seed": seed, "run_id": child.info.run_id, "status": rec["status"], "error": rec.get("error"),
+                **{k: rec["metrics"][k] for k in keep if k in rec["metrics"]}}
+
+    def _seed_run(self, sv, seed: int) -> dict:
+        from bakeoff.core import tracking
+        from bakeoff.core.models import resolve_precision
+        from bakeoff.train.techniques import get_technique
+        from bakeoff.train.trainer import train
+
+        v, name = self.v, self.name
+        technique = get_technique(v.technique)
+        got = train(technique, sv, runs.BASE, technique.load_rows(runs.PREPARED), runs.seed_dir(name, seed),
+                    resolve_precision(v.train.precision), work_dir=runs.work_dir(name) / f"seed-{seed}",
+                    parent_dir=runs.variant_dir(v.parent) if v.parent else None,
+                    val_rows=technique.val_rows(runs.PREPARED))
+        for h in got.pop("history"):
+            tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+        got.pop("val_curve"), got.pop("kernel_choice")
+        return got
