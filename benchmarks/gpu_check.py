@@ -15,9 +15,10 @@ Each part runs in its own process (clean CUDA peaks; Unsloth patches transformer
             Unsloth's patching evidence from the records
   oom       in the same pipeline, ``full_oom`` past its ``memory_budget_gb``: its trials and its run recorded
             ``oom``, the pipeline goes on
-  8b        the seed's claim at Llama-3.1-8B's dimensions (random bf16 weights made on the GPU), 1 × 1024 tokens,
-            the pipeline's own training step (``bakeoff.train.trainer.train``): QLoRA without and with
-            checkpointing, LoRA, full fine-tuning where it fits; peak reserved + CUDA context beside
+  8b        the memory claim (QLoRA at most 22 GiB, 10 GiB checkpointed) at Llama-3.1-8B's dimensions (random
+            bf16 weights made on the GPU), 1 × 1024 tokens, the pipeline's own training step
+            (``bakeoff.train.trainer.train``): QLoRA without and with checkpointing, LoRA, full fine-tuning where
+            it fits; peak reserved + CUDA context beside
             ``bakeoff.decide.sizing``'s prediction
   unsloth   Unsloth's LoRA against PEFT's, same seed and batches, at the 1B shape: loss after N steps, tokens/s, peak
   mfu       full fine-tuning and LoRA at Llama-3.2-1B's dimensions, 4 × 1024 tokens, the pipeline's step: MFU

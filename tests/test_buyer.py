@@ -1,5 +1,5 @@
 """The report a buyer acts on: equivalence only where shown, costs all in, the cheapest card beside the smallest,
-estimates to two significant figures, latency ties unless the spreads separate (issue 26)."""
+estimates to two significant figures, latency ties unless the spreads separate."""
 
 
 import pandas as pd

@@ -415,7 +415,7 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
     assert "| Technique | `lora`: " in text and "`full` led on validation" in text
     assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text
     assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
-    assert "~191,045 requests a day" in text
+    assert "~190,000 requests a day" in text   # two significant figures, as the serving sentence below says it
     prompting = answer_lines({"decision": "prompting is enough", "recommendation": {"action": "prompt",
                                                                                   "run": "few_shot"}}, {}, {})
     assert "| Technique | prompting: `few_shot`, no fine-tuning |" in prompting
@@ -439,3 +439,43 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
     assert "| lora | own | 4 | 100 |" in table
     assert "| unsloth | `lora`'s, unused (the arm did not run: skipped) |" in table
     assert "| full | **not run** (failed: RuntimeError: boom;" in table
+
+
+def test_the_pairwise_matrix_shows_a_p_value_only_where_a_difference_is_real():
+    pw = pd.DataFrame([
+        {"a": "full", "b": "prompt", "diff": 0.30, "p_holm": 0.012, "test": "McNemar", "n": 60},
+        {"a": "full", "b": "lora", "diff": 0.05, "p_holm": 0.41, "test": "McNemar", "n": 60},
+        {"a": "lora", "b": "prompt", "diff": 0.25, "p_holm": 0.03, "test": "McNemar", "n": 60}])
+    lines = sections.pairwise_lines(pw)
+    row = {ln.split("|")[1].strip(): ln for ln in lines if ln.startswith("| `")}
+    assert "**+30.0** (p 0.012)" in row["`full`"] and "**-30.0** (p 0.012)" in row["`prompt`"]
+    assert "| +5.0 |" in row["`full`"] and "| -5.0 |" in row["`lora`"]      # not significant: the figure alone
+    assert "0.41" not in "\n".join(lines)                                   # its p is in reports/pairwise.csv
+
+
+def test_a_standard_task_that_could_not_run_offline_says_not_run_not_the_librarys_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    reason = ("ConnectionError: Couldn't reach 'allenai/ai2_arc' on the Hub (OfflineModeIsEnabled)")
+    for name in ("zero_shot", "lora"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(
+            {"status": "ok", "lm_eval_tasks": {"arc_easy": {"status": "skipped", "reason": reason},
+                                               "hellaswag": {"status": "failed", "reason": "KeyError: 'x'\nmore"}}}))
+    text = "\n".join(report.tables.forgetting(["zero_shot", "lora"]))
+    assert "arc_easy: not run (offline" in text and "for `zero_shot`, `lora`" in text
+    assert "OfflineModeIsEnabled" not in text and "ConnectionError" not in text
+    assert "hellaswag: failed (KeyError: 'x') for" in text
+
+
+def test_the_sizing_table_gives_the_cheapest_card_its_own_column():
+    from bakeoff.core.config import load_params
+
+    fit = {"target": "llama-3.1-8b", "need_gb": 24.95, "gpus": 1, "gpu": "A100-40GB", "cheapest_gpu": "H100-80GB",
+           "cheapest_usd": 1.97, "cheapest_usd_high": 3.93}
+    none = {"target": "llama-3.1-70b", "need_gb": 1200.0, "gpus": 1, "gpu": None}
+    sized = {"calibration": {"rows": [], "measured_on": "peak resident memory (RSS) on this machine's CPU"},
+             "fits": [{**fit, "variant": "lora"}, {**none, "variant": "full"}]}
+    lines = sections.sizing_lines(load_params(ROOT / "params.yaml"), sized)
+    assert "| target | variant | needs | smallest card | cheapest card | training there |" in lines
+    assert "| llama-3.1-8b | `lora` | 25 GB | A100-40GB | H100-80GB | $2.0–3.9 |" in lines
+    assert "| llama-3.1-70b | `full` | 1,200 GB | none fits | – | – |" in lines

@@ -25,7 +25,7 @@ def test_parameter_counts_match_the_real_models():
     assert LLAMA3_8B.lora_params(16, ["q_proj", "v_proj"]) == 32 * 16 * ((4096 + 4096) + (4096 + 1024))
 
 
-# ../shared/sizing-facts.md. LLaMA-Factory README, 7B (estimates): full (AMP) 120, LoRA 16, QLoRA 4-bit 6 GB;
+# Published figures: LLaMA-Factory README, 7B (estimates): full (AMP) 120, LoRA 16, QLoRA 4-bit 6 GB;
 # for xB: 18x, 2x, x/2. axolotl docs, 7–8B at context 512–2048 and micro-batch 1–2: full 60–80, LoRA 16–24,
 # QLoRA 10–14. Both as those configurations run: bf16, AdamW, gradient checkpointing, ~1 GB of CUDA context.
 LLAMA_FACTORY_7B = {"full": 120, "lora": 16, "qlora": 6}

@@ -1,4 +1,4 @@
-"""bakeoff: does this task need fine-tuning, with which technique, on which card? (README.md, ../shared/design.md)
+"""bakeoff: does this task need fine-tuning, with which technique, on which card? (README.md, docs/architecture.md)
 
 Importing the package quiets the third-party lines a user cannot act on, each at its source: a ``logging.Filter`` on
 the logger that emits it, matched by the start of its message (or, for MLflow's and alembic's bookkeeping, by level),

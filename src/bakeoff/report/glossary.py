@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 GLOSSARY = [
+    ("arm", "one contender of the bake-off: a prompting baseline or a trained variant"),
+    ("points", "percentage points: a difference of two shares of the test items (90% against 60% is +30 points)"),
     ("quality", "the primary metric (`task.metric`) on the test split"),
     ("95% CI / interval",
      "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/core/measure.py`"),
@@ -11,10 +13,11 @@ GLOSSARY = [
     ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
     ("group (rank group)", ("runs the test split cannot tell apart from the group's leader: exact McNemar test, "
                            "Holm-adjusted over every pair, p ≥ 0.05")),
+    ("McNemar test", "the exact test of a paired 0/1 difference: it counts only the items where the two runs disagree"),
     ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
     ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
     ("equivalent within k points",
-     "a paired TOST at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
+     "a paired TOST (two one-sided tests) at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
     ("val quality", "the primary metric on the validation split, which picks every winner"),
     ("converged? / still improving", ("how training ended: still improving means its validation loss was still "
                                      "falling beyond noise at max_steps, so more steps may change its rank")),

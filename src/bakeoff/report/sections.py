@@ -20,16 +20,18 @@ def pairwise_lines(pw: pd.DataFrame, eq: dict | None = None, margin: float = 0.0
     names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
     cell = {}
     for _, r in pw.iterrows():
-        star = "**" if r["p_holm"] < 0.05 else ""
-        cell[(r["a"], r["b"])] = f"{star}{r['diff'] * 100:+.1f}{star} (p {r['p_holm']:.2g})"
-        cell[(r["b"], r["a"])] = f"{star}{-r['diff'] * 100 + 0.0:+.1f}{star} (p {r['p_holm']:.2g})"
+        real = r["p_holm"] < 0.05
+        p = f" (p {r['p_holm']:.2g})" if real else ""
+        for a, b, d in ((r["a"], r["b"], r["diff"]), (r["b"], r["a"], -r["diff"] + 0.0)):
+            cell[(a, b)] = f"**{d * 100:+.1f}**{p}" if real else f"{d * 100:+.1f}"
     test = ", ".join(sorted(set(pw["test"])))
     lines = ["## Which differences are real", "",
              (f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
-             f"the {test} test adjusted by Holm over all {len(pw)} pairs; **bold**: different at 0.05. Discordant "
-             "counts and raw p-values: `reports/pairwise.csv`. This adjusted test decides every \"different\" "
-             "and every rank group here; the bootstrap intervals elsewhere are each one pair's, unadjusted, so an "
-             "interval can exclude 0 where the adjusted test does not reject."), "",
+             f"the {test} test adjusted by Holm over all {len(pw)} pairs where it is below 0.05 (**bold**: "
+             "different); a plain figure is a difference the test split cannot tell from chance. Every p-value, "
+             "adjusted and raw, and the discordant counts: `reports/pairwise.csv`. This adjusted test decides "
+             "every \"different\" and every rank group here; the bootstrap intervals elsewhere are each one "
+             "pair's, unadjusted, so an interval can exclude 0 where the adjusted test does not reject."), "",
              "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
     for a in names:
         lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
@@ -292,26 +294,23 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
     targets = list(dict.fromkeys(f["target"] for f in fits))
     at = {(f["target"], f["variant"]): f for f in fits}
 
-    def cell(f: dict) -> str:
-        if not f.get("gpu"):
-            return f"{sig(f['need_gb'])} GB · none fits"
-        small = f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
-        if f.get("cheapest_usd") is None:
-            return f"{sig(f['need_gb'])} GB · {small}"
-        cheap = "" if f["cheapest_gpu"] == f["gpu"] or f["gpus"] > 1 else f" / {f['cheapest_gpu']}"
-        return f"{sig(f['need_gb'])} GB · {small}{cheap} {usd_range(f['cheapest_usd'], f['cheapest_usd_high'])}"
+    def row(t: str, v: str, f: dict) -> str:
+        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
+        cheap = f.get("cheapest_gpu") or "–"
+        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
+        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
 
     lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
                   f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, assumed), "
-                  f"{s.margin:.0%} of each card kept free. A cell: memory needed · the smallest card that holds it / "
-                  "the cheapest card for the whole job where that is another · the training cost on the cheapest card "
-                  "for "
+                  f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
+                  "least for the whole job (a faster card can cost less in all); its training cost is for "
                   f"{tok}, from {s.mfu:.0%} MFU (`sizing.mfu`, assumed) to {low:.0%} (`sizing.mfu_low`), at the "
                   "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
                   "search and the parent. Every fit: `reports/sizing.json`."), "",
-              "| target | " + " | ".join(f"`{v}`" for v in variants) + " |", "|" + "---|" * (len(variants) + 1)]
+              "| target | variant | needs | smallest card | cheapest card | training there |",
+              "|---|---|---|---|---|---|"]
     for t in targets:
-        lines.append(f"| {t} | " + " | ".join(cell(at[(t, v)]) if (t, v) in at else "–" for v in variants) + " |")
+        lines += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
     return lines + all_in_lines(costs) + [""]
 
 

@@ -179,8 +179,18 @@ def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | 
             else:
                 skipped.setdefault((task, res.get("status", "skipped"), res.get("reason", "")), []).append(name)
     for (task, status, reason), who in skipped.items():
-        lines.append(f"- {task}: {status} for {', '.join(f'`{n}`' for n in who)} — {reason}")
+        lines.append(f"- {task}: {not_run(status, reason)} for {', '.join(f'`{n}`' for n in who)}")
     return ["## Forgetting check", "", *lines, ""] if lines else []
+
+
+def not_run(status: str, reason: str) -> str:
+    """A standard lm-eval task that did not run, in a user's words: ``not run (offline)`` where its data could not be
+    had here (the library's own message stays in the run's eval.json), else the status with the first line of why."""
+    if status == "skipped" and any(w in reason for w in ("OfflineModeIsEnabled", "Couldn't reach", "ConnectionError",
+                                                           "ConnectTimeout", "LocalEntryNotFoundError")):
+        return "not run (offline: its data is on the hub, which this machine cannot reach)"
+    first = reason.splitlines()[0][:160] if reason else ""
+    return f"{'not run' if status == 'skipped' else status}" + (f" ({first})" if first else "")
 
 
 def _lm_eval_how(df: pd.DataFrame) -> str:

@@ -1,0 +1,111 @@
+"""The README's figures of the committed run, written from ``reports/metrics.json`` and ``reports/clock.json`` so that
+a refresh of the run cannot leave a stale number behind:
+
+    python -m bakeoff.report.readme            # rewrites the marked block in README.md
+    python -m bakeoff.report.readme --check    # exits 1 when the block differs from the records
+
+``tests/test_docs.py`` runs the check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bakeoff.decide.statistics import round_sig
+
+BEGIN = ("<!-- results: written by `python -m bakeoff.report.readme` from reports/metrics.json and "
+         "reports/clock.json -->")
+END = "<!-- /results -->"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _usd(lo: float, hi: float) -> str:
+    return f"${round_sig(lo):,g}–{round_sig(hi):,g}"
+
+
+def duration(seconds: float) -> str:
+    """1 h 47 min, 52 min, 40 s."""
+    m = round(seconds / 60)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{m // 60} h {m % 60} min" if m >= 60 else f"{m} min"
+
+
+def full_run(clock: dict) -> dict | None:
+    """The newest completed run of every stage (a run of a few stages, say the compare stage alone, is not one)."""
+    runs = [r for r in clock.get("runs", []) if r.get("completed") and r.get("stages_ran") == r.get("stages_planned")]
+    most = max((r["stages_planned"] for r in runs), default=0)
+    whole = [r for r in runs if r["stages_planned"] == most]
+    return whole[-1] if whole else None
+
+
+def block(metrics: dict, clock: dict) -> str:
+    """The block's lines: the verdict with its interval, every run's test quality, the recommendation with its
+    projected price, and how long the run took on which machine."""
+    v, runs, prov = metrics["verdict"], metrics["runs"], metrics["provenance"]
+    rec = v.get("recommendation") or {}
+    base = (prov.get("base_model") or {}).get("alias") or (prov.get("base_model") or {}).get("source", "the base")
+    head = (f"**The committed run** (`reports/comparison.md`; the default task's test split, base `{base}`, "
+            f"measured on {prov['device']}):")
+    lines = [BEGIN, "", head, ""]
+    lines.append(f"- Verdict **{v['decision']}**: `{v['variant']}` (best on validation) against `{v['baseline']}` "
+                 f"(the best prompt), {_pts(v['gain'])} points, 95% interval [{_pts(v['ci_low'])}, "
+                 f"{_pts(v['ci_high'])}], against a minimum gain of {100 * v['min_gain']:.0f} points.")
+    scored = [(n, r) for n, r in runs.items() if r.get("status") == "ok"]
+    others = [f"`{n}` {r['status']}" for n, r in runs.items() if r.get("status") != "ok"]
+    lines.append("- Test quality (" + metrics["metric"] + "): " + ", ".join(
+        f"`{n}` {_pct(r.get('quality'))}" for n, r in scored) + (f"; {', '.join(others)}" if others else "") + ".")
+    run = rec.get("run")
+    cost = (metrics.get("costs") or {}).get(run) if run else None
+    if run and cost:
+        lo, hi = cost.get("alone_usd", cost["usd"]), cost.get("alone_usd_high", cost["usd_high"])
+        lines.append(f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**; projected to "
+                     f"`{cost['target']}`, not measured: {_usd(lo, hi)} all in on an {cost['card']} (training "
+                     f"and its whole search).")
+    elif run:
+        lines.append(f"- Recommended: **{rec.get('action')}** with `{run}`.")
+    whole = full_run(clock)
+    if whole:
+        lines.append(f"- `make repro` of every stage and every search took {duration(whole['actual_total_s'])} on "
+                     f"{whole['machine']} (`reports/clock.json`).")
+    return "\n".join([*lines, "", END])
+
+
+def rewrite(readme: str, metrics: dict, clock: dict) -> str:
+    if BEGIN not in readme or END not in readme:
+        raise SystemExit(f"README.md has no block between {BEGIN!r} and {END!r}")
+    head, rest = readme.split(BEGIN, 1)
+    return head + block(metrics, clock) + rest.split(END, 1)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when README.md's block is stale")
+    ap.add_argument("--root", type=Path, default=Path("."))
+    a = ap.parse_args(argv)
+    path = a.root / "README.md"
+    metrics = json.loads((a.root / "reports/metrics.json").read_text())
+    clock = json.loads((a.root / "reports/clock.json").read_text())
+    old = path.read_text()
+    new = rewrite(old, metrics, clock)
+    if a.check:
+        if new != old:
+            print("README.md: the committed run's figures are stale; run: python -m bakeoff.report.readme",
+                  file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The front door: a README a newcomer reads in minutes, docs in a user's words, figures from the run's records.
+
+    pytest tests/test_docs.py      (seconds, no torch)
+"""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bakeoff.report import readme
+from bakeoff.report.glossary import glossary_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+PROSE = [*PAGES, ROOT / "params.yaml"]
+CODE = [p for d in ("src", "stages", "benchmarks", "tests") for p in sorted((ROOT / d).rglob("*.py"))
+        if p.name != "test_docs.py"]
+TOPICS = ["evaluation", "search-and-fairness", "statistics", "sizing", "endpoints", "mlflow", "several-machines",
+          "clock", "hardware", "data-checks", "params", "architecture", "glossary", "report", "tasks", "variants",
+          "export"]
+
+# words of the people who build bakeoff, not of the people who use it
+INTERNAL = [
+    (re.compile(r"\bissues? #?\d+", re.IGNORECASE), "an issue number"),
+    (re.compile(r"\bthis session\b", re.IGNORECASE), "'this session'"),
+    (re.compile(r"\bseed's claim\b", re.IGNORECASE), "'the seed's claim'"),
+    (re.compile(r"\.\./shared\b|\bshared/(?:design|fairness-facts|sizing-facts|platform-facts|style)\.md"),
+     "a file outside the repository"),
+    (re.compile(r"\bby floor\b", re.IGNORECASE), "'by floor'"),
+]
+HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
+
+
+def internal_words(text: str) -> list[str]:
+    return [f"{what}: {m.group(0)!r}" for rx, what in INTERNAL for m in rx.finditer(text)]
+
+
+def test_the_readme_is_short_and_gives_the_two_commands_first():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    first_block = text.split("```", 2)[1]
+    assert "make repro" in first_block and "make test" in first_block
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_every_topic_has_its_page_and_the_readme_links_it(topic):
+    assert (ROOT / "docs" / f"{topic}.md").is_file()
+    assert f"(docs/{topic}.md" in (ROOT / "README.md").read_text()
+
+
+def test_no_internal_words_in_the_readme_docs_params_or_code():
+    found = {str(p.relative_to(ROOT)): internal_words(p.read_text()) for p in [*PROSE, *CODE]}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, found
+
+
+def test_the_internal_words_check_catches_each_kind():
+    for planted in ("fixed in issue 38", "as this session found", "(../shared/design.md)", "the seed's claim"):
+        assert internal_words(f"Some prose {planted}."), planted
+    assert not internal_words("The search reissues 3 trials; see docs/design.md.")
+
+
+def test_no_commit_hash_in_prose_outside_a_provenance_line():
+    found = []
+    for p in PROSE:
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if "provenance" in line.lower() or "commit" in line.lower() and "|" in line:
+                continue
+            found += [f"{p.relative_to(ROOT)}:{n}: {m.group(0)}" for m in HASH.finditer(line)]
+    assert not found, found
+    assert HASH.search("the run at a93774c took") and not HASH.search("lr 1e-4, data/raw/make_intents.py, deadbeef")
+
+
+def test_every_link_in_the_readme_and_docs_leads_to_a_file_that_exists():
+    broken = []
+    for p in PAGES:
+        for target in re.findall(r"\]\(\s*([^)#\s]+)(?:#[^)]*)?\)", p.read_text()):
+            if "://" not in target and not (p.parent / target).exists():
+                broken.append(f"{p.relative_to(ROOT)} → {target}")
+    assert not broken, broken
+
+
+def test_the_readme_figures_are_the_committed_records():
+    """The README's block is what ``python -m bakeoff.report.readme`` writes from reports/metrics.json and
+    reports/clock.json; a stale or hand-typed figure fails here."""
+    text = (ROOT / "README.md").read_text()
+    metrics = json.loads((ROOT / "reports/metrics.json").read_text())
+    clock = json.loads((ROOT / "reports/clock.json").read_text())
+    assert readme.rewrite(text, metrics, clock) == text, "stale: run python -m bakeoff.report.readme"
+    assert readme.main(["--check", "--root", str(ROOT)]) == 0
+    block = text.split(readme.BEGIN)[1].split(readme.END)[0]
+    v = metrics["verdict"]
+    assert f"{100 * v['gain']:+.1f} points" in block and v["decision"] in block and v["variant"] in block
+
+
+def test_a_planted_stale_figure_fails_the_readme_check(tmp_path):
+    for name in ("README.md", "reports/metrics.json", "reports/clock.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    assert readme.main(["--check", "--root", str(tmp_path)]) == 0
+    metrics = json.loads((ROOT / "reports/metrics.json").read_text())
+    stale = copy.deepcopy(metrics)
+    stale["verdict"]["ci_low"] -= 0.013                      # a refreshed run's interval
+    (tmp_path / "reports/metrics.json").write_text(json.dumps(stale))
+    assert readme.main(["--check", "--root", str(tmp_path)]) == 1
+    readme.main(["--root", str(tmp_path)])                    # the fix the message names
+    assert readme.main(["--check", "--root", str(tmp_path)]) == 0
+    assert f"[{100 * stale['verdict']['ci_low']:+.1f}," in (tmp_path / "README.md").read_text()
+
+
+def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
+    clock = {"runs": [
+        {"completed": True, "stages_planned": 26, "stages_ran": 26, "actual_total_s": 6460.6, "machine": "m"},
+        {"completed": True, "stages_planned": 1, "stages_ran": 1, "actual_total_s": 15.0, "machine": "m"},
+        {"completed": False, "stages_planned": 26, "stages_ran": 9, "actual_total_s": 900.0, "machine": "m"}]}
+    assert readme.full_run(clock)["actual_total_s"] == 6460.6
+    assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
+
+
+def test_the_docs_glossary_holds_every_term_of_the_report():
+    page = (ROOT / "docs" / "glossary.md").read_text()
+    missing = [line for line in glossary_lines() if line.startswith("- ") and line not in page]
+    assert not missing, missing
