@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: setup repro quick worker test test-fast bench clean-runs mlflow-ui
+.PHONY: setup repro quick worker test test-fast bench screenshots clean-runs mlflow-ui
 
 setup: $(VENV)/.installed
 
@@ -63,6 +63,12 @@ bench: setup
 	$(PY) benchmarks/step_profile.py --compare
 	$(PY) benchmarks/label_choice.py
 	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu_check.py   (one table; reports/bench/gpu.json)"
+
+# the README's two pictures of this run (reports/comparison.png, reports/mlflow_experiment.png), after make repro;
+# the browser: the system's Chromium (apt-get install chromium) or Playwright's (python -m playwright install chromium)
+screenshots: setup
+	$(PY) -m pip install --quiet -c requirements.lock playwright
+	$(PY) -m bakeoff.run.screenshots
 
 mlflow-ui: setup
 	@$(PY) -c "from bakeoff import config, tracking; print('open', tracking.ui_url(config.load_params()))"

@@ -124,3 +124,32 @@ def test_the_docs_glossary_holds_every_term_of_the_report():
     page = (ROOT / "docs" / "glossary.md").read_text()
     missing = [line for line in glossary_lines() if line.startswith("- ") and line not in page]
     assert not missing, missing
+
+
+def test_every_committed_picture_shows_the_reports_commit():
+    """``make screenshots`` stamps each picture with the commit of the report it shows; a picture left from an
+    older run (or one that never went through it) fails here."""
+    from bakeoff.run import screenshots
+
+    commit = screenshots.report_commit(ROOT)
+    pictures = [ROOT / screenshots.REPORT_PNG, ROOT / screenshots.MLFLOW_PNG]
+    shown = [p for p in pictures if p.exists()]
+    assert ROOT / screenshots.REPORT_PNG in shown, "reports/comparison.png: run make screenshots"
+    wrong = {str(p.relative_to(ROOT)): screenshots.stamped(p) for p in shown if screenshots.stamped(p) != commit}
+    assert not wrong, f"pictures not of the report at {commit[:12]}: {wrong}; run make screenshots after make repro"
+    for p in shown:
+        assert f"]({p.relative_to(ROOT)})" in (ROOT / "README.md").read_text(), f"the README does not show {p}"
+
+
+def test_a_stamp_is_read_back_and_the_pixels_are_kept(tmp_path):
+    from PIL import Image
+
+    from bakeoff.run import screenshots
+
+    png = tmp_path / "a.png"
+    Image.new("RGB", (4, 3), (10, 20, 30)).save(png)
+    assert screenshots.stamped(png) is None
+    screenshots.stamp(png, "0123456789abcdef0123456789abcdef01234567")
+    assert screenshots.stamped(png) == "0123456789abcdef0123456789abcdef01234567"
+    with Image.open(png) as im:
+        assert im.size == (4, 3) and im.getpixel((1, 1)) == (10, 20, 30)

@@ -231,7 +231,7 @@ def test_the_experiment_is_tagged_as_model_development(tmp_path, monkeypatch):
     exp = mlflow.MlflowClient().get_experiment_by_name(tracking.experiment_name(params))
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     # the page that opens on the runs table: in MLflow 3.17 the tag alone still opens the GenAI overview
-    # (seen in headless Chromium, benchmarks/ui_screenshot.py); the workflow parameter does not
+    # (seen in headless Chromium, bakeoff.run.screenshots); the workflow parameter does not
     assert tracking.ui_url(params) == (f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs"
                                        "?workflowType=machine_learning")
 

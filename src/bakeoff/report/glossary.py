@@ -4,7 +4,7 @@ from __future__ import annotations
 
 GLOSSARY = [
     ("arm", "one contender of the bake-off: a prompting baseline or a trained variant"),
-    ("points", "percentage points: a difference of two shares of the test items (90% against 60% is +30 points)"),
+    ("points / pp", "percentage points: a difference of two shares of the test items (90% against 60% is +30 points)"),
     ("quality", "the primary metric (`task.metric`) on the test split"),
     ("95% CI / interval",
      "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/core/measure.py`"),

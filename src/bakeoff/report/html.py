@@ -18,6 +18,8 @@ nav.toc ol{margin:.3em 0;padding-left:1.4em;columns:2}
 table{border-collapse:collapse;font-size:13px;margin:.8em 0;display:block;overflow-x:auto}
 td,th{border:1px solid #d0d7de;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f3f4f6}td:first-child,th:first-child{text-align:left}
+h2#answer+table{display:table;font-size:15px}h2#answer+table td,h2#answer+table th{white-space:normal;text-align:left}
+h2#answer+table td:first-child{white-space:nowrap}
 code{background:#f3f4f6;padding:0 3px;border-radius:3px;font-size:92%}
 img{max-width:48%;vertical-align:top;margin:.3em .5%;border:1px solid #eee}
 details{margin:.6em 0}summary{cursor:pointer;color:#0550ae}
