@@ -198,14 +198,14 @@ def _close_run(rec: dict, run: dict, record_path: Path, actual: float, ran: int,
     rec["runs"] = (rec["runs"] + [run])[-20:]
     write_record(rec, record_path)
     err = run.get("error_pct")
-    off = f", {abs(err):.0f}% {'over' if err > 0 else 'under'}" if err is not None else ""
+    off = f" ({abs(err):.0f}% too {'high' if err > 0 else 'low'})" if err is not None else ""
     back = f" ({restored} more restored from the cache)" if restored else ""
     if ok:
         print(f"[clock] {ran} stages ran{back} in {human(actual)}; estimated before the first stage: "
-              f"{about(total)}{off} (record: {record_path})", flush=True)
+              f"{about(total)}{off}; the record: {record_path}", flush=True)
     else:
         print(f"[clock] stopped: {ran} stages ran{back} in {human(actual)}; the stages it ended were estimated at "
-              f"{about(ended)}{off} (record: {record_path})", flush=True)
+              f"{about(ended)}{off}; the record: {record_path}", flush=True)
 
 
 def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=None, **repro_kwargs) -> int:
