@@ -411,3 +411,42 @@ def test_train_adopts_the_search_trial_that_is_its_very_run(tmp_path, tiny_model
     fresh = load_file(repo / "models/variants/lora/adapter_model.safetensors")
     assert adopted.keys() == fresh.keys() and all(torch.allclose(adopted[k], fresh[k], atol=1e-6) for k in fresh)
     assert "adopted_from_trial" not in json.loads((repo / "runs/lora/train.json").read_text())["metrics"]
+
+
+def test_a_trial_whose_best_evaluation_is_not_its_last_is_adopted_with_those_weights(tmp_path, tiny_model_dir):
+    """A trial whose best validation loss is not at its last step ends on its best evaluation's weights, as the
+    variant's early-stopping run does; it is then that very run, judged by those weights, and train@ adopts it."""
+    import torch
+    from safetensors.torch import load_file
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    params = make_dvc_repo(repo, tiny_model_dir, rows=48)
+    # a rate far too high, held constant: validation loss is lowest at the first evaluation, then rises; a patience
+    # longer than the run, so the variant's own run would not stop early and would end on its best evaluation's weights
+    params["train_defaults"].update(max_steps=6, effective_batch=4, micro_batch=4, precision="fp32", eval_steps=2,
+                                    warmup_steps_excluded=1, logging_steps=1, early_stopping_patience=0.95,
+                                    lr_scheduler="constant")
+    params["baselines"] = {"zero_shot": {"shots": 0}}
+    params["variants"], params["derived"] = {"full": {"technique": "full", "lr": 0.2}}, {}
+    params["tune"].update(trials=1, trial_steps=0.5, spaces={"full": {"lr": {"low": 0.16, "high": 0.24, "log": True}}})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh("git init -q && git config user.email t@t && git config user.name t && git add -A && git commit -qm init", repo)
+    sh("python stages/model.py models/base && python stages/data.py models/base data/prepared", repo)
+    out = sh("python stages/tune.py full && python stages/train.py full", repo)
+    tuned = json.loads((repo / "runs/full/tuned.json").read_text())
+    curve = [p["loss"] for p in tuned["trials"][0]["val_curve"]]
+    assert len(curve) == 3 and min(curve) < curve[-1], curve      # the best evaluation is not the last
+    assert tuned["trials"][0]["value"] == pytest.approx(min(curve))  # judged by the weights it ends on
+    assert tuned["adopt"]["trial"] == 0 and "adopting trial 0 of its search" in out, tuned
+    rec = json.loads((repo / "runs/full/train.json").read_text())["metrics"]
+    assert rec["adopted_from_trial"] == 0 and rec["kept_best"] and rec["best_step"] < rec["stopped_at_step"] == 6
+    adopted = load_file(repo / "models/variants/full/model.safetensors")
+    tuned.pop("adopt")
+    (repo / "runs/full/tuned.json").write_text(json.dumps(tuned))
+    again = sh("python stages/train.py full", repo)                  # the variant's own run, trained afresh
+    assert "adopting" not in again
+    fresh_rec = json.loads((repo / "runs/full/train.json").read_text())["metrics"]
+    assert fresh_rec["best_step"] == rec["best_step"] and fresh_rec["stopped_at_step"] == 6
+    fresh = load_file(repo / "models/variants/full/model.safetensors")
+    assert adopted.keys() == fresh.keys() and all(torch.allclose(adopted[k], fresh[k], atol=1e-6) for k in fresh)

@@ -325,6 +325,18 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
            "chose lr=0.0002, which scored 0.1 there." in text
 
 
+def test_an_arm_that_takes_another_arms_search_says_why_it_trains_again(tmp_path, monkeypatch):
+    from bakeoff.core import runs
+    from bakeoff.report import tables
+
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "qlora", [1.0] * 10, 100, "variant")
+    runs.write_json(runs.tuned_record("qlora"), {"values": {"lr": 2e-3}, "shared_from": "lora", "trials": []})
+    text = "\n".join(tables.search_lines(figures.collect([], ["qlora"])))
+    assert "`qlora`: trains at `lora`'s choice (`tune.share`); it cannot adopt a trial, since every trial of that " \
+           "search trained `lora`, not its own setup, so it trains again." in text
+
+
 def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, monkeypatch):
     """DPO whose search kept a rate too small to train: the same answer on every test item as its parent and a
     preference loss of 0.686 against ln 2 = 0.693. It "did not move from `lora`", not "converged"; a DPO whose

@@ -92,7 +92,12 @@ def search_lines(df: pd.DataFrame) -> list[str]:
     out = []
     for name in df[df["kind"] == "variant"]["name"]:
         rec = runs.read_json(runs.tuned_record(name)) or {}
-        if rec.get("shared_from") or not rec.get("trials"):
+        if rec.get("shared_from"):  # its values come from another arm's trials, none of which is its own run
+            lender = rec["shared_from"]
+            out.append(f"- `{name}`: trains at `{lender}`'s choice (`tune.share`); it cannot adopt a trial, since "
+                       f"every trial of that search trained `{lender}`, not its own setup, so it trains again.")
+            continue
+        if not rec.get("trials"):
             continue
         recipe, said = rec.get("recipe") or {}, []
         if recipe.get("value") is not None and rec.get("best_value") is not None:

@@ -217,8 +217,11 @@ class VariantSearch:
             rec = train(self.technique, tv, self.base_dir, self.rows, out / "model", self.precision, out / "work",
                         parent_dir=self.parent, val_rows=self.val,
                         extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise)],
-                        judge_patience=v.train.early_stopping_patience)
-            value = rec["val_curve"][-1]["loss"] if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
+                        judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+            # the loss of the weights the trial ends on: its best evaluation's where the variant's run keeps those
+            losses = [p["loss"] for p in rec["val_curve"]]
+            loss = (min(losses) if keeps_best(v) else losses[-1]) if losses else None
+            value = loss if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
             result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
                       "val_curve": rec["val_curve"]}
             trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
@@ -291,10 +294,16 @@ def _keep_if_best(study, direction: str, value: float, out: Path, rec: dict, wor
     return True
 
 
+def keeps_best(v) -> bool:
+    """Whether the variant's own run ends on its best evaluation's weights (it evaluates and stops early), and so
+    its search's trials do too."""
+    return bool(v.train.early_stopping_patience and v.train.eval_steps)
+
+
 def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None) -> dict | None:
     """{trial, dir, fingerprint} when the chosen trial is the very run train@ would train: it finished at the full
-    length, the variant's own early stopping would not have stopped it and would have kept its last weights (its
-    best evaluation was its last), and its model and record were kept. train@ adopts it when its fingerprint
+    length, the variant's own early stopping would not have stopped it, it ended on the weights that run ends on
+    (its best evaluation's, ``keeps_best``), and its model and record were kept. train@ adopts it when its fingerprint
     (bakeoff.search.space.run_identity, the data, the parent's run) matches; else it trains as usual."""
     from bakeoff.core import runs
     from bakeoff.train.trainer import fingerprint
@@ -306,8 +315,8 @@ def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None)
     saved = runs.read_json(folder / "record.json")
     if not saved or trial.get("would_stop_at") is not None or not (folder / "model").exists():
         return None
-    if v.train.early_stopping_patience and saved["best_step"] != saved["stopped_at_step"]:
-        return None  # the variant's own run would end on its best evaluation's weights, not the last step's
+    if keeps_best(v) != bool(saved.get("kept_best")) and saved["best_step"] != saved["stopped_at_step"]:
+        return None  # the trial ended on other weights than the variant's own run would (a study from before)
     data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
     parent_run = (runs.read_json(runs.train_record(v.parent)) or {}).get("run_id") if parent else None
     fp = fingerprint(run_identity(apply(v, rec["values"]), rec["values"]), data_hash, parent_run)

@@ -129,7 +129,7 @@ def combine(per_process: list[dict]) -> dict:
 def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
           work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
           val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None,
-          judge_patience: float | None = None) -> dict:
+          judge_patience: float | None = None, keep_best: bool = False) -> dict:
     """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
 
     ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
@@ -139,7 +139,9 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the
     speed benchmark's "before" side).
     ``judge_patience``: the patience the stopping rule judges by when the run itself never stops early (a tune
-    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have).
+    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have), and
+    ``keep_best``: end on the best evaluation's weights without stopping early (a trial of a variant whose own run
+    ends on them: the chosen trial is then that very run, and train@ adopts it).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
     from transformers import set_seed
@@ -150,7 +152,8 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     set_seed(variant.train.seed)
     t = variant.train
     evaluate = bool(val_rows) and t.eval_steps > 0
-    built = _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice)
+    built = _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice,
+                   keep_best and evaluate)
     # without early stopping the rule still judges "still improving", over the run's last quarter
     judged = replace(t, early_stopping_patience=judge_patience) if judge_patience else t
     rule = EarlyStop(patience_steps(judged) or max(1, t.max_steps // 4), t.early_stopping_noise)
@@ -182,7 +185,8 @@ class _Ran:
     held: dict
 
 
-def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice) -> _Built:
+def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice,
+           keep_best: bool = False) -> _Built:
     """The tokenizer, the trainer's class and arguments, the model with its kernels applied."""
     from trl import SFTTrainer
 
@@ -190,7 +194,7 @@ def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evalua
 
     t = variant.train
     tok = load_tokenizer(base_dir)
-    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate)
+    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate, keep_best=keep_best)
     model = technique.build(base_dir, variant, precision, parent_dir)
     chosen = kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
                                              backend=variant.backend)
@@ -260,6 +264,7 @@ def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resum
         "kernels": kernels.summary(built.chosen),
         "kernel_choice": built.chosen,
         "stopped_at_step": state.global_step,
+        "kept_best": bool(getattr(built.args, "load_best_model_at_end", False)),  # ended on the best evaluation's
         "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else state.global_step,
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
         "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,

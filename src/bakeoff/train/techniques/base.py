@@ -84,23 +84,27 @@ class Technique:
         path = Path(data_dir) / "val.jsonl"
         return load_examples(path) if path.exists() else None
 
-    def trainer_parts(self, variant, precision: str, output_dir: Path, evaluate: bool = False):
-        """(TRL trainer class, its config) for this technique; ``evaluate``: validation loss every ``eval_steps``."""
+    def trainer_parts(self, variant, precision: str, output_dir: Path, evaluate: bool = False,
+                      keep_best: bool = False):
+        """(TRL trainer class, its config) for this technique; ``evaluate``: validation loss every ``eval_steps``;
+        ``keep_best``: end on the best evaluation's weights even without early stopping (``common_args``)."""
         from trl import SFTConfig, SFTTrainer
 
-        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir, evaluate),
+        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
                                      max_length=variant.train.max_seq_len, completion_only_loss=True,
                                      padding_free=variant.train.batching == "padding_free")
 
 
-def common_args(train, precision: str, output_dir: Path, evaluate: bool = False) -> dict:
+def common_args(train, precision: str, output_dir: Path, evaluate: bool = False, keep_best: bool = False) -> dict:
     """The TrainingArguments every technique shares: the fairness contract of train_defaults. ``evaluate``: validation
     loss every ``eval_steps``, with early stopping after ``early_stopping_patience`` evaluations without a new best
-    (the best evaluation's weights are kept: a checkpoint is saved at each evaluation)."""
+    (the best evaluation's weights are kept: a checkpoint is saved at each evaluation). ``keep_best``: keep the best
+    evaluation's weights without stopping early, as a search trial does for a variant whose own run would end on
+    them (so the chosen trial is that run, and train@ adopts it)."""
     import torch
 
     evaluating = evaluate and train.eval_steps > 0
-    stopping = evaluating and train.early_stopping_patience > 0
+    stopping = evaluating and (train.early_stopping_patience > 0 or keep_best)
     saves = ({"save_strategy": "steps", "save_steps": train.eval_steps, "load_best_model_at_end": True,
               "metric_for_best_model": "eval_loss", "greater_is_better": False, "save_total_limit": 2,
               "save_only_model": not train.checkpoint_steps}  # resuming needs the optimizer's state too

@@ -45,10 +45,10 @@ class Dpo(Technique):
         path = Path(data_dir) / "prefs_val.jsonl"
         return (load_pairs(path) or None) if path.exists() else None
 
-    def trainer_parts(self, variant, precision, output_dir, evaluate=False):
+    def trainer_parts(self, variant, precision, output_dir, evaluate=False, keep_best=False):
         from trl import DPOConfig, DPOTrainer
 
-        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir, evaluate),
+        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
                                      beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
                                      max_length=variant.train.max_seq_len)
 
