@@ -68,7 +68,9 @@ def block(metrics: dict, clock: dict) -> str:
     cost = (metrics.get("costs") or {}).get(run) if run else None
     if run and cost:
         lo, hi = cost.get("alone_usd", cost["usd"]), cost.get("alone_usd_high", cost["usd_high"])
-        lines.append(f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**; projected to "
+        why = ("" if run == v["variant"] else f", the lowest projected cost among the runs the test split cannot "
+               f"tell apart from `{v['variant']}`")
+        lines.append(f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**{why}; projected to "
                      f"`{cost['target']}`, not measured: {_usd(lo, hi)} all in on an {cost['card']} (training "
                      f"and its whole search).")
     elif run:
