@@ -398,3 +398,21 @@ def test_the_shipped_section_flags_a_served_drop_outside_the_interval():
     text = "\n".join(shipped_lines(shipped, {"n": 60}))
     assert "41/60 (68.3%)" in text and "outside: a drop to look at before shipping" in text
     assert "Nothing exported" in "\n".join(shipped_lines({"variants": {}, "note": "prompting is recommended"}))
+
+
+def test_the_server_keeps_plain_buffers_on_an_amx_cpu_and_ships_as_is_elsewhere(tmp_path, monkeypatch):
+    """On an AMX CPU llama.cpp's repacking crashed the server on its first request (seen on a 2-core Xeon):
+    ``bakeoff.ship.llama_server`` turns it off there, and only there."""
+    import llama_cpp.llama_cpp as c
+
+    from bakeoff.ship import llama_server
+
+    amx, plain = tmp_path / "amx", tmp_path / "plain"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f amx_bf16 amx_tile amx_int8\n")
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    assert llama_server.has_amx(amx) and not llama_server.has_amx(plain)
+    assert not llama_server.has_amx(tmp_path / "none")
+    assert c.llama_model_default_params().use_extra_bufts        # llama.cpp's default: repack
+    monkeypatch.setattr(c, "llama_model_default_params", c.llama_model_default_params)  # undone after the test
+    llama_server.without_repacking()
+    assert not c.llama_model_default_params().use_extra_bufts

@@ -137,7 +137,7 @@ def test_a_failing_rank_of_a_two_process_run_is_the_arms_recorded_status(repo, t
     assert [f["rank"] for f in rec["ranks_failed"]] == [1]
     assert (repo / "models" / "variants" / "two_proc_fault" / "NOT_TRAINED").read_text().startswith("failed: ")
     ev = json.loads((repo / "runs" / "two_proc_fault" / "eval.json").read_text())
-    assert ev["status"] == "failed" and "planted fault in bakeoff.train.techniques" in ev["error"], ev
+    assert ev["status"] == "failed" and "planted fault in bakeoff.train.trainer.train" in ev["error"], ev
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")

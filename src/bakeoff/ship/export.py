@@ -135,8 +135,8 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+        cmd = [sys.executable, "-m", "bakeoff.ship.llama_server", "--model", str(self.gguf),
+               "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
         return cmd + (["--api_key", self.api_key] if self.api_key else [])
 
