@@ -7,7 +7,7 @@ import pandas as pd
 import yaml
 
 from bakeoff.core.config import Source, parse_params
-from bakeoff.report import quick_look_lines
+from bakeoff.report import opening_lines, quick_look_lines
 from bakeoff.run import quick
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +55,12 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     assert f"`lora` at most {quick.STEPS} steps of {quick.BATCH} rows" in text
     full = parse_params(raw, Source("params.yaml", {}))
     assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), {"ci_low": 0.3, "ci_high": 0.8}) == []
+    # a quick look's reader sees that it is one before its answer; a full run opens with the answer
+    v = {"decision": "fine-tune", "gain": 0.5, "ci_low": 0.3, "ci_high": 0.8, "variant": "lora", "baseline": "b",
+         "recommendation": {"action": "fine-tune", "run": "lora"}}
+    quick_first = opening_lines(p, pd.DataFrame({"n_test": [30, 30]}), v, {}, {}, {})
+    assert quick_first[0].startswith("> **Quick look, not the full bake-off**") and "## Answer" in quick_first
+    assert opening_lines(full, pd.DataFrame({"n_test": [60]}), v, {}, {}, {})[0] == "## Answer"
 
 
 def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):

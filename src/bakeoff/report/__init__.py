@@ -37,6 +37,12 @@ def warning_lines(stats: dict) -> list[str]:
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
+def opening_lines(params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None, stats: dict | None) -> list[str]:
+    """The report's first lines: a quick look's banner before anything (its answer is only that), then the four-row
+    answer, then what the data stage found that makes figures mislead."""
+    return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or {})
+
+
 def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
     """A quick look says so first: what it ran, the interval that shows why it is only that, and the full command."""
     if not params.verdict.quick_look:
@@ -96,8 +102,7 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
             + glossary_lines() + provenance_lines(prov))
     record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov,
               "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
-    head = (answer_lines(v, c, d.costs) + quick_look_lines(params, df, v) + warning_lines(stats or {})
-            + verdict_lines(v, c, caveats(df, v, prov)))
+    head = opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
                   after_quality=middle, scope=v.get("scope"))
     if pw is not None:
