@@ -50,8 +50,7 @@ def main() -> None:
     from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
     from bakeoff.data.examples import Example
     from bakeoff.data.prompts import encode, few_shot_messages, render_prompt
-    from bakeoff.evaluate.local import choose_labels
-    from bakeoff.evaluate.logprobs import label_scores
+    from bakeoff.evaluate.logprobs import choose_labels, label_scores
 
     params = load_params(ROOT / "params.yaml")
     precision = resolve_precision(params.eval.dtype)

@@ -9,7 +9,8 @@ from bakeoff.core.models import load_model, load_tokenizer
 from bakeoff.data.examples import Example, Pair, read_examples
 from bakeoff.data.prompts import NearestShots, few_shot_messages, shot_picker
 from bakeoff.evaluate.generation import generate
-from bakeoff.evaluate.local import EvalPlan, evaluate_examples, preference_margins
+from bakeoff.evaluate.local import EvalPlan, evaluate_examples
+from bakeoff.evaluate.logprobs import preference_margins
 from bakeoff.evaluate.scoring import exact_match, loose_match
 
 
@@ -105,7 +106,7 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     pairs = [Pair(e.messages, e.completion, "nope", id=i) for i, e in enumerate(val)]
     metrics, out = evaluate_examples(model, tok, test, val, EvalPlan("exact_match", 8, 4, None, 3), pairs=pairs)
     from bakeoff.data.prompts import encode, render_prompt
-    from bakeoff.evaluate.local import completion_loss
+    from bakeoff.evaluate.logprobs import completion_loss
     from bakeoff.evaluate.scoring import json_valid
 
     # each figure has the value it must: recomputed here from the rows and the model, not read back
@@ -186,7 +187,7 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
     1 to many tokens, a label that is a token prefix of another (packed side by side, kept apart by the mask), and
     prompts of different lengths (with a system turn); the chosen labels are identical."""
     from bakeoff.data.prompts import prompt_and_full
-    from bakeoff.evaluate.local import completion_logprobs, label_logprobs
+    from bakeoff.evaluate.logprobs import completion_logprobs, label_logprobs
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -212,7 +213,7 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
         for i in range(len(prompts)):
             for j in range(len(labels)):
                 assert shared[i][j] == pytest.approx(full[i * len(labels) + j][0], abs=1e-4), (impl, i, labels[j])
-    from bakeoff.evaluate.local import choose_labels
+    from bakeoff.evaluate.logprobs import choose_labels
 
     assert choose_labels(model, tok, prompts, labels) == choose_labels(model, tok, prompts, labels, shared=False)
     half = load_model(tiny_model_dir).to(torch.bfloat16).eval()          # scored in fp32, then left as it was
@@ -224,7 +225,7 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
 
 def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     """Uniform logits: every token costs log V, so the label of fewest tokens wins; a tie goes to the first."""
-    from bakeoff.evaluate.local import choose_labels
+    from bakeoff.evaluate.logprobs import choose_labels
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
@@ -251,7 +252,7 @@ def test_format_only_misses(pred, ref, want):
 def test_general_kl_is_zero_for_the_base_and_grows_with_change(tiny_model_dir):
     """KL(base ‖ model) over the fixed general answers: 0 for the base against itself, larger for a model whose
     weights moved further."""
-    from bakeoff.evaluate.local import general_instructions, general_kl
+    from bakeoff.evaluate.logprobs import general_instructions, general_kl
 
     tok = load_tokenizer(tiny_model_dir)
     base = load_model(tiny_model_dir).eval()
@@ -279,7 +280,7 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     from bakeoff.core.models import resolve_base
     from bakeoff.core.sections import TrainConfig, VariantConfig
     from bakeoff.evaluate.lmeval import run_probe
-    from bakeoff.evaluate.local import general_instructions, general_kl
+    from bakeoff.evaluate.logprobs import general_instructions, general_kl
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import train
 
@@ -324,7 +325,8 @@ MEASURE = """
 import gc, json, sys
 import torch
 from bakeoff.core import measure
-from bakeoff.evaluate.local import KlToBase, choose_labels, general_instructions
+from bakeoff.evaluate.local import KlToBase
+from bakeoff.evaluate.logprobs import choose_labels, general_instructions
 from bakeoff.core.models import load_model, load_tokenizer
 
 mode, model_dir = sys.argv[1], sys.argv[2]
@@ -419,7 +421,8 @@ def test_kl_to_base_keeps_one_model_resident_and_matches_the_two_model_figure(wi
     by disabling its adapter, with no load at all."""
     from peft import LoraConfig, get_peft_model
 
-    from bakeoff.evaluate.local import KlToBase, general_instructions, general_kl
+    from bakeoff.evaluate.local import KlToBase
+    from bakeoff.evaluate.logprobs import general_instructions, general_kl
 
     got = _measured("kl", wide_model_dir)
     assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2 ** 20)

@@ -345,7 +345,8 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
     dtype (``control_general_kl``) is what quantization alone moved, and the trained model's KL is measured from
     that 4-bit base, not from the bf16 one."""
     from bakeoff.core.models import load_tokenizer
-    from bakeoff.evaluate.local import EvalPlan, KlToBase, general_instructions, quantized_control
+    from bakeoff.evaluate.local import EvalPlan, KlToBase, quantized_control
+    from bakeoff.evaluate.logprobs import general_instructions
 
     tech = get_technique("qlora")
     t = TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, lr=1e-2, max_seq_len=128, precision="bf16",

@@ -12,17 +12,6 @@ from bakeoff import progress as progress_bar
 from bakeoff.core.measure import GenerationLog, LatencyLog
 from bakeoff.core.runs import Resume
 from bakeoff.data.prompts import encode, render_prompt
-from bakeoff.evaluate.logprobs import (  # noqa: F401
-    answer_distributions,
-    choose_labels,
-    completion_logprobs,
-    completion_loss,
-    general_instructions,
-    general_kl,
-    kl_of,
-    label_logprobs,
-    preference_margins,
-)
 
 
 @torch.inference_mode()

@@ -20,15 +20,12 @@ from bakeoff.core.runs import Resume
 from bakeoff.data.examples import Example, Pair
 from bakeoff.data.prompts import render_prompt
 from bakeoff.evaluate.generation import StepTimes, generate, latency
-from bakeoff.evaluate.logprobs import (  # noqa: F401
+from bakeoff.evaluate.logprobs import (
     answer_distributions,
     choose_labels,
-    completion_logprobs,
     completion_loss,
     general_instructions,
-    general_kl,
     kl_of,
-    label_logprobs,
     preference_margins,
 )
 from bakeoff.evaluate.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
