@@ -153,3 +153,23 @@ def test_a_stamp_is_read_back_and_the_pixels_are_kept(tmp_path):
     assert screenshots.stamped(png) == "0123456789abcdef0123456789abcdef01234567"
     with Image.open(png) as im:
         assert im.size == (4, 3) and im.getpixel((1, 1)) == (10, 20, 30)
+
+
+def test_the_screenshot_error_never_prints_a_password(monkeypatch, tmp_path):
+    """An MLflow URI from the environment may carry a password; the screenshot's error names the store without it."""
+    import mlflow
+
+    from bakeoff.core import tracking
+    from bakeoff.core.config import load_params
+    from bakeoff.run import screenshots
+
+    class NoExperiment:  # the store answers, but holds no run of this task
+        def get_experiment_by_name(self, name):
+            return None
+
+    monkeypatch.setattr(tracking, "tracking_uri", lambda params: "http://bob:hunter2@127.0.0.1:5000")
+    monkeypatch.setattr(mlflow, "MlflowClient", NoExperiment)
+    with pytest.raises(SystemExit) as stop:
+        screenshots.mlflow_picture(None, load_params(ROOT / "params.yaml"), "0" * 40, tmp_path / "x.png")
+    assert "no repro run" in str(stop.value) and "127.0.0.1:5000" in str(stop.value)
+    assert "hunter2" not in str(stop.value)

@@ -93,6 +93,7 @@ def mlflow_picture(p, params, commit: str, out: Path) -> None:
     import requests
 
     from bakeoff.core import tracking
+    from bakeoff.core.schema import without_secret
 
     uri = tracking.tracking_uri(params)
     mlflow.set_tracking_uri(uri)
@@ -100,7 +101,8 @@ def mlflow_picture(p, params, commit: str, out: Path) -> None:
     exp = client.get_experiment_by_name(tracking.experiment_name(params))
     repro = _newest_repro(client, exp.experiment_id) if exp else None
     if repro is None:
-        raise SystemExit(f"error: no repro run of {tracking.experiment_name(params)!r} in {uri}: run make repro first")
+        raise SystemExit(f"error: no repro run of {tracking.experiment_name(params)!r} in {without_secret(uri)}: "
+                         "run make repro first")
     made_at = repro.data.tags.get("git_commit") or repro.data.tags.get("mlflow.source.git.commit", "")
     if made_at != commit:
         raise SystemExit(f"error: the store's newest repro run ({repro.info.run_name}) was made at {made_at[:12]}, the "
