@@ -107,6 +107,45 @@ def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path,
     assert (tmp_path / "d" / "out" / "adapter_model.safetensors").exists()
 
 
+def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_reference(tiny_model_dir, tickets,
+                                                                                        tmp_path, monkeypatch):
+    """precompute_ref: the frozen reference's log-probabilities are computed before the first step of the first run
+    and reused by the next run on the same pairs and parent (a search's trials); the training matches the run that
+    computes the reference in every step, loss for loss."""
+    from trl import DPOTrainer
+    from trl.trainer import dpo_trainer
+
+    from bakeoff.data.examples import Pair
+    from bakeoff.train.techniques import dpo
+
+    sft_dir = tmp_path / "sft"
+    train(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16],
+          sft_dir, "fp32", tmp_path / "w0")
+    pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion.replace("}", ', "x": 1}'))
+             for e in read_examples(tickets)[:8]]
+    passes, per_step = [], []  # per_step: each forward pass under the frozen "ref" adapter
+    orig_pass, orig_adapter = DPOTrainer._precompute_ref_logps, dpo_trainer.use_adapter
+    monkeypatch.setattr(DPOTrainer, "_precompute_ref_logps", lambda self, *a: passes.append(a[1]) or
+                        orig_pass(self, *a))
+    monkeypatch.setattr(dpo_trainer, "use_adapter", lambda *a, **k: per_step.append(k.get("adapter_name")) or
+                        orig_adapter(*a, **k))
+    monkeypatch.setattr(dpo, "_REF_LOGPS", {})
+    losses = {}
+    for run, pre in (("first", True), ("second", True), ("per step", False)):
+        per_step.clear()
+        rec = train(get_technique("dpo"), _variant("dpo", init_from="lora", precompute_ref=pre), tiny_model_dir,
+                    pairs, tmp_path / run / "out", "fp32", tmp_path / run / "w", parent_dir=sft_dir)
+        losses[run] = (rec["train_loss_mean"], rec["train_loss_final"])
+        if run == "first":  # 8 pairs in batches of micro_batch 2: 4 forward passes of the reference, before step 1
+            assert passes == ["train"] and len(per_step) == 4, "the first run passes over each pair once"
+        elif run == "second":
+            assert passes == ["train"] and not per_step, "the second run reuses the first's reference"
+        else:  # 3 steps of 2 micro-batches, the reference in each
+            assert len(per_step) == 6, "without precompute_ref the reference runs in every micro-batch"
+    assert losses["first"] == pytest.approx(losses["per step"], rel=1e-4)
+    assert losses["second"] == pytest.approx(losses["per step"], rel=1e-4)
+
+
 def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_path):
     """micro-batch 2 × 8 accumulation steps and micro-batch 16 × 1: the same losses (per-token normalisation)."""
     rows = read_examples(tickets)[:64]

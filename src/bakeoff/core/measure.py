@@ -5,7 +5,8 @@ Training speed
     divided by the wall time of the same optimizer steps, over the steady state: the first
     ``warmup_steps_excluded`` steps (compilation, allocator warm-up) are left out.
     ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches).
-    ``train_wall_s``: wall time of the whole ``trainer.train()`` call.
+    ``train_wall_s``: wall time of building the trainer (tokenizing the rows; DPO's reference pass over its pairs) and
+    the whole ``trainer.train()`` call.
 Memory (never one number that mixes kinds)
     CPU: ``*_peak_rss_mb``, the peak resident set size of the process within the window, read from the
     kernel's high-water mark (VmHWM) after resetting it at the window's start (/proc/self/clear_refs).

@@ -15,7 +15,7 @@ OPTIONS: dict[str, dict] = {
     "full": {},
     "lora": _LORA,
     "qlora": {**_LORA, "bits": 4, "quant_type": "nf4", "double_quant": True},
-    "dpo": {"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"},
+    "dpo": {"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid", "precompute_ref": True},
 }
 
 
@@ -56,6 +56,8 @@ def _dpo(o: dict) -> Iterator[tuple[str, str]]:
         yield "beta", f"must be > 0, got {o['beta']!r}"
     if o["loss_type"] not in ("sigmoid", "hinge", "ipo"):
         yield "loss_type", f"must be sigmoid, hinge or ipo, got {o['loss_type']!r}"
+    if not isinstance(o["precompute_ref"], bool):
+        yield "precompute_ref", f"must be true or false, got {o['precompute_ref']!r}"
 
 
 _CHECKS = {"lora": _lora, "qlora": _qlora, "dpo": _dpo}

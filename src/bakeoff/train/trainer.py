@@ -220,12 +220,12 @@ def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_call
             # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
             callbacks = [steps_cb, *([Stopping(rule, row_losses, bool(t.early_stopping_patience))] if evaluate else []),
                          *extra_callbacks]
+            t0 = time.perf_counter()  # from the trainer's setup: DPO's reference pass is part of its training
             trainer = cls(model=built.model, args=built.args, train_dataset=technique.dataset(rows),
                           processing_class=built.tok, eval_dataset=technique.dataset(val_rows) if evaluate else None,
                           callbacks=callbacks)
             quiet_trainer(trainer)  # in a piped log, no per-step dicts or bars (MLflow has the curves)
             held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
-            t0 = time.perf_counter()
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
             wall = time.perf_counter() - t0
         except BaseException as e:  # keep the peak reached: an `oom` result reports it

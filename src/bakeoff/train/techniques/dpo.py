@@ -3,6 +3,12 @@
 The parent's adapter is loaded as the trainable ``default`` adapter; DPOTrainer copies it into a frozen ``ref``
 adapter that serves as the reference policy (so the reference is the supervised model, not the raw base).
 Only adapter weights change.
+
+The reference's log-probabilities are computed once per pair before the first step (TRL's
+``precompute_ref_log_probs``; option ``precompute_ref``, on by default) instead of in every step: the reference is
+frozen, so they are the same numbers. They are kept for the process, keyed by the tokenized pairs, the reference's
+weights and the precision (``cached_ref_trainer``), so every trial of a search reuses the first trial's
+(``tune_from@dpo``).
 """
 
 from __future__ import annotations
@@ -46,11 +52,12 @@ class Dpo(Technique):
         return (load_pairs(path) or None) if path.exists() else None
 
     def trainer_parts(self, variant, precision, output_dir, evaluate=False, keep_best=False):
-        from trl import DPOConfig, DPOTrainer
+        from trl import DPOConfig
 
-        return DPOTrainer, DPOConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
+        return cached_ref_trainer(), DPOConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
                                      beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
-                                     max_length=variant.train.max_seq_len)
+                                     max_length=variant.train.max_seq_len,
+                                     precompute_ref_log_probs=bool(variant.options.get("precompute_ref", True)))
 
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import PeftModel
@@ -66,3 +73,38 @@ class Dpo(Technique):
 
     def save(self, model, tok, out_dir: Path) -> None:
         model.save_pretrained(out_dir, selected_adapters=["default"])
+
+
+_REF_LOGPS: dict[str, tuple[list, list]] = {}  # key (``_ref_key``) → (chosen, rejected) reference log-probabilities
+
+
+def _ref_key(dataset, model_hash: str, args) -> str:
+    """What the reference's log-probabilities of ``dataset`` depend on: its tokenized pairs (truncation included),
+    the reference's weights (TRL's hash of the module) and the precision the forward pass runs in."""
+    import hashlib
+    import json
+
+    cols = [c for c in dataset.column_names if c not in ("ref_chosen_logps", "ref_rejected_logps")]
+    h = hashlib.sha256(json.dumps([model_hash, bool(args.bf16), bool(args.fp16), cols]).encode())
+    for row in dataset.select_columns(cols).to_list():
+        h.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def cached_ref_trainer():
+    """TRL's DPOTrainer whose precomputed reference log-probabilities are reused within the process: TRL's own cache
+    is keyed by the dataset's fingerprint, which is new for every trainer (its tokenizing map is not hashable), so a
+    search's every trial would pass over the reference again."""
+    from trl import DPOTrainer
+
+    class CachedRefDPOTrainer(DPOTrainer):
+        def _precompute_ref_logps(self, dataset, name, batch_size):
+            key = _ref_key(dataset, self._precompute_model_hash, self.args)
+            if key in _REF_LOGPS:
+                chosen, rejected = _REF_LOGPS[key]
+                return dataset.add_column("ref_chosen_logps", chosen).add_column("ref_rejected_logps", rejected)
+            out = super()._precompute_ref_logps(dataset, name, batch_size)
+            _REF_LOGPS[key] = (list(out["ref_chosen_logps"]), list(out["ref_rejected_logps"]))
+            return out
+
+    return CachedRefDPOTrainer
