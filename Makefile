@@ -71,5 +71,5 @@ screenshots: setup
 	$(PY) -m bakeoff.run.screenshots
 
 mlflow-ui: setup
-	@$(PY) -c "from bakeoff import config, tracking; print('open', tracking.ui_url(config.load_params()))"
+	@$(PY) -c "from bakeoff.core import config, tracking; print('open', tracking.ui_url(config.load_params()))"
 	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db) --port 5000
