@@ -62,6 +62,7 @@ bench: setup
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/step_profile.py --compare
 	$(PY) benchmarks/label_choice.py
+	$(PY) benchmarks/trial_time.py
 	@echo; echo "On a CUDA machine: $(PY) benchmarks/gpu_check.py   (one table; reports/bench/gpu.json)"
 
 # the README's two pictures of this run (reports/comparison.png, reports/mlflow_experiment.png), after make repro;

@@ -97,6 +97,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a PostgreSQL server, two worker processes and the heartbeat's grace period: a minute on CPU
 def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again(pg):
     """The victim takes a trial and is killed in it (SIGKILL: no goodbye). Its heartbeat stops; after the grace
     period the survivor's wait marks it failed, and since a lost trial is not counted the survivor draws a fourth."""

@@ -81,3 +81,20 @@ def test_every_progress_bar_of_the_library_is_off_in_piped_output():
     verbose = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**env, "BAKEOFF_VERBOSE": "1"})
     assert "listed" in verbose.stderr and "counted" in verbose.stderr, verbose.stderr
+
+
+def test_lm_evals_own_bars_are_off_in_piped_output(tiny_model_dir):
+    """lm-eval passes tqdm an explicit ``disable``: the probe's "Tokenizing inputs" and "Running loglikelihood
+    requests" bars filled a piped log until ``lmeval.quiet``; with BAKEOFF_VERBOSE=1 they show."""
+    code = ("import sys, tempfile\n"
+            "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            "from bakeoff.evaluate import lmeval\n"
+            "m = AutoModelForCausalLM.from_pretrained(sys.argv[1]); t = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+            "print(lmeval.run_probe(m, t, tempfile.mkdtemp(), batch_size=4, limit=4)['probe_acc'])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("BAKEOFF_VERBOSE", "TQDM_DISABLE")}
+    for verbose in (False, True):
+        r = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True,
+                           timeout=300, check=False, env={**env, **({"BAKEOFF_VERBOSE": "1"} if verbose else {})})
+        assert r.returncode == 0, r.stderr[-3000:]
+        bars = "Running loglikelihood requests" in r.stderr or "Tokenizing inputs" in r.stderr
+        assert bars == verbose, r.stderr[-2000:]

@@ -91,12 +91,25 @@ def _model(model, tok, batch_size: int, dtype: str = "float32"):
     from lm_eval.models.huggingface import HFLM
 
     if isinstance(model, LM):
-        return model
+        return quiet(model)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if isinstance(model, dict):
-        return HFLM(**model, tokenizer=tok, batch_size=batch_size, device=device, dtype=dtype)
-    return HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size)
+        return quiet(HFLM(**model, tokenizer=tok, batch_size=batch_size, device=device, dtype=dtype))
+    return quiet(HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size))
+
+
+def quiet(lm):
+    """In piped output (``bakeoff.piped``), ``lm`` with lm-eval's own bars off ("Tokenizing inputs", "Running
+    loglikelihood requests"): lm-eval hands tqdm an explicit ``disable``, which overrides TQDM_DISABLE."""
+    import functools
+
+    from bakeoff import piped
+
+    if piped():
+        for name in ("loglikelihood", "loglikelihood_rolling", "generate_until"):
+            setattr(lm, name, functools.partial(getattr(lm, name), disable_tqdm=True))
+    return lm
 
 
 def run_task(task_dir: str | Path, model, tok, batch_size: int = 16, name: str = TASK, dtype: str = "float32") -> dict:
