@@ -52,7 +52,7 @@ test-fast: setup
 	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(PY) -m pytest -m "not slow"
 
-# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 55 min on 2 CPU cores
+# benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 70 min on 2 CPU cores
 bench: setup
 	test -d models/variants/lora || $(MAKE) repro
 	$(PY) benchmarks/iteration.py
