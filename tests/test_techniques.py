@@ -138,8 +138,13 @@ def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_ref
         losses[run] = (rec["train_loss_mean"], rec["train_loss_final"])
         if run == "first":  # 8 pairs in batches of micro_batch 2: 4 forward passes of the reference, before step 1
             assert passes == ["train"] and len(per_step) == 4, "the first run passes over each pair once"
+            assert "ref_pass_reused_s" not in rec
+            first_wall = rec["train_wall_s"]
         elif run == "second":
             assert passes == ["train"] and not per_step, "the second run reuses the first's reference"
+            # its training time counts the pass it reused, as measured in the first run: the time it costs alone
+            assert rec["ref_pass_reused_s"] > 0 and rec["train_wall_s"] > rec["ref_pass_reused_s"]
+            assert rec["ref_pass_reused_s"] < first_wall
         else:  # 3 steps of 2 micro-batches, the reference in each
             assert len(per_step) == 6, "without precompute_ref the reference runs in every micro-batch"
     assert losses["first"] == pytest.approx(losses["per step"], rel=1e-4)

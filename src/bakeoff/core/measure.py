@@ -6,7 +6,8 @@ Training speed
     ``warmup_steps_excluded`` steps (compilation, allocator warm-up) are left out.
     ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches).
     ``train_wall_s``: wall time of building the trainer (tokenizing the rows; DPO's reference pass over its pairs) and
-    the whole ``trainer.train()`` call.
+    the whole ``trainer.train()`` call. A DPO run that took its reference log-probabilities from an earlier trial of
+    its search adds that pass's time, measured there (``ref_pass_reused_s``): the time the run costs on its own.
 Memory (never one number that mixes kinds)
     CPU: ``*_peak_rss_mb``, the peak resident set size of the process within the window, read from the
     kernel's high-water mark (VmHWM) after resetting it at the window's start (/proc/self/clear_refs).

@@ -246,11 +246,13 @@ def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resum
             point["se"] = round(row_stats(rows_)[1], 5)
     stopped_early = state.global_step < t.max_steps
     drop = loss_drop(history)
+    reused = getattr(run.trainer, "reused_ref_s", 0.0)  # DPO: the reference pass an earlier trial made for it
     return {
         **built.sizes,
         **run.measured,
         "resumed_from_step": int(resume.name.split("-")[-1]) if resume else 0,
-        "train_wall_s": round(run.wall, 2),
+        "train_wall_s": round(run.wall + reused, 2),
+        **({"ref_pass_reused_s": round(reused, 2)} if reused else {}),
         "train_loss_final": round(history[-1]["loss"], 4) if history else None,
         "train_loss_mean": round(run.result.training_loss, 4),
         "adapter_mb": dir_mb(out_dir) if rank() == 0 else None,

@@ -75,7 +75,7 @@ class Dpo(Technique):
         model.save_pretrained(out_dir, selected_adapters=["default"])
 
 
-_REF_LOGPS: dict[str, tuple[list, list]] = {}  # key (``_ref_key``) → (chosen, rejected) reference log-probabilities
+_REF_LOGPS: dict[str, tuple[list, list, float]] = {}  # key (``_ref_key``) → (chosen, rejected, seconds the pass took)
 
 
 def _ref_key(dataset, model_hash: str, args) -> str:
@@ -98,13 +98,20 @@ def cached_ref_trainer():
     from trl import DPOTrainer
 
     class CachedRefDPOTrainer(DPOTrainer):
+        reused_ref_s = 0.0  # the measured seconds of the reference passes this run took from an earlier one
+
         def _precompute_ref_logps(self, dataset, name, batch_size):
+            import time
+
             key = _ref_key(dataset, self._precompute_model_hash, self.args)
             if key in _REF_LOGPS:
-                chosen, rejected = _REF_LOGPS[key]
+                chosen, rejected, seconds = _REF_LOGPS[key]
+                self.reused_ref_s += seconds
                 return dataset.add_column("ref_chosen_logps", chosen).add_column("ref_rejected_logps", rejected)
+            t0 = time.perf_counter()
             out = super()._precompute_ref_logps(dataset, name, batch_size)
-            _REF_LOGPS[key] = (list(out["ref_chosen_logps"]), list(out["ref_rejected_logps"]))
+            _REF_LOGPS[key] = (list(out["ref_chosen_logps"]), list(out["ref_rejected_logps"]),
+                               time.perf_counter() - t0)
             return out
 
     return CachedRefDPOTrainer
