@@ -2,8 +2,9 @@
 
     python stages/compare.py reports
 
-Writes reports/comparison.{md,csv,html}, reports/metrics.json (DVC metrics), reports/sizing.json,
-reports/plots/*.png (DVC plots), reports/flips/<variant>.jsonl, and a summary MLflow run holding them all.
+Writes reports/comparison.{md,csv,html}, reports/metrics.json (DVC metrics), reports/sizing.json, reports/curve.json
+(the data-value curve), reports/plots/*.png (DVC plots), reports/flips/<variant>.jsonl, and a summary MLflow run
+holding them all.
 """
 
 import sys
@@ -22,9 +23,9 @@ def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "reports")
     params = load_params()
     shipped = runs.read_json(out / "shipped.json")
-    d = decide(params, runs.fresh_dir(out / "flips"), shipped)
+    d = decide(params, runs.fresh_dir(out / "flips"), shipped, curve=True)
     histories = {n: r.get("history") or [] for n, r in d.records.items()}
-    images = report.plots(d.runs, histories, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise)
+    images = report.plots(d.runs, histories, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve)
     paths = report.write_all(out, params, d, images, shipped)
     publish.to_mlflow(params, d, paths, out)
     publish.say(paths, VERBOSE)

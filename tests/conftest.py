@@ -95,4 +95,7 @@ def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -
     params["task"].update(prefs="data/raw/prefs.jsonl" if pairs else None, val_size=8, test_size=8,
                           max_new_tokens=8)
     params["tune"]["trials"] = 0  # the shipped default searches (4 trials per arm); a test that searches says so
+    params["curve"]["fractions"] = []  # the shipped default draws a data-value curve; a test that draws one says so
+    (repo / "reports" / "curve").mkdir(parents=True)  # ships with a project (compare reads the points there)
+    (repo / "reports" / "curve" / ".gitkeep").write_text("")
     return params

@@ -63,6 +63,7 @@ def repo(tmp_path_factory, tiny_model_dir):
     params["tune"].update(trials=2, trial_steps=0.5, spaces={"full": {"lr": {"low": 1.0e-5, "high": 1.0e-4,
                                                                              "log": True}}})
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 1.0e-4}}
+    params["curve"].update(fractions=[0.25, 0.5], resamples=200)  # the data-value curve: two shares an arm
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("git init -q && git config user.email t@t && git config user.name t && dvc init -q", repo)
     sh("git add -A && git commit -qm init", repo)
@@ -73,13 +74,16 @@ def repo(tmp_path_factory, tiny_model_dir):
     SERVER.clear()
 
 
+CURVE_STAGES = ["curve@best_prompt-0.25", "curve@best_prompt-0.5", "curve@recommended-0.25", "curve@recommended-0.5"]
+
+
 def test_every_stage_ran_and_report_lists_every_run(repo):
     repo, out = repo
     for stage in ("model", "data", "tune_prompt@zero_shot", "tune@lora", "tune_from@dpo",
                   "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
                   "evaluate@lora",
                   "tune@full", "train@full", "evaluate@full", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
-                  "export", "compare"):
+                  "export", *CURVE_STAGES, "compare"):
         assert f"Running stage '{stage}'" in out
     # the child trains after its parent; the report comes after the export it reports
     assert out.index("Running stage 'train_from@dpo'") > out.index("Running stage 'train@lora'")
@@ -125,6 +129,59 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
                for n in ("zero_shot", "lora", "dpo"))
     assert "winners picked on the validation split" in report and "converged?" in report
+
+
+def test_data_value_curve_points_fit_report_mlflow_and_a_new_share_runs_alone(repo):
+    """The curve stages trained the recommended variant and prompted the best baseline on nested shares of train; the
+    compare stage fitted both (reports/curve.json), wrote the sentence, section and plot, and counted the curve in
+    the budget; each point is a child run of its arm's MLflow run; a share added to curve.fractions runs alone."""
+    import mlflow
+
+    from bakeoff.data.examples import load_examples, load_pairs
+    from bakeoff.data.subsets import nested_subset
+    from bakeoff.evaluate.curve import digest
+
+    repo, _ = repo
+    curve = json.loads((repo / "reports" / "curve.json").read_text())
+    rec, prompt = curve["arms"]["recommended"], curve["arms"]["best_prompt"]
+    assert rec["run"] in ("lora", "dpo") and rec["kind"] == "variant"  # full ran out of memory: not recommended
+    assert prompt["run"] in ("zero_shot", "few_shot", "nearest") and prompt["kind"] == "baseline"
+    train = load_examples(repo / "data" / "prepared" / "train.jsonl")
+    rows = load_pairs(repo / "data" / "prepared" / "prefs_train.jsonl") if rec["run"] == "dpo" else train
+    for arm, full in ((rec, rows), (prompt, train)):
+        assert arm["status"] == "ok" and arm["n_points"] == 3 and arm["rows"][-1] == len(full)
+        assert arm["rows"][0] < arm["rows"][1] < arm["rows"][2]
+        assert all(len(ci) == 2 and ci[0] <= q <= ci[1] for q, ci in zip(arm["quality"], arm["quality_ci"]))
+        assert arm["projection"][0]["multiple"] == 2 and "inside" in arm["backtest"]
+    for share in (0.25, 0.5):  # the rows a point drew are the nested share, the same on every draw
+        point = json.loads((repo / "reports" / "curve" / f"recommended-{share}" / "point.json").read_text())
+        assert point["status"] == "ok" and point["run"] == rec["run"]
+        assert point["metrics"]["rows_digest"] == digest(nested_subset(rows, share, 0, None))
+        assert point["metrics"]["train_steps"] == 2 and point["metrics"]["tokens_seen"] > 0
+        assert (repo / "reports" / "curve" / f"recommended-{share}" / "predictions.jsonl").read_text().count("\n") == 8
+    report = (repo / "reports" / "comparison.md").read_text()
+    assert "## What more data would buy" in report and "![quality against training rows" in report
+    assert "**More data**" in report and "data-value curve: 2 smaller shares" in report
+    assert (repo / "reports" / "plots" / "curve.png").stat().st_size > 5000
+    metrics = json.loads((repo / "reports" / "metrics.json").read_text())
+    assert metrics["curve"]["arms"]["recommended"]["run"] == rec["run"]
+    mlflow.set_tracking_uri(SERVER["uri"])
+    for arm in (rec, prompt):
+        parent = json.loads((repo / "runs" / arm["run"] / "eval.json").read_text())["run_id"]
+        kids = mlflow.search_runs(experiment_names=["tickets"], filter_string=f"tags.mlflow.parentRunId = '{parent}' "
+                                                                               "and tags.kind = 'curve_point'")
+        assert sorted(kids["tags.curve.share"]) == ["0.25", "0.5"] and set(kids["status"]) == {"FINISHED"}
+        assert (kids["metrics.quality"] >= 0).all()
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["curve"]["fractions"] = [0.125, 0.25, 0.5]
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = sh("dvc repro", repo)
+    ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+    assert ran == ["compare", "curve@best_prompt-0.125", "curve@recommended-0.125"]
+    assert json.loads((repo / "reports" / "curve.json").read_text())["arms"]["recommended"]["n_points"] == 4
+    params["curve"]["fractions"] = [0.25, 0.5]  # back as the fixture wrote it, for the tests after this one
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh("dvc repro", repo)
 
 
 def test_mlflow_server_reads_back_one_latest_run_each(repo):
@@ -200,9 +257,9 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     # evaluation, no baseline. Every variant's tune stage reruns (a variant in tune.share works on another's study,
     # so each reads the whole variants section), but with nothing to search (or a study already complete) each
     # writes the same choice at once, and nothing downstream of an unchanged choice reruns
-    assert ran == ["compare", "evaluate@lora", "evaluate_from@dpo", "export", "train@lora", "train_from@dpo",
-                   "tune@full",
-                   "tune@lora", "tune@unsloth", "tune_from@dpo"]
+    # the curve's points rerun too: the runs they resolve their arms from changed
+    assert ran == ["compare", *CURVE_STAGES, "evaluate@lora", "evaluate_from@dpo", "export", "train@lora",
+                   "train_from@dpo", "tune@full", "tune@lora", "tune@unsloth", "tune_from@dpo"]
 
 
 def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(repo):

@@ -31,8 +31,10 @@ from bakeoff.core.schema import (
     suggest,
 )
 from bakeoff.core.sections import (
+    CURVE_ROLES,
     BaselineConfig,
     CostConfig,
+    CurveConfig,
     EvalConfig,
     ExportConfig,
     ModelConfig,
@@ -52,7 +54,7 @@ ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_a
 LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
-            "verdict", "cost", "sizing", "export")
+            "verdict", "cost", "sizing", "export", "curve")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 
 
@@ -224,8 +226,44 @@ def parse_params(raw: dict, src: Source) -> Params:
     check(export.gguf in ("f16", "q8_0", "bf16"), src, "export.gguf", f"must be f16, q8_0 or bf16; got {export.gguf!r}")
     for n in export.variants or []:
         check(n in variants, src, "export.variants", f"{n!r} is not a variant" + suggest(str(n), list(variants)))
+    curve = _curve(raw, baselines, variants, src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
-                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, path=src.path)
+                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, curve=curve,
+                  path=src.path)
+
+
+CURVE_OFF = ("dvc.yaml makes the curve stages from curve.arms × curve.fractions, so it needs both: write "
+             "`curve: {fractions: []}` to turn the data-value curve off")
+
+
+def _curve(raw: dict, baselines: dict, variants: dict, src: Source) -> CurveConfig | None:
+    """The data-value curve's section (absent: the defaults); ``fractions: []`` turns it off (None)."""
+    if "curve" in raw and raw["curve"] is None:
+        raise src.error("curve", CURVE_OFF)
+    c = build(CurveConfig, raw.get("curve"), "curve", src)
+    check(isinstance(c.arms, list) and c.arms, src, "curve.arms",
+          f"a list of {' or '.join(CURVE_ROLES)}, or variant and baseline names; got {c.arms!r}")
+    names = [*CURVE_ROLES, *variants, *baselines]
+    for a in c.arms:
+        check(a in names, src, "curve.arms", f"{a!r} is neither a role ({', '.join(CURVE_ROLES)}) nor a variant or "
+              "baseline" + suggest(str(a), names))
+    check(isinstance(c.fractions, list) and all(isinstance(f, (int, float)) and not isinstance(f, bool)
+                                                 and 0 < f < 1 for f in c.fractions), src, "curve.fractions",
+          f"shares of the training split, each in (0, 1) (1.0 is the arm's own run); got {c.fractions!r}")
+    check(len(set(c.fractions)) == len(c.fractions), src, "curve.fractions", f"a share is listed twice: {c.fractions}")
+    check(c.min_steps >= 1, src, "curve.min_steps", f"must be ≥ 1, got {c.min_steps}")
+    check(c.resamples >= 100, src, "curve.resamples", f"must be ≥ 100, got {c.resamples}")
+    return c if c.fractions else None
+
+
+def dvc_needs(raw: dict, path: str) -> str | None:
+    """What dvc.yaml reads from params.yaml to make its stages and this one lacks (None: nothing), said with the fix:
+    DVC would stop on it with only "Could not find 'curve.arms'"."""
+    c = raw.get("curve") if isinstance(raw, dict) else None
+    if not isinstance(c, dict) or "arms" not in c or "fractions" not in c:
+        return (f"{path}: curve: missing or incomplete ({CURVE_OFF}; the default: `curve: {{arms: [recommended, "
+                "best_prompt], fractions: [0.125, 0.25, 0.5]}}`)")
+    return None
 
 
 # old name → new name; the old ones still work, with a warning naming the line

@@ -26,6 +26,7 @@ PREPARED = Path("data/prepared")
 RUNS = Path("runs")
 VARIANTS = Path("models/variants")
 TMP = Path(".bakeoff_tmp")
+CURVE = Path("reports/curve")  # the curve stage's points: reports/curve/<arm>-<share>/{point.json,predictions.jsonl}
 STATUSES = ("ok", "oom", "skipped", "failed")  # the one vocabulary of run outcomes
 
 
@@ -136,6 +137,11 @@ def predictions(name: str) -> Path:
 
 def variant_dir(name: str) -> Path:
     return VARIANTS / name
+
+
+def curve_point_dir(arm: str, share: float) -> Path:
+    """A data-value curve's point: curve arm ``arm`` (a role or a run) at ``share`` of the training split."""
+    return CURVE / f"{arm}-{share}"
 
 
 def seed_dir(name: str, seed: int) -> Path:

@@ -149,6 +149,17 @@ class ExportConfig:
     concurrency: int = 4  # requests in flight for the serving figure beside batch 1
 
 
+CURVE_ROLES = ("recommended", "best_prompt")  # curve arms resolved after the runs (bakeoff.decide.decision.curve_arm)
+
+
+@dataclass(frozen=True)
+class CurveConfig:
+    arms: list = field(default_factory=lambda: list(CURVE_ROLES))  # roles, or variant and baseline names
+    fractions: list = field(default_factory=lambda: [0.125, 0.25, 0.5])  # shares of train; 1.0 is the arm's own run
+    min_steps: int = 10  # the floor of optimizer steps at a small share (same epochs above it)
+    resamples: int = 1000  # bootstrap resamples over test items for the fit's intervals
+
+
 @dataclass(frozen=True)
 class SizingConfig:
     target: str | None = None  # the model you will really fine-tune: one of targets (None: the first)
@@ -176,6 +187,7 @@ class Params:
     sizing: SizingConfig = SizingConfig()
     tune: TuneConfig = field(default_factory=TuneConfig)
     export: ExportConfig = ExportConfig()
+    curve: CurveConfig | None = CurveConfig()  # None: no data-value curve
     path: str = "params.yaml"
 
     def variant(self, name: str) -> VariantConfig:

@@ -155,6 +155,23 @@ def child_run(name: str, tags: dict):
         yield r
 
 
+def child_of(params, parent_id: str, name: str, tags: dict, metrics: dict, ok: bool = True) -> str:
+    """A finished child run under the finished run ``parent_id`` (a data-value curve's point under its arm's run),
+    its numeric ``metrics`` logged, the parent left as it was; returns the child's id."""
+    import mlflow
+
+    _setup(params)
+    client = mlflow.MlflowClient()
+    exp = client.get_run(parent_id).info.experiment_id
+    child = client.create_run(exp, run_name=name, tags={"mlflow.parentRunId": parent_id, "git_commit": git_commit(),
+                                                        **{k: str(v) for k, v in tags.items()}})
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            client.log_metric(child.info.run_id, k, float(v))
+    client.set_terminated(child.info.run_id, "FINISHED" if ok else "FAILED")
+    return child.info.run_id
+
+
 def log_to_run(run_id: str, metrics: dict, params=None) -> None:
     """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage; the
     export stage's re-scores). ``params``: point MLflow at the store first (outside an open run's stage)."""

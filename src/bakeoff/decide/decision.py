@@ -40,15 +40,16 @@ class Decision:
     serving_card: object | None  # the card that would serve the fine-tuned target
     money: dict  # the recommendation's serving cost against prompting, and the break-even
     provenance: dict  # data hash, commit, versions, the machine
+    curve: dict | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
 
     @property
     def picked(self) -> str | None:
         return picked(self.verdict)
 
 
-def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
+def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, curve: bool = False) -> Decision:
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
-    runs, and one recommendation, priced."""
+    runs, and one recommendation, priced; with ``curve``, the data-value curve fitted from the curve stage's points."""
     df, v, records, sized, stats, unmoved = _verdict(params, flips_dir, shipped)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
@@ -56,8 +57,13 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -
     rec = picked(v)
     money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
                          card.__dict__ if card else None)
+    fitted = None
+    if curve:
+        from bakeoff.decide.data_value import report_data
+
+        fitted = report_data(params, df)
     return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
-                    costs=priced, serving_card=card, money=money, provenance=prov)
+                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted)
 
 
 def _verdict(params, flips_dir, shipped):
@@ -113,3 +119,19 @@ def picked(v: dict) -> str | None:
     """The fine-tuned variant the recommendation names (None when it recommends prompting or is inconclusive)."""
     rec = v.get("recommendation") or {}
     return rec.get("run") if rec.get("action") == "fine-tune" else None
+
+
+def curve_arm(params, arm: str) -> tuple[str | None, str]:
+    """The run a data-value curve arm (``curve.arms``) names, and how it was chosen (None: no such run finished):
+    ``recommended``, the recommended variant (the best fine-tuned one, chosen on validation, when the recommendation is
+    not to fine-tune); ``best_prompt``, the best prompting baseline, chosen on validation; else the run named."""
+    if arm == "best_prompt":
+        return figures.best_baseline(figures.collect(list(params.baselines), list(params.variants))), \
+            "the best prompting baseline (chosen on validation)"
+    if arm != "recommended":
+        return arm, "named in curve.arms"
+    d = decide(params)
+    if d.picked:
+        return d.picked, "the recommended variant"
+    return d.verdict.get("variant"), ("the best fine-tuned variant on validation, as the recommendation is not "
+                                      "to fine-tune)")

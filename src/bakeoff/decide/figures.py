@@ -62,7 +62,14 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
 
 def _items(name: str, key: str = "score") -> dict[int, object] | None:
     """The primary metric's per-example items of one run, by example id (None: no predictions)."""
-    path = runs.predictions(name)
+    return read_items(runs.predictions(name), key)
+
+
+def read_items(path, key: str = "score") -> dict[int, object] | None:
+    """The per-example items under ``key`` of a predictions file, by example id (None: no file, or no such key)."""
+    from pathlib import Path
+
+    path = Path(path)
     if not path.exists():
         return None
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -4,6 +4,7 @@
     reports/comparison.md, .csv   the table with intervals, the verdict, sizing, provenance   (tables.py)
     reports/metrics.json          DVC metrics: every run's figures, the verdict, provenance     (tables.py)
     reports/sizing.json           the memory model's calibration and every fit                  (here)
+    reports/curve.json            the data-value curve: points, fits, back-tests, projections   (here; curve.py)
     reports/plots/*.png           quality against memory and time, loss curves, quality bars    (plots.py)
     reports/comparison.html       the whole report on one self-contained page                   (html.py)
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.report import curve as data_curve
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
@@ -96,13 +98,15 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
              "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
-              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune)
+              + data_curve.lines(d.curve, images)
+              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve)
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))
     tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
-    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov,
+    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(d.curve),
               "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
-    head = opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
+    head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
+            + data_curve.headline(d.curve, v.get("decision")))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
                   after_quality=middle, scope=v.get("scope"))
     if pw is not None:
@@ -110,6 +114,9 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
     paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
+    if d.curve is not None:
+        paths["curve"] = out_dir / "curve.json"
+        paths["curve"].write_text(json.dumps(d.curve, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"
     paths["html"].write_text(html(paths["md"].read_text(), images))
     return paths

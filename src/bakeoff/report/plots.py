@@ -151,10 +151,49 @@ def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict) -> None:
     plt.close(fig)
 
 
+def _data_curve(curve: dict | None, out_dir: Path, paths: dict) -> None:
+    """Both curves against training rows (log scale): measured points with intervals, the fit, its band, and the
+    projection to 4× dashed."""
+    if not curve or not any(a.get("status") == "ok" for a in curve["arms"].values()):
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for a in (a for a in curve["arms"].values() if a.get("status") == "ok"):
+        n_full = a["rows"][-1]
+        err = [[q - ci[0] for q, ci in zip(a["quality"], a["quality_ci"])],
+               [ci[1] - q for q, ci in zip(a["quality"], a["quality_ci"])]]
+        line = ax.errorbar(a["rows"], a["quality"], yerr=err, fmt="o", capsize=3, label=f"{a['run']} (measured)")
+        color = line[0].get_color()
+        band = a["band"]
+        inside = [b for b in band if b["rows"] <= n_full * 1.0001]
+        beyond = [b for b in band if b["rows"] >= n_full * 0.9999]
+        ax.plot([b["rows"] for b in inside], [b["quality"] for b in inside], color=color)
+        if curve.get("reliable"):
+            ax.plot([b["rows"] for b in beyond], [b["quality"] for b in beyond], color=color, linestyle="--")
+            shown = band
+        else:
+            shown = inside
+        ax.fill_between([b["rows"] for b in shown], [b["ci"][0] for b in shown], [b["ci"][1] for b in shown],
+                        color=color, alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("training rows (log scale)")
+    ax.set_ylabel("quality on the test split")
+    title = "Quality against training rows" + ("; dashed: projected" if curve.get("reliable") else
+                                               "; back-test missed: no projection")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    paths["curve"] = out_dir / "curve.png"
+    fig.savefig(paths["curve"], dpi=110)
+    plt.close(fig)
+
+
 def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str,
-          pw: pd.DataFrame | None = None) -> dict[str, Path]:
+          pw: pd.DataFrame | None = None, curve: dict | None = None) -> dict[str, Path]:
     """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves,
-    per-run quality bars with their intervals, the pairwise differences and the learning–forgetting trade-off."""
+    per-run quality bars with their intervals, the pairwise differences, the learning–forgetting trade-off and the
+    data-value curve."""
+
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     ok = df[df["status"] == "ok"]
@@ -166,4 +205,5 @@ def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, met
     if pw is not None and len(pw):
         _pairwise_heatmap(pw, out_dir, paths)
     _tradeoff(ok, out_dir, paths)
+    _data_curve(curve, out_dir, paths)
     return paths

@@ -75,11 +75,29 @@ def block(metrics: dict, clock: dict) -> str:
                      f"and its whole search).")
     elif run:
         lines.append(f"- Recommended: **{rec.get('action')}** with `{run}`.")
+    lines += curve_lines(metrics.get("curve"))
     whole = full_run(clock)
     if whole:
         lines.append(f"- `make repro` of every stage and every search took {duration(whole['actual_total_s'])} on "
                      f"{whole['machine']} (`reports/clock.json`).")
     return "\n".join([*lines, "", END])
+
+
+def curve_lines(c: dict | None) -> list[str]:
+    """The data-value curve in one line: the projection at twice the rows, or why none is given."""
+    arms = [a for a in ((c or {}).get("arms") or {}).values() if a.get("status") == "ok"]
+    if not arms:
+        return []
+    if not c.get("reliable"):
+        missed = ", ".join(f"`{a['run']}` predicted {_pct(a['quality'][-1] + a['backtest_error'])}, measured "
+                           f"{_pct(a['quality'][-1])}" for a in arms if not a.get("backtest_inside")
+                           and a.get("backtest_error") is not None)
+        return [f"- More data: the data-value curve's back-test missed ({missed}), so the report gives no projection."]
+    parts = [f"`{a['run']}` {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
+             f"{_pct(a['projected_2x_ci'][1])}] ({_pts(a['gain_per_doubling'])} points)" for a in arms]
+    later = (c.get("verdict_at_2x") or {}).get("decision")
+    return ["- More data (a projection from the data-value curve, not measured): with twice the training rows, "
+            + "; ".join(parts) + (f"; projected verdict **{later}**" if later else "") + "."]
 
 
 def rewrite(readme: str, metrics: dict, clock: dict) -> str:

@@ -149,8 +149,9 @@ def cost_lines(v: dict, c: dict) -> list[str]:
     return out
 
 
-def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
-    """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share."""
+def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None) -> list[str]:
+    """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share;
+    then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored."""
     rows = []
     for name in df["name"]:
         b = spent.get(name)
@@ -171,6 +172,9 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None) -> list[str]:
         of = "own" if b["own"] else f"`{b['lender']}`'s"
         rows.append(f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
                     f"{b['share']:.0%} | {b['carried_tokens']:,.0f} | {b['carried_seconds']:,.0f} |")
+    for name, b in ((curve or {}).get("budget") or {}).items():
+        rows.append(f"| {name} | data-value curve: {b['points']} smaller shares | – | {b['tokens']:,.0f} | "
+                    f"{b['steps']:,.0f} | {b['train_s'] + b['eval_s']:,.0f} | – | – | – |")
     if not rows:
         return []
     rule = ""

@@ -107,12 +107,29 @@ def _load_params():
         return None
 
 
+def _dvc_needs(path: Path = Path("params.yaml")) -> str | None:
+    """What dvc.yaml needs from params.yaml that it lacks (bakeoff.core.config.dvc_needs), before DVC reads it."""
+    import yaml
+
+    from bakeoff.core.config import dvc_needs
+
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None  # no file, or not YAML: the stages say so with its line
+    return dvc_needs(raw, str(path))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bakeoff.run.clock", description="dvc repro, with a clock")
     ap.add_argument("targets", nargs="*", help="stages or dvc.yaml files, as `dvc repro` takes them")
     ap.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
     ap.add_argument("--record", default=str(RECORD), help=f"the run's record of stage times (default {RECORD})")
     args = ap.parse_args(argv)
+    lacking = _dvc_needs()
+    if lacking:
+        print(f"error: {lacking}", file=sys.stderr)
+        return 2
 
     from dvc.repo import Repo
     from dvc.repo.reproduce import _reproduce_stage

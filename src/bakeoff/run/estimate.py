@@ -120,6 +120,15 @@ class Estimator:
                 return REFERENCE["tune_prompt"] * trials * self.size if b is not None and b.search else 5.0
             shots = b.shots if b is not None else 0
             return REFERENCE["baseline_shots" if shots else "baseline"] * test * self.size
+        if kind == "curve" and key:  # a share of a training run (at least curve.min_steps) and a test-split answer
+            arm, _, share = key.rpartition("-")
+            try:
+                f = float(share)
+            except ValueError:
+                return REFERENCE["other"]
+            trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
+            return ((REFERENCE["train"] * max(f, 0.25) if trains else 0.0) + REFERENCE["evaluate"] * test / 3
+                    + 15.0) * self.size
         v = p.variants.get(key) if p is not None and key else None
         # the reference derived variant (DPO) has 20 steps, the others 40
         steps = (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0

@@ -1,0 +1,243 @@
+"""How much would more data buy: each curve arm's quality against its training rows, fitted with its uncertainty,
+back-tested, and projected to 2× and 4× the rows (projections, said so everywhere they are shown).
+
+    arm = Points(ns=[52, 104, 207, 414], items=[[...], ...], figure=mean)   # items: per test item, same order
+    fit = fit_arm(arm, resamples=1000)     # the fit, its projections with intervals, the back-test
+    cross = crossover(ft_fit, prompt_fit)  # the size where fine-tuning passes the prompt, or none in range
+
+The form (one rule, by how many points there are):
+
+- ``power2``, fewer than 5 points: q(n) = 1 − a·(n/N)^−b, the error falling as a power of the rows (N: the largest
+  measured size); two parameters, so four points leave two degrees of freedom and the back-test's three leave one.
+- ``power3``, 5 points or more: q(n) = c − a·(n/N)^−b, with its own ceiling c ≤ 1 (a task whose labels are noisy
+  stops short of 100%).
+
+a ≥ 0 and b in [0, 3]: quality does not fall with more data (a flat or falling arm fits b ≈ 0, "flat").
+Uncertainty: a bootstrap over test items, the same resampled items at every point (the points are scored on the same
+test split), each resample refitted; intervals are the 2.5th and 97.5th percentiles. They hold the test split's noise
+only, not a training run's seed-to-seed spread: the back-test is what says whether that is enough.
+Back-test: the same rule fitted on every point but the largest predicts the largest; it misses when the 95% interval
+of (predicted − observed), over the same resamples, leaves out 0. A miss makes the arm's projections unreliable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MULTIPLES = (2, 4)  # the projections: 2× and 4× the rows of the full-size point
+B_MAX = 3.0
+SEED = 0
+
+
+@dataclass
+class Points:
+    """One arm's measured points: rows trained on (or drawn from), and each point's per-test-item scores."""
+
+    ns: list[int]
+    items: list[list]  # one list per point, every list in the same test-item order
+    figure: object = None  # items → the figure (None: the mean)
+    names: list[str] = field(default_factory=list)
+
+    def quality(self, idx: np.ndarray | None = None) -> np.ndarray:
+        fig = self.figure or (lambda xs: float(np.mean(xs)) if len(xs) else float("nan"))
+        if idx is None:
+            return np.array([fig(list(it)) for it in self.items], dtype=float)
+        return np.array([fig([it[i] for i in idx]) for it in self.items], dtype=float)
+
+    def quality_many(self, draws: np.ndarray) -> np.ndarray:
+        """Each resample's figure at each point (resamples × points): vectorised where the figure is a mean."""
+        if (self.figure is None or getattr(self.figure, "__name__", "") == "mean") and all(
+                isinstance(x, (int, float)) for it in self.items for x in it):
+            return np.asarray(self.items, dtype=float)[:, draws].mean(2).T
+        return np.array([self.quality(idx) for idx in draws])
+
+
+def form_for(k: int) -> str:
+    return "power3" if k >= 5 else "power2"
+
+
+def _model(form: str):
+    if form == "power3":
+        return lambda x, c, a, b: c - a * np.power(x, -b)
+    return lambda x, a, b: 1.0 - a * np.power(x, -b)
+
+
+B_GRID = np.linspace(0.0, B_MAX, 301)  # exponents tried (steps of 0.01); the scale and ceiling are solved exactly
+
+
+def fit_many(ns, Q, form: str) -> np.ndarray:
+    """Least squares of ``form`` to every row of ``Q`` (resamples × sizes) at sizes ``ns``: for each exponent on
+    ``B_GRID`` the scale (and ceiling) in closed form, within their bounds; the exponent with the least squared error.
+    Returns one row of parameters per resample (power2: a, b; power3: c, a, b)."""
+    x = np.asarray(ns, dtype=float) / float(max(ns))
+    Q = np.clip(np.atleast_2d(np.asarray(Q, dtype=float)), 0.0, 1.0)
+    Z = x[None, :] ** -B_GRID[:, None]  # exponent × size
+    if form == "power2":  # 1 - q = a·z
+        E = 1.0 - Q
+        num, den = E @ Z.T, (Z ** 2).sum(1)
+        A = np.clip(num / den, 0.0, 2.0)
+        sse = (E ** 2).sum(1)[:, None] - 2 * A * num + A ** 2 * den
+        g = sse.argmin(1)
+        return np.stack([A[np.arange(len(Q)), g], B_GRID[g]], 1)
+    # power3: q = c - a·z, a line in z for each exponent; a ≥ 0 and c ≤ 1 (the other end refitted at the bound)
+    zc = Z - Z.mean(1, keepdims=True)
+    szz = (zc ** 2).sum(1)
+    yc = Q - Q.mean(1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        A = np.where(szz > 1e-12, -(yc @ zc.T) / szz, 0.0)
+    A = np.clip(A, 0.0, 2.0)
+    C = Q.mean(1)[:, None] + A * Z.mean(1)[None, :]
+    over = C > 1.0
+    if over.any():  # the ceiling at 1: a alone, as power2 does
+        a1 = np.clip(((1.0 - Q) @ Z.T) / (Z ** 2).sum(1), 0.0, 2.0)
+        A, C = np.where(over, a1, A), np.where(over, 1.0, C)
+    resid = Q[:, None, :] - (C[:, :, None] - A[:, :, None] * Z[None, :, :])
+    g = (resid ** 2).sum(2).argmin(1)
+    r = np.arange(len(Q))
+    return np.stack([C[r, g], A[r, g], B_GRID[g]], 1)
+
+
+def fit_points(ns, qs, form: str | None = None) -> dict | None:
+    """``form`` (default by the number of points) fitted to qualities ``qs`` at sizes ``ns``: its parameters and
+    the size they are relative to, or None with fewer than 2 distinct sizes."""
+    ns, qs = np.asarray(ns, dtype=float), np.asarray(qs, dtype=float)
+    if len(set(ns.tolist())) < 2 or not np.all(np.isfinite(qs)):
+        return None
+    form = form or form_for(len(ns))
+    return {"form": form, "ref": float(ns.max()), "params": [float(v) for v in fit_many(ns, qs, form)[0]]}
+
+
+def predict_many(ns_fit, P: np.ndarray, form: str, n) -> np.ndarray:
+    """Every resample's fitted quality (rows of ``P``, from ``fit_many``) at sizes ``n``: resamples × sizes."""
+    z = (np.asarray(n, dtype=float) / float(max(ns_fit)))[None, :] ** -P[:, -1:]
+    q = (1.0 - P[:, :1] * z) if form == "power2" else (P[:, :1] - P[:, 1:2] * z)
+    return np.clip(q, 0.0, 1.0)
+
+
+def predict(fit: dict | None, n) -> np.ndarray:
+    """The fitted quality at ``n`` rows (clipped to [0, 1])."""
+    n = np.asarray(n, dtype=float)
+    if fit is None:
+        return np.full(n.shape, np.nan)
+    return np.clip(_model(fit["form"])(n / fit["ref"], *fit["params"]), 0.0, 1.0)
+
+
+def _interval(xs) -> list[float] | None:
+    xs = np.asarray([x for x in xs if x == x], dtype=float)
+    if not len(xs):
+        return None
+    return [round(float(np.percentile(xs, 2.5)), 4), round(float(np.percentile(xs, 97.5)), 4)]
+
+
+def resample_indices(n_items: int, resamples: int, seed: int = SEED) -> np.ndarray:
+    """The bootstrap's test-item draws, one row per resample; shared by every arm so their curves stay paired."""
+    return np.random.default_rng(seed).integers(0, n_items, size=(resamples, n_items))
+
+
+class Fitted:
+    """One arm's points fitted on the observed scores and on every resample of the test items at once."""
+
+    def __init__(self, pts: Points, draws: np.ndarray, drop_last: bool = False):
+        order = np.argsort(pts.ns)[:-1] if drop_last else np.argsort(pts.ns)
+        self.ns = np.array([pts.ns[i] for i in order], dtype=float)
+        self.form = form_for(len(self.ns))
+        self.q = pts.quality()[order]
+        self.Q = pts.quality_many(draws)[:, order] if len(draws) else np.empty((0, len(order)))
+        self.P = fit_many(self.ns, self.q, self.form)
+        self.PB = fit_many(self.ns, self.Q, self.form) if len(self.Q) else np.empty((0, self.P.shape[1]))
+
+    def at(self, n) -> float:
+        return float(predict_many(self.ns, self.P, self.form, [n])[0, 0])
+
+    def boot_at(self, n) -> np.ndarray:
+        """Every resample's fitted quality at each size in ``n``: resamples × sizes."""
+        return predict_many(self.ns, self.PB, self.form, np.atleast_1d(n))
+
+
+def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None) -> dict:
+    """``pts`` fitted (all points), projected to 2× and 4× the largest, its gain per doubling, and back-tested
+    (fitted without the largest point, predicting it); each figure with its 95% bootstrap interval over test items."""
+    draws = resample_indices(len(pts.items[0]), resamples) if draws is None else draws
+    f = Fitted(pts, draws)
+    n_full = float(f.ns.max())
+    grid = np.exp(np.linspace(math.log(f.ns.min()), math.log(n_full * max(MULTIPLES)), 40))
+    here, boot_here = f.at(n_full), f.boot_at(n_full)[:, 0]
+    boot_grid = f.boot_at(grid)
+    projection = []
+    for m in MULTIPLES:
+        p, boot = f.at(n_full * m), f.boot_at(n_full * m)[:, 0]
+        projection.append({"multiple": m, "rows": round(n_full * m), "quality": round(p, 4),
+                           "ci": _interval(boot), "gain": round(p - here, 4), "gain_ci": _interval(boot - boot_here)})
+    out = {"form": f.form, "n_points": len(f.ns), "n_items": len(pts.items[0]), "rows": [int(n) for n in f.ns],
+           "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
+           "quality": [round(float(q), 4) for q in f.q],
+           "quality_ci": [_interval(f.Q[:, k]) for k in range(len(f.ns))],
+           "fit": {"form": f.form, "ref": n_full, "params": [round(float(v), 5) for v in f.P[0]]},
+           "exponent": round(float(f.P[0, -1]), 4), "exponent_ci": _interval(f.PB[:, -1]),
+           "fitted_at_full": round(here, 4), "projection": projection,
+           "gain_per_doubling": projection[0]["gain"], "gain_per_doubling_ci": projection[0]["gain_ci"],
+           "resamples": len(draws),
+           "band": [{"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": _interval(boot_grid[:, k])}
+                    for k, n in enumerate(grid)]}
+    out["backtest"] = backtest(pts, f, draws)
+    return out
+
+
+def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
+    """The same rule fitted without the largest size, predicting it: the error, and whether the 95% interval of
+    (predicted − observed) over the same resamples holds 0."""
+    if len(f.ns) < 3:
+        return {"inside": False, "reason": f"{len(f.ns)} sizes: a back-test needs 3 or more"}
+    b = Fitted(pts, draws, drop_last=True)
+    n_full = float(f.ns.max())
+    pred, observed = b.at(n_full), float(f.q[-1])
+    ci = _interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1])
+    return {"fitted_on_rows": [int(n) for n in b.ns], "form": b.form, "predicted": round(pred, 4),
+            "observed": round(observed, 4), "error": round(pred - observed, 4), "error_ci": ci,
+            "inside": bool(ci is not None and ci[0] <= 0 <= ci[1])}
+
+
+def _first_pass(grid: np.ndarray, diff: np.ndarray) -> float | None:
+    """The first size on ``grid`` from which ``diff`` (fine-tuning − prompt) stays above 0; None: never in range."""
+    above = diff > 0
+    if not above.any():
+        return None
+    below = np.where(~above)[0]
+    if not len(below):
+        return float(grid[0])
+    k = int(below[-1]) + 1
+    return float(grid[k]) if k < len(grid) else None
+
+
+def crossover(ft: Points, pr: Points, draws: np.ndarray, upto: float = 4.0) -> dict:
+    """The size at which ``ft`` (the fine-tuned arm) passes ``pr`` (the prompt) and stays above, on the fitted
+    curves over the measured range and on to ``upto`` × the largest size (beyond it, a projection); its 95%
+    interval over the same bootstrap resamples and the share of resamples in which it happens at all."""
+    a, b = Fitted(ft, draws), Fitted(pr, draws)
+    lo, hi = float(min(a.ns.min(), b.ns.min())), float(max(a.ns.max(), b.ns.max()))
+    grid = np.exp(np.linspace(math.log(lo), math.log(hi * upto), 200))
+    point = _first_pass(grid, predict_many(a.ns, a.P, a.form, grid)[0] - predict_many(b.ns, b.P, b.form, grid)[0])
+    diffs = a.boot_at(grid) - b.boot_at(grid)
+    found = [x for x in (_first_pass(grid, d) for d in diffs) if x is not None]
+    where = ("never" if point is None else "from the smallest size" if point <= lo * 1.0001
+             else "in the measured range" if point <= hi else "beyond the measured range (a projection)")
+    return {"rows": None if point is None else round(point), "where": where,
+            "rows_ci": None if not found else [round(float(np.percentile(found, 2.5))),
+                                               round(float(np.percentile(found, 97.5)))],
+            "share_of_resamples": round(len(found) / len(diffs), 3) if len(diffs) else None,
+            "searched_up_to_rows": round(hi * upto)}
+
+
+def verdict_at(ft: Points, pr: Points, draws: np.ndarray, multiple: float, min_gain: float) -> dict:
+    """The projected gain of ``ft`` over ``pr`` at ``multiple`` × the largest size, with its interval, and the verdict
+    the same rule would give it (a projection: the report says so)."""
+    a, b = Fitted(ft, draws), Fitted(pr, draws)
+    n = float(max(a.ns.max(), b.ns.max())) * multiple
+    g = a.at(n) - b.at(n)
+    ci = _interval(a.boot_at(n)[:, 0] - b.boot_at(n)[:, 0])
+    lo, hi = ci if ci else (g, g)
+    decision = "fine-tune" if lo > min_gain else "prompting is enough" if hi < min_gain else "inconclusive"
+    return {"multiple": multiple, "rows": round(n), "gain": round(g, 4), "gain_ci": ci, "decision": decision}

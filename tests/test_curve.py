@@ -1,0 +1,135 @@
+"""The data-value curve: nested stratified subsets, the fit on synthetic curves (the exponent recovered, the
+projection's interval covering the truth), the back-test, the crossover."""
+
+import numpy as np
+import pytest
+
+from bakeoff.data.examples import Example
+from bakeoff.data.subsets import nested_subset
+from bakeoff.decide.curve import Points, crossover, fit_arm, fit_points, predict, resample_indices, verdict_at
+
+
+def rows(n_per_label: dict) -> list[Example]:
+    out = []
+    for label, n in n_per_label.items():
+        out += [Example([{"role": "user", "content": f"{label} {i}"}], label, id=f"{label}-{i}") for i in range(n)]
+    return out
+
+
+def test_subsets_are_nested_stratified_and_the_same_rows_every_time():
+    train = rows({"a": 40, "b": 20, "c": 3})
+    labels = ["a", "b", "c"]
+    eighth, quarter, half = (nested_subset(train, s, seed=0, labels=labels) for s in (0.125, 0.25, 0.5))
+    ids = [{e.id for e in x} for x in (eighth, quarter, half)]
+    assert ids[0] < ids[1] < ids[2]  # nested, and growing
+    assert [sum(e.completion == lab for e in half) for lab in labels] == [20, 10, 2]  # per label, round(share × n)
+    assert {e.completion for e in eighth} == set(labels)  # every label kept, one row at least
+    again = nested_subset(list(reversed(train)), 0.25, seed=0, labels=labels)
+    assert {e.id for e in again} == ids[1]  # the same rows whatever the order in memory
+    other = nested_subset(train, 0.25, seed=1, labels=labels)
+    assert {e.id for e in other} != ids[1]  # the seed draws them
+    assert nested_subset(train, 1.0) == train
+    free = nested_subset(train, 0.5, seed=0, labels=None)  # no label set: one stratum
+    assert len(free) == round(0.5 * len(train))
+    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        nested_subset(train, 0)
+
+
+def simulate(ns, truth, n_items, rng):
+    """Comonotone items: item i is right at size n when its difficulty is under the true quality there (an item
+    learned with fewer rows stays learned), so every point is scored on the same items, as in a real run."""
+    u = rng.random(n_items)
+    return [list((u < truth(n)).astype(float)) for n in ns]
+
+
+@pytest.mark.parametrize("c,a,b,ns", [
+    (1.0, 0.15, 0.6, [50, 100, 200, 400]),  # 48% → 85%  # four points: the two-parameter form
+    (0.85, 0.12, 0.5, [50, 100, 200, 400, 800]),  # 51% → 73%  # five: its own ceiling
+])
+def test_fit_recovers_the_exponent_within_ten_percent(c, a, b, ns):
+    N = max(ns)
+    truth = lambda n: c - a * (n / N) ** -b
+    got = fit_points(ns, [truth(n) for n in ns])
+    assert got["form"] == ("power2" if len(ns) < 5 else "power3")
+    assert abs(got["params"][-1] - b) / b < 0.1
+    items = simulate(ns, truth, 40000, np.random.default_rng(1))  # large test split: little noise
+    fit = fit_arm(Points(ns, items), resamples=50)
+    assert abs(fit["exponent"] - b) / b < 0.1
+
+
+def test_projection_interval_covers_the_truth_over_200_simulated_curves():
+    rng = np.random.default_rng(0)
+    ns, n_items, covered, backtest_inside = [50, 100, 200, 400], 300, 0, 0
+    for _ in range(200):
+        a, b = rng.uniform(0.05, 0.2), rng.uniform(0.2, 0.7)  # from 14% or more at 50 rows
+        truth = lambda n, a=a, b=b: 1.0 - a * (n / 400) ** -b
+        fit = fit_arm(Points(ns, simulate(ns, truth, n_items, rng)), resamples=100,
+                      draws=resample_indices(n_items, 100, seed=int(rng.integers(1 << 30))))
+        lo, hi = fit["projection"][0]["ci"]
+        covered += lo <= truth(800) <= hi
+        backtest_inside += fit["backtest"]["inside"]
+    assert covered / 200 >= 0.85, covered
+    assert backtest_inside / 200 >= 0.85, backtest_inside
+
+
+def test_backtest_misses_a_curve_that_bends_away():
+    """Flat, then a jump at the largest size: the smaller points cannot predict it, and the back-test says so."""
+    ns = [50, 100, 200, 400]
+    qs = {50: 0.30, 100: 0.31, 200: 0.32, 400: 0.80}
+    items = simulate(ns, lambda n: qs[n], 400, np.random.default_rng(2))
+    fit = fit_arm(Points(ns, items), resamples=100)
+    assert fit["backtest"]["inside"] is False
+    assert fit["backtest"]["error"] < -0.3
+
+
+def test_crossover_and_projected_verdict():
+    """Fine-tuning starts below the prompt and passes it inside the measured range; twice the data keeps it ahead."""
+    ns, rng = [50, 100, 200, 400], np.random.default_rng(3)
+    u = rng.random(500)
+    ft = Points(ns, [list((u < 1 - 0.16 * (n / 400) ** -0.7).astype(float)) for n in ns])  # 31%, 58%, 74%, 84%
+    pr = Points(ns, [list((u < 0.55 + 0.02 * np.log2(n / 50)).astype(float)) for n in ns])
+    draws = resample_indices(500, 100)
+    cross = crossover(ft, pr, draws)
+    assert cross["where"] == "in the measured range"
+    assert 70 < cross["rows"] < 200 and cross["rows_ci"][0] <= cross["rows"] <= cross["rows_ci"][1]
+    later = verdict_at(ft, pr, draws, 2, min_gain=0.05)
+    assert later["decision"] == "fine-tune" and later["gain"] > 0.2
+    never = crossover(pr, ft, draws)  # the prompt never passes fine-tuning above ~150 rows
+    assert never["where"] == "never"
+    assert np.all(predict(fit_points(ns, ft.quality()), [100, 800]) <= 1.0)
+
+
+def _params_with(tmp_path, curve):
+    import yaml
+
+    from conftest import ROOT
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if curve is ...:
+        raw.pop("curve")
+    else:
+        raw["curve"] = curve
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return raw, path
+
+
+def test_curve_params_checked_with_file_and_key_and_turned_off_by_an_empty_list(tmp_path):
+    from bakeoff.core.config import dvc_needs, load_params
+    from bakeoff.core.schema import ParamsError
+
+    _, path = _params_with(tmp_path, {"arms": ["recommended", "lorra"], "fractions": [0.5]})
+    with pytest.raises(ParamsError, match=r"params.yaml:\d+: curve.arms: 'lorra' is neither .* \(did you mean 'lora'"):
+        load_params(path)
+    _, path = _params_with(tmp_path, {"arms": ["lora"], "fractions": [0.5, 1.0]})
+    with pytest.raises(ParamsError, match=r"curve.fractions: shares of the training split, each in \(0, 1\)"):
+        load_params(path)
+    raw, path = _params_with(tmp_path, None)
+    with pytest.raises(ParamsError, match=r"curve: dvc.yaml makes the curve stages .* `curve: \{fractions: \[\]\}`"):
+        load_params(path)
+    assert "curve: missing or incomplete" in dvc_needs(raw, str(path))
+    raw, path = _params_with(tmp_path, {"arms": ["recommended", "best_prompt"], "fractions": []})
+    assert load_params(path).curve is None and dvc_needs(raw, str(path)) is None
+    raw, path = _params_with(tmp_path, ...)  # no section: the library takes the defaults; dvc.yaml cannot
+    assert load_params(path).curve.fractions == [0.125, 0.25, 0.5]
+    assert dvc_needs(raw, str(path)).startswith(f"{path}: curve: missing")
