@@ -42,6 +42,8 @@ def workspace(dest: Path = DEST) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for part in ("dvc.yaml", "stages", "src", "data"):
         _copy(ROOT / part, dest / part)
+    (dest / "reports" / "curve").mkdir(parents=True, exist_ok=True)  # compare reads the curve's points there
+    (dest / "reports" / "curve" / ".gitkeep").touch()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["task"] = {**raw["task"], **TASK}
     raw["train_defaults"].update(max_steps=300, effective_batch=8, micro_batch=8)

@@ -267,6 +267,8 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
         (repo / "data" / "raw" / name).write_text("".join(lines))
     shutil.copytree(ROOT / "data" / "probe", repo / "data" / "probe")
     (repo / "src").symlink_to(ROOT / "src")
+    (repo / "reports" / "curve").mkdir(parents=True)  # compare reads the data-value curve's points there
+    (repo / "reports" / "curve" / ".gitkeep").touch()
     model = make_model(shape, work / "pipeline-model")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["model"]["base"] = str(model)
@@ -281,6 +283,7 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 5.0e-5, "max_steps": 4}}
     params["tune"].update(trials=2, trial_steps=0.5)
     params["tune"]["share"] = {"unsloth": "lora"}  # every other arm searches its own 2 trials
+    params["curve"].update(fractions=[0.5], resamples=200)  # the data-value curve: one share of each arm
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -296,6 +299,7 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
                 *[f"python stages/tune.py {b}" for b in names], *[f"python stages/baseline.py {b}" for b in names],
                 *[f"python stages/{s}.py {v}" for v in PIPELINE_VARIANTS for s in ("tune", "train", "evaluate")],
                 *[f"python stages/{s}.py dpo" for s in ("tune", "train", "evaluate")],
+                *[f"python stages/curve.py {a} 0.5" for a in params["curve"]["arms"]],
                 "python stages/compare.py reports"]
     log, rc = [], 0
     for cmd in cmds:

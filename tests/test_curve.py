@@ -101,7 +101,6 @@ def test_crossover_and_projected_verdict():
 
 def _params_with(tmp_path, curve):
     import yaml
-
     from conftest import ROOT
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -133,3 +132,33 @@ def test_curve_params_checked_with_file_and_key_and_turned_off_by_an_empty_list(
     raw, path = _params_with(tmp_path, ...)  # no section: the library takes the defaults; dvc.yaml cannot
     assert load_params(path).curve.fractions == [0.125, 0.25, 0.5]
     assert dvc_needs(raw, str(path)).startswith(f"{path}: curve: missing")
+
+
+def test_a_missed_backtest_withholds_every_projection_in_the_report():
+    """Where the smaller shares fail to predict the full run, the report says the curve is unreliable on this task
+    and prints no projection, in the sentence, the section or the README line; where it held, it prints them."""
+    from bakeoff.report import curve as report_curve
+    from bakeoff.report.readme import curve_lines
+
+    ns = [50, 100, 200, 400]
+    rng = np.random.default_rng(4)
+    u = rng.random(300)
+    bent = Points(ns, [list((u < q).astype(float)) for q in (0.30, 0.31, 0.32, 0.80)])
+    smooth = Points(ns, [list((u < 1 - 0.15 * (n / 400) ** -0.6).astype(float)) for n in ns])
+    draws = resample_indices(300, 200)
+
+    def curve(pts):
+        arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
+               "figure": "generation", **fit_arm(pts, draws=draws)}
+        return {"arms": {"recommended": arm}, "reliable": arm["backtest"]["inside"], "crossover": None}
+
+    missed, held = curve(bent), curve(smooth)
+    assert missed["reliable"] is False and held["reliable"] is True
+    said = " ".join(report_curve.headline(missed, "fine-tune") + report_curve.lines(missed, None))
+    assert "unreliable on this task" in said and "no projection is given" in said
+    assert "projected at" not in said and "(×2, projected)" not in said and "gain per doubling" not in said
+    said = " ".join(report_curve.headline(held, "fine-tune") + report_curve.lines(held, None))
+    assert "is projected at" in said and "(×2, projected)" in said and "held for every arm" in said
+    summary = report_curve.summary(missed)
+    assert "back-test missed" in curve_lines(summary)[0] and "projected" not in curve_lines(summary)[0]
+    assert "with twice the training rows" in curve_lines(report_curve.summary(held))[0]

@@ -82,7 +82,8 @@ def arm_points(params, df, arm: str, full_items: dict) -> dict:
     for share, r in recs:
         r = r or {}
         m = r.get("metrics") or {}
-        point = {"share": share, "status": r.get("status", "missing"), **{k: m[k] for k in KEPT if k in m},
+        status = r.get("status", "missing") if r.get("run", name) == name else f"stale (drawn for `{r['run']}`)"
+        point = {"share": share, "status": status, **{k: m[k] for k in KEPT if k in m},
                  **({"error": r["error"]} if r.get("error") else {})}
         entry["points"].append(point)
         got = figures.read_items(point_dir(arm, share) / "predictions.jsonl",

@@ -114,9 +114,9 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
     paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
-    if d.curve is not None:
-        paths["curve"] = out_dir / "curve.json"
-        paths["curve"].write_text(json.dumps(d.curve, indent=2, default=str))
+    paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
+    paths["curve"].write_text(json.dumps(d.curve if d.curve is not None else {
+        "status": "off", "reason": "curve.fractions is empty: no data-value curve"}, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"
     paths["html"].write_text(html(paths["md"].read_text(), images))
     return paths

@@ -44,7 +44,14 @@ GLOSSARY = [
     ("probe / Δ probe", "share of the 200 offline general questions right / its change against the base model"),
     ("KL to base", "mean per-token KL divergence from the base model on 24 general instructions (nats)"),
     ("control (quantized base)", "the 4-bit base QLoRA trains on, untrained, scored like every run"),
-    ("projected", "computed from the sizing model and assumed inputs, not measured"),
+    ("projected", ("computed from the sizing model and assumed inputs, or from the data-value curve's fit: not "
+                   "measured")),
+    ("data-value curve", ("an arm's quality against its training rows: the arm again on nested shares of train, "
+                         "its own run the full size, a power law fitted (`src/bakeoff/decide/curve.py`)")),
+    ("back-test", ("the curve fitted on the smaller shares only, predicting the full size that was measured: a miss "
+                  "(outside its interval) withholds the curve's projections")),
+    ("gain per doubling", "the fitted curve's gain from the full size to twice its rows (a projection)"),
+    ("crossover", "the training rows from which the fine-tuned arm's fitted curve stays above the prompt's"),
 ]
 
 

@@ -162,6 +162,8 @@ def build(root: Path = Path("."), dest: Path | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for part in ("dvc.yaml", "stages", "src", "data", "configs"):
         _copy(root / part, dest / part)
+    (dest / "reports" / "curve").mkdir(parents=True, exist_ok=True)  # compare reads the curve's points there
+    (dest / "reports" / "curve" / ".gitkeep").touch()
     for key in ("train", "val", "test", "prefs"):  # task files outside data/
         path = (raw.get("task") or {}).get(key)
         if isinstance(path, str) and not Path(path).is_absolute() and not path.startswith("data/"):
