@@ -3,6 +3,7 @@ of its own, then the fit, its projections and its back-test (reports/bench/curve
 
     .venv/bin/python benchmarks/curve_backtest.py                            # tickets, intents, clinc150
     .venv/bin/python benchmarks/curve_backtest.py --tasks intents clinc150   # some of them
+    .venv/bin/python benchmarks/curve_backtest.py --fit-only                 # refit the points already there
 
 Each workspace (bench/curve-<task>/, ignored by git; DVC's cache shared with the project) has the project's dvc.yaml,
 stages and code and params.yaml's settings but the task, one prompting baseline (3 nearest shots), one LoRA variant,
@@ -71,14 +72,16 @@ def workspace(task: str) -> Path:
     return dest
 
 
-def run_task(task: str) -> dict:
-    """The task's curve stages, then the fit: each arm's points, projection and back-test."""
+def run_task(task: str, fit_only: bool = False) -> dict:
+    """The task's curve stages (``fit_only``: the points already in its workspace), then the fit: each arm's points,
+    projection and back-test."""
     import yaml
 
-    dest = workspace(task)
+    dest = ROOT / "bench" / f"curve-{task}" if fit_only else workspace(task)
     c = yaml.safe_load((dest / "params.yaml").read_text())["curve"]
     stages = [f"curve@{a}-{s}" for a in c["arms"] for s in c["fractions"]]
-    rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *stages], cwd=dest, check=False).returncode
+    rc = 0 if fit_only else subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *stages], cwd=dest,
+                                           check=False).returncode
     fit = subprocess.run([sys.executable, "-c", FIT], cwd=dest, capture_output=True, text=True, check=False)
     curve = json.loads(fit.stdout) if fit.returncode == 0 and fit.stdout.strip() else None
     out = {"task": task, "pipeline_rc": rc, "fit_error": fit.stderr[-2000:] if fit.returncode else None, "arms": {}}
@@ -98,6 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "curve_backtest.json"))
+    ap.add_argument("--fit-only", action="store_true", help="fit the points already in each task's workspace")
     add_target_argument(ap)
     args = ap.parse_args()
     targets = Targets.from_args(args.target)
@@ -107,16 +111,16 @@ def main() -> None:
            "code": git_commit(), "machine": device_name(), "tasks": {}}
     print("| task | arm | rows | quality [95% interval] | back-test: predicted, observed, error [interval] |")
     print("|---|---|---|---|---|")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for task in args.tasks:
-        got = rec["tasks"][task] = run_task(task)
+        got = rec["tasks"][task] = run_task(task, args.fit_only)
+        Path(args.out).write_text(json.dumps(rec, indent=2, default=str) + "\n")  # each task kept as it ends
         for a in got["arms"].values():
             b = a["backtest"]
             print(f"| {task} | {a['run']} | {a['rows']} | {a['quality']} {a['quality_ci']} | "
                   + (f"{b['predicted']:.3f}, {b['observed']:.3f}, {b['error']:+.3f} {b['error_ci']} "
                      f"{'inside' if b['inside'] else 'OUTSIDE'}" if "error" in b else str(b.get("reason"))) + " |",
                   flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rec, indent=2, default=str) + "\n")  # kept before the targets are judged
     arms = [a for t in rec["tasks"].values() for a in t["arms"].values() if "error" in (a.get("backtest") or {})]
     held = sum(bool(t["arms"]) and all(a["backtest"].get("inside") for a in t["arms"].values())
                for t in rec["tasks"].values())

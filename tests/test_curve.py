@@ -159,6 +159,11 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     assert "projected at" not in said and "(×2, projected)" not in said and "gain per doubling" not in said
     said = " ".join(report_curve.headline(held, "fine-tune") + report_curve.lines(held, None))
     assert "is projected at" in said and "(×2, projected)" in said and "held for every arm" in said
+    assert "Still improving" not in said  # no point says so here; one that does is named, with its steps
+    held["arms"]["recommended"]["points"] = [{"share": 0.125, "train_steps": 10, "convergence": "still improving"},
+                                             {"share": 0.25, "train_steps": 10, "convergence": "converged"}]
+    said = " ".join(report_curve.lines(held, None))
+    assert "Still improving at its last step: 0.125 (10 steps)" in said and "0.25 (" not in said
     summary = report_curve.summary(missed)
     assert "back-test missed" in curve_lines(summary)[0] and "projected" not in curve_lines(summary)[0]
     assert "with twice the training rows" in curve_lines(report_curve.summary(held))[0]

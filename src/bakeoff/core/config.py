@@ -251,6 +251,7 @@ def _curve(raw: dict, baselines: dict, variants: dict, src: Source) -> CurveConf
                                                  and 0 < f < 1 for f in c.fractions), src, "curve.fractions",
           f"shares of the training split, each in (0, 1) (1.0 is the arm's own run); got {c.fractions!r}")
     check(len(set(c.fractions)) == len(c.fractions), src, "curve.fractions", f"a share is listed twice: {c.fractions}")
+    check(c.schedule in ("steps", "epochs"), src, "curve.schedule", f"must be steps or epochs; got {c.schedule!r}")
     check(c.min_steps >= 1, src, "curve.min_steps", f"must be ≥ 1, got {c.min_steps}")
     check(c.resamples >= 100, src, "curve.resamples", f"must be ≥ 100, got {c.resamples}")
     return c if c.fractions else None

@@ -156,7 +156,8 @@ CURVE_ROLES = ("recommended", "best_prompt")  # curve arms resolved after the ru
 class CurveConfig:
     arms: list = field(default_factory=lambda: list(CURVE_ROLES))  # roles, or variant and baseline names
     fractions: list = field(default_factory=lambda: [0.125, 0.25, 0.5])  # shares of train; 1.0 is the arm's own run
-    min_steps: int = 10  # the floor of optimizer steps at a small share (same epochs above it)
+    schedule: str = "steps"  # steps: every share trains the arm's own steps | epochs: the same epochs (a floor below)
+    min_steps: int = 10  # with schedule epochs: the floor of optimizer steps at a small share
     resamples: int = 1000  # bootstrap resamples over test items for the fit's intervals
 
 

@@ -13,7 +13,8 @@ from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.decide import figures
 from bakeoff.decide.curve import Points, crossover, fit_arm, resample_indices, verdict_at
 
-KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "quality", "quality_label_choice")
+KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "quality", "quality_label_choice",
+        "convergence")
 
 
 def report_data(params, df) -> dict | None:

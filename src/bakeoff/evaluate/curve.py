@@ -5,10 +5,11 @@ on the test split as its own run was, recorded in reports/curve/<arm>-<share>/ a
     run_point(params, "recommended", 0.25, "lora", "the recommended variant")
 
 ``curve.arms`` names runs or roles (``recommended``, ``best_prompt``), which the stage resolves first
-(``bakeoff.decide.decision.curve_arm``). The schedule at a smaller share: the arm's
-searched values and the same epochs (``ceil(share × max_steps)`` optimizer steps, at least ``curve.min_steps``), with
-the arm's own early stopping on the same validation split. A baseline's point draws its shots from the share. The
-full-size point is the arm's own run, never rerun. A point that fails is that point's status, never the pipeline's.
+(``bakeoff.decide.decision.curve_arm``). The schedule at a smaller share: the arm's searched values and, with
+``curve.schedule: steps``, its own optimizer steps (more epochs over fewer rows), with ``epochs`` the same epochs
+(``ceil(share × max_steps)`` steps, at least ``curve.min_steps``); either way with the arm's own early stopping on the
+same validation split. A baseline's point draws its shots from the share. The full-size point is the arm's own run,
+never rerun. A point that fails is that point's status, never the pipeline's.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ def digest(rows: list) -> str:
     return hashlib.sha256("\n".join(sorted(row_key(r) for r in rows)).encode()).hexdigest()[:16]
 
 
-def steps_at(max_steps: int, share: float, floor: int) -> int:
-    """Optimizer steps at ``share`` of the rows: the same epochs as the full run, at least ``floor``."""
+def steps_at(max_steps: int, share: float, floor: int, schedule: str = "steps") -> int:
+    """Optimizer steps at ``share`` of the rows: ``steps``, the arm's own (more epochs over fewer rows, its early
+    stopping judging when to end); ``epochs``, the same epochs as the full run, at least ``floor``."""
+    if schedule == "steps":
+        return max_steps
     return min(max_steps, max(floor, math.ceil(share * max_steps)))
 
 
@@ -134,7 +138,7 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
 
 
 def _trained(params, name: str, share: float, labels, serving: str):
-    """The variant trained on the share at its searched values, the same epochs; the model as served."""
+    """The variant trained on the share at its searched values on ``curve.schedule``; the model as served."""
     from bakeoff.core.models import resolve_precision
     from bakeoff.data.subsets import nested_subset
     from bakeoff.search.space import apply, as_run
@@ -151,7 +155,7 @@ def _trained(params, name: str, share: float, labels, serving: str):
             raise runs.Skipped(reason)
     every = technique.load_rows(runs.PREPARED)
     rows = nested_subset(every, share, params.task.seed, labels)
-    steps = steps_at(v.train.max_steps, share, params.curve.min_steps)
+    steps = steps_at(v.train.max_steps, share, params.curve.min_steps, params.curve.schedule)
     pv = apply(v, {}, max_steps=steps, checkpoint_steps=0, seeds=1)
     work = runs.fresh_dir(runs.work_dir(f"curve.{name}-{share}"))
     got = train(technique, pv, runs.BASE, rows, work / "model", resolve_precision(pv.train.precision),

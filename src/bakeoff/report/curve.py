@@ -96,8 +96,9 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
         return []
     out = ["## What more data would buy (the data-value curve)", "",
            ("Each arm again on nested, label-stratified shares of the training split (the same rows on every rerun), "
-            "at its searched values and the same epochs, scored on the same test split; the full size is the arm's "
-            "own run. Intervals: 95%, bootstrap over test items. 2× and 4× are **projections** of the fitted curve."),
+            "at its searched values (`curve.schedule`: its own steps, or the same epochs), scored on the same test "
+            "split; the full size is the arm's own run. Intervals: 95%, bootstrap over test items. 2× and 4× are "
+            "**projections** of the fitted curve."),
            ""]
     for key, a in curve["arms"].items():
         if a.get("status") != "ok":
@@ -131,5 +132,10 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
     exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     gain = (f", gain per doubling {a['gain_per_doubling'] * 100:+.1f} points{_ci(a['gain_per_doubling_ci'], True)}"
             if reliable else "")
+    still = [f"{p['share']:g} ({p.get('train_steps', '?')} steps)" for p in a.get("points") or []
+             if p.get("convergence") == "still improving" and not p.get("own_run")]
+    caveat = [(f"Still improving at its last step: {', '.join(still)}: at these shares the schedule, not only "
+                "the data, held quality down, so the curve may overstate what more data buys (`curve.schedule: "
+                "steps` trains every share the arm's own steps).")] if still else []
     return [f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.", "",
-            "| training rows | quality |", "|---|---|", *rows, ""]
+            *caveat, *([""] if caveat else []), "| training rows | quality |", "|---|---|", *rows, ""]
