@@ -160,10 +160,14 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     said = " ".join(report_curve.headline(held, "fine-tune") + report_curve.lines(held, None))
     assert "is projected at" in said and "(×2, projected)" in said and "held for every arm" in said
     assert "Still improving" not in said  # no point says so here; one that does is named, with its steps
-    held["arms"]["recommended"]["points"] = [{"share": 0.125, "train_steps": 10, "convergence": "still improving"},
-                                             {"share": 0.25, "train_steps": 10, "convergence": "converged"}]
+    points = [{"share": 0.125, "train_steps": 10, "convergence": "still improving"},
+              {"share": 0.25, "train_steps": 10, "convergence": "converged"},
+              {"share": 0.5, "train_steps": 40, "convergence": "still improving"},  # as long as its own run
+              {"share": 1.0, "own_run": True, "train_steps": 40}]
+    held["arms"]["recommended"]["points"] = points
     said = " ".join(report_curve.lines(held, None))
     assert "Still improving at its last step: 0.125 (10 steps)" in said and "0.25 (" not in said
+    assert "0.5 (" not in said  # still improving after the arm's own steps: the own run's matter, not the curve's
     summary = report_curve.summary(missed)
     assert "back-test missed" in curve_lines(summary)[0] and "projected" not in curve_lines(summary)[0]
     assert "with twice the training rows" in curve_lines(report_curve.summary(held))[0]

@@ -96,8 +96,9 @@ def arm_points(params, df, arm: str, full_items: dict) -> dict:
     rows_full = next((int(r["metrics"]["rows_full"]) for _, r in recs if r and (r.get("metrics") or {})
                       .get("rows_full")), None) or ((runs.read_json(runs.PREPARED / "stats.json") or {})
                                                    .get("splits") or {}).get("train")
+    own_steps = ((runs.read_json(runs.train_record(name)) or {}).get("metrics") or {}).get("train_steps")
     entry["points"].append({"share": 1.0, "status": "ok", "rows": int(rows_full), "own_run": True,
-                            "quality": round(float(row["quality"]), 4)})
+                            "train_steps": own_steps})
     return {**entry, "status": "collected", "kind": str(row["kind"]),
             "figure": "label choice" if choice else "generation",
             "_ns": ns + [int(rows_full)], "_items": items + [[full[i] for i in ids]], "_names": names + ["own run"]}

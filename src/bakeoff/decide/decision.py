@@ -127,7 +127,7 @@ def curve_arm(params, arm: str) -> tuple[str | None, str]:
     not to fine-tune); ``best_prompt``, the best prompting baseline, chosen on validation; else the run named."""
     if arm == "best_prompt":
         return figures.best_baseline(figures.collect(list(params.baselines), list(params.variants))), \
-            "the best prompting baseline (chosen on validation)"
+            "the best prompting baseline on validation"
     if arm != "recommended":
         return arm, "named in curve.arms"
     d = decide(params)

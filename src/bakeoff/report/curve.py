@@ -85,7 +85,7 @@ def crossover_words(curve: dict) -> str | None:
     if c["where"] == "never":
         return f"Fine-tuning does not pass the prompt up to {c['searched_up_to_rows']:,} rows on the fitted curves."
     if c["where"] == "from the smallest size":
-        return f"Fine-tuning leads the prompt from the smallest size measured ({c['rows']:,} rows){share}."
+        return f"Fine-tuning leads the prompt from the smallest size measured, {c['rows']:,} rows{share}."
     kind = "a projection" if "beyond" in c["where"] else "measured range"
     return f"Fine-tuning passes the prompt at about {c['rows']:,} training rows{ci} ({kind}){share}."
 
@@ -132,10 +132,13 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
     exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     gain = (f", gain per doubling {a['gain_per_doubling'] * 100:+.1f} points{_ci(a['gain_per_doubling_ci'], True)}"
             if reliable else "")
-    still = [f"{p['share']:g} ({p.get('train_steps', '?')} steps)" for p in a.get("points") or []
-             if p.get("convergence") == "still improving" and not p.get("own_run")]
-    caveat = [(f"Still improving at its last step: {', '.join(still)}: at these shares the schedule, not only "
-                "the data, held quality down, so the curve may overstate what more data buys (`curve.schedule: "
-                "steps` trains every share the arm's own steps).")] if still else []
+    own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
+    still = [f"{p['share']:g} ({p['train_steps']} steps)" for p in a.get("points") or []
+             if p.get("convergence") == "still improving" and not p.get("own_run") and own
+             and (p.get("train_steps") or 0) < own]  # cut shorter than the arm's own run
+    caveat = [(f"Still improving at its last step: {', '.join(still)}: these shares trained fewer steps than "
+                "the arm's own run, so the schedule, not only the data, held them down and the curve may overstate "
+                "what more data buys (`curve.schedule: steps` trains every share the arm's own steps).")
+              ] if still else []
     return [f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.", "",
             *caveat, *([""] if caveat else []), "| training rows | quality |", "|---|---|", *rows, ""]
