@@ -124,6 +124,8 @@ def main() -> None:
     arms = [a for t in rec["tasks"].values() for a in t["arms"].values() if "error" in (a.get("backtest") or {})]
     held = sum(bool(t["arms"]) and all(a["backtest"].get("inside") for a in t["arms"].values())
                for t in rec["tasks"].values())
+    for task, t in rec["tasks"].items():  # points left from an earlier run must not pass for this one
+        targets.equal(f"{task}_pipeline_ran", t["pipeline_rc"], 0)
     targets.at_least("tasks_backtest_inside", held, min(2, len(rec["tasks"])))
     if arms:
         targets.at_most("backtest_mae_points", round(100 * sum(abs(a["backtest"]["error"]) for a in arms)

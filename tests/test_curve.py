@@ -171,3 +171,27 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     summary = report_curve.summary(missed)
     assert "back-test missed" in curve_lines(summary)[0] and "projected" not in curve_lines(summary)[0]
     assert "with twice the training rows" in curve_lines(report_curve.summary(held))[0]
+
+
+def test_a_recommendation_that_cannot_be_read_is_the_points_status_not_the_stages_end(tmp_path, monkeypatch):
+    """A fault forced into the decision the `recommended` role reads: the point is recorded `skipped` with why."""
+    import json
+
+    from conftest import ROOT
+
+    from bakeoff.core.config import load_params
+    from bakeoff.decide import decision
+    from bakeoff.evaluate.curve import run_point
+
+    params = load_params(ROOT / "params.yaml")
+
+    def broken(*a, **kw):
+        raise FileNotFoundError("runs/full/eval.json")
+
+    monkeypatch.setattr(decision, "decide", broken)
+    monkeypatch.chdir(tmp_path)
+    name, why = decision.curve_arm(params, "recommended")
+    assert name is None and "no recommendation to draw (FileNotFoundError: runs/full/eval.json)" in why
+    run_point(params, "recommended", 0.25, name, why)
+    rec = json.loads((tmp_path / "reports" / "curve" / "recommended-0.25" / "point.json").read_text())
+    assert rec["status"] == "skipped" and "FileNotFoundError" in rec["error"]

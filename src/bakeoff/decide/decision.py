@@ -130,7 +130,10 @@ def curve_arm(params, arm: str) -> tuple[str | None, str]:
             "the best prompting baseline on validation"
     if arm != "recommended":
         return arm, "named in curve.arms"
-    d = decide(params)
+    try:  # no decision to read (a record missing or broken): the point's status, never the pipeline's end
+        d = decide(params)
+    except Exception as e:
+        return None, f"no recommendation to draw ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
     if d.picked:
         return d.picked, "the recommended variant"
     return d.verdict.get("variant"), ("the best fine-tuned variant on validation, as the recommendation is not "
