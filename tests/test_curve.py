@@ -82,6 +82,25 @@ def test_backtest_misses_a_curve_that_bends_away():
     assert fit["backtest"]["error"] < -0.3
 
 
+def test_backtest_at_the_ceiling_reads_the_test_splits_resolution():
+    """Every test item right at the full size: the observed point has no bootstrap spread and a power curve never
+    reaches 1, so a prediction within half a test item of 100% is inside; one a few items short still misses."""
+    ns, n_items = [77, 143, 280, 558], 150
+    def at(q_by_n):  # items 0..k-1 right, the same for every resample
+        return [[1.0] * round(q_by_n[n] * n_items) + [0.0] * (n_items - round(q_by_n[n] * n_items)) for n in ns]
+    near = fit_arm(Points(ns, at({77: 143 / 150, 143: 148 / 150, 280: 149 / 150, 558: 1.0})), resamples=200)
+    b = near["backtest"]
+    assert b["observed"] == 1.0 and -b["resolution"] < b["error"] < 0 and b["resolution"] == round(0.5 / 150, 4)
+    assert b["error_ci"][1] < 0 <= b["error_ci"][1] + b["resolution"]  # the bare interval alone would miss
+    assert b["inside"] is True
+    from bakeoff.report.curve import arm_lines
+    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
+           "figure": "generation", **near}
+    assert "**inside** (within half a test item, 0.33 points, of 0" in " ".join(arm_lines(arm, True))
+    far = fit_arm(Points(ns, at({77: 105 / 150, 143: 110 / 150, 280: 114 / 150, 558: 1.0})), resamples=200)
+    assert far["backtest"]["inside"] is False and far["backtest"]["error"] < -0.1
+
+
 def test_crossover_and_projected_verdict():
     """Fine-tuning starts below the prompt and passes it inside the measured range; twice the data keeps it ahead."""
     ns, rng = [50, 100, 200, 400], np.random.default_rng(3)

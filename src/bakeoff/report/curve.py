@@ -25,6 +25,15 @@ def _miss_words(a: dict) -> str:
             f"interval{_ci(b['error_ci'], True)})")
 
 
+def _resolution(b: dict) -> str:
+    """Why a back-test whose bare interval leaves out 0 is still inside: within half a test item of it."""
+    ci, r = b.get("error_ci"), b.get("resolution") or 0.0
+    if b.get("inside") and ci and not ci[0] <= 0 <= ci[1]:
+        return (f" (within half a test item, {r * 100:.2f} points, of 0: the smallest difference this test split "
+                "can show)")
+    return ""
+
+
 def headline(curve: dict | None, decision: str | None) -> list[str]:
     """One sentence under the verdict: what twice the data is projected to buy each arm and whether the verdict would
     change, or why no projection is given."""
@@ -114,7 +123,8 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
         "with 5 or more; a ≥ 0, so a curve cannot fall with more data. Each bootstrap resample draws the test items "
         "once for every size and arm and refits: the intervals hold the test split's noise, not a training run's "
         "seed-to-seed spread. The back-test fits the same rule without the largest size and predicts it; a miss (0 "
-        "outside the interval of predicted − observed) withholds the projections. Every point: reports/curve.json.")])
+        "outside the interval of predicted − observed by more than half a test item) withholds the projections. "
+        "Every point: reports/curve.json.")])
     return out
 
 
@@ -127,7 +137,7 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
     b = a["backtest"]
     back = (f"back-test: predicted {b['predicted']:.1%} at {a['rows'][-1]:,} rows from the smaller sizes, "
             f"measured {b['observed']:.1%}, error {b['error'] * 100:+.1f} points{_ci(b['error_ci'], True)}: "
-            f"**{'inside' if b['inside'] else 'outside'}**") if "error" in b else b.get("reason", "")
+            f"**{'inside' if b['inside'] else 'outside'}**{_resolution(b)}") if "error" in b else b.get("reason", "")
     ci = a.get("exponent_ci")
     exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     gain = (f", gain per doubling {a['gain_per_doubling'] * 100:+.1f} points{_ci(a['gain_per_doubling_ci'], True)}"
