@@ -177,3 +177,27 @@ def test_an_arm_that_takes_another_arms_search_is_estimated_in_seconds(tmp_path,
     assert Estimator({"stages": {}, "runs": []}, params)("tune@qlora") == (10.0, why)
     timed = {"stages": {"tune@qlora": {"actual_s": 12.5}}, "runs": []}
     assert Estimator(timed, params)("tune@qlora")[0] == 12.5
+
+
+def test_a_curve_share_is_estimated_at_the_arms_whole_training_run_under_the_steps_schedule(tmp_path, monkeypatch):
+    """curve.schedule steps (the default) trains every share the arm's own steps: a share's first estimate is the
+    arm's training run and a test answer whatever its share; with epochs it shrinks with the share (a floor); a
+    prompt's share trains nothing."""
+    from bakeoff.core.config import load_params
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    never = {"stages": {}, "runs": []}
+    est = Estimator(never, params)
+    small, half = est("curve@recommended-0.125"), est("curve@recommended-0.5")
+    assert small == half and small[1] == "throughput estimate"
+    assert small[0] > est("train@lora")[0]  # the arm's whole run, and its answers besides
+    prompt = est("curve@best_prompt-0.125")[0]
+    assert prompt < small[0] / 3
+    from dataclasses import replace
+
+    est = Estimator(never, replace(params, curve=replace(params.curve, schedule="epochs")))
+    assert est("curve@recommended-0.125")[0] < est("curve@recommended-0.5")[0] < half[0]
+    assert est("curve@best_prompt-0.125")[0] == prompt
+    timed = {"stages": {"curve@recommended-0.125": {"actual_s": 480.0}}, "runs": []}  # then its own time
+    assert Estimator(timed, params)("curve@recommended-0.125") == (480.0, "last run")

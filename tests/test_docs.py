@@ -117,6 +117,14 @@ def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
         {"completed": True, "stages_planned": 1, "stages_ran": 1, "actual_total_s": 15.0, "machine": "m"},
         {"completed": False, "stages_planned": 26, "stages_ran": 9, "actual_total_s": 900.0, "machine": "m"}]}
     assert readme.full_run(clock)["actual_total_s"] == 6460.6
+    # the base model restored from DVC's cache, every other stage run: a whole run, said so; a run mostly restored
+    # from the cache is not one
+    clock["runs"] += [
+        {"completed": True, "stages_planned": 26, "stages_ran": 25, "stages_restored": 1, "actual_total_s": 7000.0,
+         "machine": "m"},
+        {"completed": True, "stages_planned": 26, "stages_ran": 2, "stages_restored": 24, "actual_total_s": 40.0,
+         "machine": "m"}]
+    assert readme.full_run(clock)["actual_total_s"] == 7000.0
     assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
 
 

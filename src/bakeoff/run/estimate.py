@@ -120,14 +120,20 @@ class Estimator:
                 return REFERENCE["tune_prompt"] * trials * self.size if b is not None and b.search else 5.0
             shots = b.shots if b is not None else 0
             return REFERENCE["baseline_shots" if shots else "baseline"] * test * self.size
-        if kind == "curve" and key:  # a share of a training run (at least curve.min_steps) and a test-split answer
+        if kind == "curve" and key:  # a share's training run and its answers to the test split
             arm, _, share = key.rpartition("-")
             try:
                 f = float(share)
             except ValueError:
                 return REFERENCE["other"]
             trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
-            return ((REFERENCE["train"] * max(f, 0.25) if trains else 0.0) + REFERENCE["evaluate"] * test / 3
+            # curve.schedule steps (the default): every share trains the arm's own steps, so it costs the arm's
+            # whole training run whatever its share; epochs: the share's part of it (a floor of curve.min_steps)
+            v = p.variants.get(arm) if p is not None else None
+            steps = (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0
+            epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
+            part = max(f, 0.25) if epochs else 1.0
+            return ((REFERENCE["train"] * steps * part if trains else 0.0) + REFERENCE["evaluate"] * test / 3
                     + 15.0) * self.size
         v = p.variants.get(key) if p is not None and key else None
         # the reference derived variant (DPO) has 20 steps, the others 40
