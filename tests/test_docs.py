@@ -125,6 +125,9 @@ def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
         {"completed": True, "stages_planned": 26, "stages_ran": 2, "stages_restored": 24, "actual_total_s": 40.0,
          "machine": "m"}]
     assert readme.full_run(clock)["actual_total_s"] == 7000.0
+    metrics = json.loads((ROOT / "reports/metrics.json").read_text())
+    assert "- `make repro` (25 stages run, 1 restored from DVC's cache) took 1 h 57 min on m" in readme.block(
+        metrics, clock)
     assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
 
 

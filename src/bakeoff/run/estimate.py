@@ -104,6 +104,12 @@ class Estimator:
             return 10.0, "its study is stored here, so reused"
         return None
 
+    def _steps(self, key: str | None) -> float:
+        """The variant's optimizer steps over the reference's (a derived variant, DPO, has 20 there, the others 40);
+        1 for a role or a name that is no variant."""
+        v = self.params.variants.get(key) if self.params is not None and key else None
+        return (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0
+
     def _throughput(self, kind: str, key: str | None) -> float:
         p = self.params
         test = (self.n_test or 60) / 60.0
@@ -128,16 +134,12 @@ class Estimator:
                 return REFERENCE["other"]
             trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
             # curve.schedule steps (the default): every share trains the arm's own steps, so it costs the arm's
-            # whole training run whatever its share; epochs: the share's part of it (a floor of curve.min_steps)
-            v = p.variants.get(arm) if p is not None else None
-            steps = (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0
+            # whole training run whatever its share; epochs: the share's part of it (at least a quarter)
             epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
             part = max(f, 0.25) if epochs else 1.0
-            return ((REFERENCE["train"] * steps * part if trains else 0.0) + REFERENCE["evaluate"] * test / 3
+            return ((REFERENCE["train"] * self._steps(arm) * part if trains else 0.0) + REFERENCE["evaluate"] * test / 3
                     + 15.0) * self.size
-        v = p.variants.get(key) if p is not None and key else None
-        # the reference derived variant (DPO) has 20 steps, the others 40
-        steps = (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0
+        steps = self._steps(key)
         if kind in ("tune", "tune_from"):
             return REFERENCE[kind] * trials * steps * self.size if (p is None or p.tune.trials) else 5.0
         if kind in ("train", "train_from"):
