@@ -23,6 +23,8 @@ Each part runs in its own process (clean CUDA peaks; Unsloth patches transformer
   unsloth   Unsloth's LoRA against PEFT's, same seed and batches, at the 1B shape: loss after N steps, tokens/s, peak
   mfu       full fine-tuning and LoRA at Llama-3.2-1B's dimensions, 4 × 1024 tokens, the pipeline's step: MFU
             (``bakeoff.core.flops.mfu``) against the card's dense bf16 peak from params.yaml's sizing.gpus
+  profile   where that step's time goes: full fine-tuning and LoRA, one step each under torch.profiler, the GPU's
+            busy share of the step and its kernels by group (not in the default --parts: asked for by name)
 
 On CPU (``--shape tiny``) every shape is a 2-layer model and every length 64 tokens; CUDA-only figures are None.
 
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,11 +157,13 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
 
         unsloth.preload()
     import torch
+    from transformers import AutoTokenizer
 
     from bakeoff.core.models import resolve_precision
     from bakeoff.core.runs import guarded
     from bakeoff.core.sections import TrainConfig, VariantConfig
-    from bakeoff.decide.memory import GB, Setup, Shape, estimate
+    from bakeoff.data.prepare import answer_tokens
+    from bakeoff.decide.memory import GB, Shape
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import train
 
@@ -170,19 +175,32 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
         context_mb = round((total - free - torch.cuda.memory_reserved()) / 2 ** 20, 1)
     precision = resolve_precision("auto")
     tech = get_technique(technique)
+    extra = dict(extra)
+    profile = extra.pop("profile", False)  # one steady-state step under torch.profiler (part profile)
+    callbacks = []
+    if profile:
+        from step_profile import profiled_step
+
+        callbacks = [profiled_step(steps - 1, cuda=cuda())]
     t = TrainConfig(max_steps=steps, effective_batch=micro_batch, micro_batch=micro_batch, lr=1e-4,
                     max_seq_len=seq, precision=precision, eval_steps=0, early_stopping_patience=0,
                     logging_steps=1, warmup_steps_excluded=min(2, steps - 1), seed=0, **extra)
     v = VariantConfig(name=technique, technique=technique, train=t, backend=backend, options=dict(tech.defaults))
-    record = guarded({}, lambda: train(tech, v, model_dir, rows(micro_batch * steps, seq), out / "model", precision,
-                                       out / "work"))
+    batch = rows(micro_batch * steps, seq)
+    record = guarded({}, lambda: train(tech, v, model_dir, batch, out / "model", precision, out / "work",
+                                       extra_callbacks=callbacks))
     m = record.get("metrics") or {}
     cfg = json.loads((model_dir / "config.json").read_text())
     shape = Shape.from_config("run", cfg)
-    setup = Setup(technique, precision, v.train.optimizer, bool(v.train.gradient_checkpointing), micro_batch, seq)
-    predicted = estimate(shape, setup, overhead_bytes=(context_mb or 0) * 2 ** 20).total / GB
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    labelled = (m.get("kernel_choice") or {}).get("loss_logits") == "labelled"
+    setup = {"technique": technique, "precision": precision, "optimizer": v.train.optimizer,
+             "gradient_checkpointing": bool(v.train.gradient_checkpointing), "micro_batch": micro_batch,
+             "seq_len": seq, "label_tokens": max(answer_tokens(tok, e) for e in batch) if labelled else None,
+             "chunked_logits": cuda() and not labelled and backend == "hf"}
+    predicted = predict(cfg, setup, context_mb)
     measured = ((m.get("train_peak_reserved_mb") or 0) + (context_mb or 0)) * 2 ** 20 / GB if cuda() else None
-    return {"status": record["status"], "error": (record.get("error") or "").split("\n")[0][:300],
+    return {"status": record["status"], "error": (record.get("error") or "").split("\n")[0][:300], "setup": setup,
             "precision": precision, "gradient_checkpointing": bool(v.train.gradient_checkpointing),
             "tokens_per_s": m.get("train_tokens_per_s"), "loss_final": m.get("train_loss_final"),
             "peak_reserved_mb": m.get("train_peak_reserved_mb"), "peak_allocated_mb": m.get("train_peak_allocated_mb"),
@@ -190,7 +208,77 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
             "measured_gb": round(measured, 2) if measured else None, "predicted_gb": round(predicted, 2),
             "error_vs_model": round((predicted - measured) / measured, 3) if measured else None,
             "dtypes": m.get("dtypes"), "kernels": m.get("kernels"), "flop_params": shape.flop_params,
-            "evidence": m.get("backend_evidence")}
+            "evidence": m.get("backend_evidence"), **({"profile": profile_summary(callbacks[0])} if profile else {})}
+
+
+def profile_summary(cb) -> dict:
+    """Where one profiled step's time went: its wall time, the time the GPU's kernels were busy (their sum) and that
+    share of the step (well under 1: the host cannot keep the GPU fed), the kernels' time by group (matmul,
+    attention, loss, optimizer, copies, elementwise, other) and the top kernels; on a CPU the ops' self CPU time."""
+    from step_profile import group_of
+
+    if cb.prof is None:
+        return {"status": "no step profiled"}
+    events = cb.prof.key_averages()
+    gpu = any(getattr(e, "self_device_time_total", 0) for e in events)
+    t = (lambda e: e.self_device_time_total) if gpu else (lambda e: e.self_cpu_time_total)
+    total = sum(t(e) for e in events) or 1
+    groups: dict[str, float] = {}
+    for e in events:
+        groups[group_of(e.key)] = groups.get(group_of(e.key), 0.0) + t(e)
+    top = sorted(events, key=lambda e: -t(e))[:10]
+    return {"on": "GPU kernels" if gpu else "CPU ops", "step_wall_s": round(cb.wall_s, 4),
+            "busy_s": round(total / 1e6, 4), "busy_share": round(total / 1e6 / cb.wall_s, 3),
+            "groups": {k: round(x / total, 3) for k, x in sorted(groups.items(), key=lambda kv: -kv[1])},
+            "top": [{"name": e.key[:80], "s": round(t(e) / 1e6, 4), "calls": e.count} for e in top]}
+
+
+def predict(config: dict, setup: dict, context_mb: float | None) -> float:
+    """``bakeoff.decide.memory``'s peak for a run of ``setup`` on a model of ``config`` (config.json's fields), the
+    CUDA context measured beside it as its overhead, in GB (1e9 bytes) as ``measured_gb``."""
+    from bakeoff.decide.memory import GB, Setup, Shape, estimate
+
+    shape = Shape.from_config("run", config)
+    return estimate(shape, Setup(**setup), overhead_bytes=(context_mb or 0) * 2 ** 20).total / GB
+
+
+# what each part ran (its shape, rows per step, steps): rescore rebuilds a row's setup from them where a record
+# written before the setup was kept lacks it
+PART_RUNS = {"8b": ("8b", 1, 3), "mfu": ("1b", 4, 8), "unsloth": ("1b", 1, 10)}
+
+
+def rescore(res: dict) -> dict:
+    """Every CUDA row's prediction again with today's memory model (the figures as run kept in ``as_run``): a
+    recalibration is checked against the peaks already measured, without the GPU."""
+    from transformers import AutoTokenizer
+
+    from bakeoff.data.prepare import answer_tokens
+
+    tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
+    for part, (shape, micro_batch, steps) in PART_RUNS.items():
+        for name, r in ((res.get(part) or {}).get("rows") or {}).items():
+            if not r.get("measured_gb"):
+                continue
+            setup = r.get("setup")
+            if setup is None:  # a record from before the setup was kept: the part's own run, rebuilt
+                technique = "qlora" if "qlora" in name else "full" if name.startswith("full") else "lora"
+                labelled = "labelled logits" in (r.get("kernels") or "")
+                longest = max(answer_tokens(tok, e) for e in rows(micro_batch * steps, 1024))
+                setup = {"technique": technique, "precision": r.get("precision") or "bf16",
+                         "optimizer": "adamw_torch_fused" if "adamw_torch_fused" in (r.get("kernels") or "")
+                         else "adamw_torch", "gradient_checkpointing": bool(r.get("gradient_checkpointing")),
+                         "micro_batch": micro_batch, "seq_len": 1024, "label_tokens": longest if labelled else None,
+                         "chunked_logits": not labelled and "unsloth" not in name}
+                r["setup"] = setup
+            r.setdefault("as_run", {"predicted_gb": r.get("predicted_gb"), "error_vs_model": r.get("error_vs_model")})
+            predicted = predict(SHAPES[shape], {k: v for k, v in setup.items() if k in SETUP_FIELDS}, r["context_mb"])
+            r["predicted_gb"] = round(predicted, 2)
+            r["error_vs_model"] = round((predicted - r["measured_gb"]) / r["measured_gb"], 3)
+    return res
+
+
+SETUP_FIELDS = ("technique", "precision", "optimizer", "gradient_checkpointing", "micro_batch", "seq_len",
+                "label_tokens", "chunked_logits")
 
 
 def in_process(args) -> None:
@@ -227,17 +315,33 @@ def part_env() -> dict:
     versions = {}
     for name in ("torch", "transformers", "peft", "trl", "accelerate", "bitsandbytes", "unsloth", "unsloth_zoo",
                  "mlflow", "optuna", "dvc", "lm_eval"):
-        try:
-            versions[name] = md.version(name.replace("_", "-"))
-        except md.PackageNotFoundError:
-            versions[name] = None
-    env = {"status": "ok", "cuda": cuda(), "versions": versions, "precision_auto": resolve_precision("auto")}
+        for dist in (name.replace("_", "-"), *(["mlflow-skinny"] if name == "mlflow" else [])):
+            try:
+                versions[name] = md.version(dist)
+                break
+            except md.PackageNotFoundError:
+                versions[name] = None
+    env = {"status": "ok", "cuda": cuda(), "versions": versions, "precision_auto": resolve_precision("auto"),
+           "process_start_s": process_start()}
     if cuda():
         env.update(device=torch.cuda.get_device_name(), capability=".".join(map(str,
                                                                                 torch.cuda.get_device_capability())),
                    bf16_native=cuda_bf16_native(), bf16_reported=torch.cuda.is_bf16_supported(),
                    memory_gb=round(torch.cuda.get_device_properties(0).total_memory / 1e9, 1))
     return env
+
+
+def process_start() -> float:
+    """Seconds a new process takes to import the training stack (bakeoff's trainer, with torch, transformers, peft,
+    trl and bitsandbytes; mlflow and optuna where installed) and touch the GPU: what every stage and training step of
+    this check pays before it computes."""
+    code = ("import importlib.util, torch; import bakeoff.train.trainer\n"
+            "for m in ('mlflow', 'optuna'):\n    importlib.util.find_spec(m) and __import__(m)\n"
+            "torch.cuda.is_available() and torch.zeros(1, device='cuda')")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}"}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300, check=False)
+    return round(time.perf_counter() - t0, 1)
 
 
 PIPELINE_VARIANTS = {
@@ -250,8 +354,12 @@ PIPELINE_VARIANTS = {
 }
 
 
-def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
-    """Every stage of dvc.yaml on a random-weight model in a fresh project; what each record says."""
+def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto", jobs: int = 1) -> dict:
+    """Every stage of dvc.yaml on a random-weight model in a fresh project; what each record says. ``runner``:
+    ``dvc`` (``dvc repro``), ``commands`` (each stage's command in dvc.yaml's order: a machine without dvc, such as
+    the lent GPU's image) or ``auto`` (dvc where installed). ``jobs``: with ``commands``, how many stages of one level
+    of the graph run at once (their speeds are then not figures; their statuses, dtypes and peaks still are: each
+    process measures its own)."""
     import yaml
 
     gone = missing("mlflow", "optuna", "datasets", "pandas", "scipy", "trl", "bitsandbytes")
@@ -285,36 +393,66 @@ def part_pipeline(work: Path, shape: str, deadline: float) -> dict:
     params["tune"]["share"] = {"unsloth": "lora"}  # every other arm searches its own 2 trials
     params["curve"].update(fractions=[0.5], resamples=200)  # the data-value curve: one share of each arm
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    py = sys.executable  # this interpreter runs every stage: a machine may have python3 and no plain python
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
-           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+           "PATH": f"{Path(py).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("MLFLOW_TRACKING_URI", None)
     t0 = time.perf_counter()
-    if shutil.which("dvc") and not missing("dvc"):
+    if runner == "dvc" or (runner == "auto" and shutil.which("dvc") and not missing("dvc")):
         how = "dvc repro"
-        cmds = ["git init -q && git config user.email c@c && git config user.name c && dvc init -q", "dvc repro"]
-    else:  # dvc.yaml's order, each stage's own command
-        how = "stage commands"
-        names = list(params["baselines"])
-        cmds = ["python stages/model.py models/base", "python stages/data.py models/base data/prepared",
-                *[f"python stages/tune.py {b}" for b in names], *[f"python stages/baseline.py {b}" for b in names],
-                *[f"python stages/{s}.py {v}" for v in PIPELINE_VARIANTS for s in ("tune", "train", "evaluate")],
-                *[f"python stages/{s}.py dpo" for s in ("tune", "train", "evaluate")],
-                *[f"python stages/curve.py {a} 0.5" for a in params["curve"]["arms"]],
-                "python stages/compare.py reports"]
-    log, rc = [], 0
-    for cmd in cmds:
+        levels = [["git init -q && git config user.email c@c && git config user.name c && dvc init -q"], ["dvc repro"]]
+    else:  # each stage's own command, in levels of dvc.yaml's graph: a level's stages need only earlier levels
+        how = "stage commands" + (f", {jobs} at a time" if jobs > 1 else "")
+        names, shared = list(params["baselines"]), set(params["tune"]["share"])
+        own = [v for v in PIPELINE_VARIANTS if v not in shared]
+        run = lambda stage, *names_: [f"{py} stages/{stage}.py {n}" for n in names_]
+        # stages run together must not race to create the MLflow and Optuna databases (SQLite files): made first
+        prime = ("from bakeoff.core import runs, tracking; from bakeoff.core.config import load_params; "
+                 "from bakeoff.search.study import storage_of, storage_url; p = load_params(); tracking._setup(p); "
+                 "storage_of(storage_url(p, runs.work_dir('prime.tune')))")
+        levels = [[f"{py} stages/model.py models/base"], [f"{py} stages/data.py models/base data/prepared"],
+                  *([[f'{py} -c "{prime}"']] if jobs > 1 else []), run("tune", *names, *own),
+                  run("baseline", *names) + run("tune", *shared) + run("train", *own),
+                  run("train", *shared) + run("evaluate", *own) + run("tune", "dpo"),
+                  run("evaluate", *shared) + run("train", "dpo"), run("evaluate", "dpo"),
+                  [f"{py} stages/export.py exports"], run("curve", *[f"{a} 0.5" for a in params["curve"]["arms"]]),
+                  [f"{py} stages/compare.py reports"]]
+    cmds = [c for level in levels for c in level]
+
+    def one(cmd: str) -> dict:
+        t1 = time.perf_counter()
         try:
             r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True,
                                timeout=max(10, deadline - time.time()), check=False)
         except subprocess.TimeoutExpired:
-            return {"status": "timeout", "how": how, "ran": log}
-        log.append({"cmd": cmd, "rc": r.returncode})
+            return {"cmd": cmd.replace(py, "python"), "rc": None, "s": round(time.perf_counter() - t1, 1)}
+        got = {"cmd": cmd.replace(py, "python"), "rc": r.returncode, "s": round(time.perf_counter() - t1, 1)}
         if r.returncode:
-            rc = r.returncode
-            log[-1]["tail"] = (r.stdout + r.stderr)[-3000:]
-            break
-    out = {"status": "ok" if rc == 0 else f"exit {rc}", "how": how, "wall_s": round(time.perf_counter() - t0, 1),
-           "stages": len(log), "runs": {}}
+            got["tail"] = (r.stdout + r.stderr)[-3000:]
+        return got
+
+    log, rc, status = [], 0, None
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for level in levels:
+            done = list(pool.map(one, level)) if jobs > 1 else []
+            if jobs <= 1:  # one at a time: stop at the first that fails
+                for cmd in level:
+                    done.append(one(cmd))
+                    if done[-1]["rc"] != 0:
+                        break
+            log += done
+            bad = [d for d in done if d["rc"] != 0]
+            if bad:
+                status = "timeout" if bad[0]["rc"] is None else None
+                rc = bad[0]["rc"] or 0
+                break
+    # the records of every stage that ran, a run cut short by the time limit included
+    out = {"status": status or ("ok" if rc == 0 else f"exit {rc}"), "how": how,
+           "wall_s": round(time.perf_counter() - t0, 1), "stages": len(log), "of": len(cmds), "ran": log, "runs": {}}
+    if rc:  # the stage that stopped it, its command and the end of its output
+        out["failed"] = next(d for d in log if d["rc"])
+        print(f"[gpu_check] pipeline stopped at: {out['failed']['cmd']}\n{out['failed']['tail']}", flush=True)
     for name in [*PIPELINE_VARIANTS, "dpo"]:
         train, ev, tuned = (json.loads(p.read_text()) if (p := repo / "runs" / name / f).exists() else {}
                             for f in ("train.json", "eval.json", "tuned.json"))
@@ -381,6 +519,18 @@ def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) 
     return {"status": "ok", "peak_tflops": peak and peak / 1e12, "rows": got}
 
 
+def part_profile(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) -> dict:
+    """Where the 1B step's time goes (the MFU rows' shape and batch): full fine-tuning and LoRA, one steady-state
+    step each under torch.profiler; its tokens/s are not figures (the profiler slows the step it watches)."""
+    model = make_model(shape, work / f"{shape}-profile")
+    got = {name: sub_step(model, technique, "hf", {"profile": True}, batch, seq, 4, work / f"profile-{name}",
+                          (deadline - time.time()) / 2)
+           for name, technique in (("full", "full"), ("lora", "lora"))}
+    shutil.rmtree(model, ignore_errors=True)
+    return {"status": "ok", "rows": {k: {"status": r.get("status"), "error": r.get("error"), **(r.get("profile") or {})}
+                                     for k, r in got.items()}}
+
+
 # ---------------------------------------------------------------- targets
 
 # what the GPU run must show (README "On a GPU"); torchtune measured 7.4 GiB for Llama-3 8B QLoRA at 2 x 2048 packed
@@ -392,8 +542,8 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
     """Every target, printed as met or MISSED (``targets.exit()`` exits 1 on a miss). On CPU (``tiny``) the CUDA
     figures do not exist: what is checked there is that every part ran and every pipeline status is as expected
     (Unsloth skipped without CUDA)."""
-    failed = [p for p in ("env", "pipeline", "8b", "unsloth", "mfu") if p in res and
-              str(res[p].get("status", "")).startswith(("failed", "not run"))]
+    failed = [p for p in ("env", "pipeline", "8b", "unsloth", "mfu", "profile") if p in res and
+              str(res[p].get("status", "")).startswith(("failed", "not run", "timeout"))]
     targets.at_most("parts_failed", len(failed), 0)
     if failed:
         for p in failed:
@@ -458,7 +608,37 @@ def table(res: dict) -> str:
             continue
         for name, r in (p.get("rows") or p.get("runs")).items():
             row(part, name, r)
+    for name, r in ((res.get("profile") or {}).get("rows") or {}).items():
+        if r.get("busy_s") is None:
+            lines.append(f"{'profile':<10} {name:<24} {str(r.get('status'))[:8]:<8} {r.get('error') or ''}")
+            continue
+        groups = ", ".join(f"{g} {x:.0%}" for g, x in list(r["groups"].items())[:5])
+        lines.append(f"{'profile':<10} {name:<24} {r['on']} busy {r['busy_s']:.3f} s of a {r['step_wall_s']:.3f} s "
+                     f"step ({r['busy_share']:.0%}): {groups}")
     return "\n".join(lines)
+
+
+def git_head() -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except OSError:
+        return None
+    return r.stdout.strip() or None
+
+
+def merged(records: list[dict]) -> dict:
+    """Several calls' records as one: each later record's parts over the earlier ones', except a part it did not
+    run."""
+    out: dict = {}
+    for rec in records:
+        for k, v in rec.items():
+            if k in ("table", "targets", "sizing", "sizing_mfu"):
+                continue
+            if isinstance(v, dict) and str(v.get("status", "")).startswith("not run") and k in out:
+                continue
+            out[k] = v
+    return out
 
 
 def main() -> None:
@@ -466,6 +646,19 @@ def main() -> None:
     ap.add_argument("--shape", choices=("real", "tiny"), default="real")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "gpu.json"))
     ap.add_argument("--parts", default="env,pipeline,8b,unsloth,mfu")
+    ap.add_argument("--limit-s", type=float, default=LIMIT_S,
+                    help="stop starting parts after this many seconds (one device call: a part past it is 'not run')")
+    ap.add_argument("--runner", choices=("auto", "dvc", "commands"), default="auto",
+                    help="the pipeline part: dvc repro, the stage commands in dvc.yaml's order, or dvc where installed")
+    ap.add_argument("--jobs", type=int, default=1, help="the pipeline's stage commands: how many of one level of "
+                    "dvc.yaml's graph run at once (a device call too short for them one by one)")
+    ap.add_argument("--resume", help="a gpu.json from an earlier call: its parts are kept, those in --parts rerun")
+    ap.add_argument("--rescore", nargs="+", metavar="GPU_JSON",
+                    help="no GPU needed: these records merged (a later one's parts over an earlier one's, except a "
+                         "part it did not run), every CUDA row predicted again by today's memory model, the table "
+                         "and targets again")
+    ap.add_argument("--commit", default=os.environ.get("BAKEOFF_COMMIT"),
+                    help="the commit the check ran at (a device's copy of the tree has no git; default: git's HEAD)")
     add_target_argument(ap)
     ap.add_argument("--step", action="store_true", help=argparse.SUPPRESS)
     for k in ("--model", "--technique", "--backend", "--extra", "--work"):
@@ -475,24 +668,40 @@ def main() -> None:
     args = ap.parse_args()
     if args.step:
         return in_process(args)
+    if args.rescore:
+        res = merged([json.loads(Path(p).read_text()) for p in args.rescore])
+        res["rescored"] = {"from": args.rescore, "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        if args.commit:
+            res["commit"] = args.commit
+        return finish(rescore(res), Path(args.out), args.target, res.get("shape") == "tiny")
     tiny = args.shape == "tiny"
     if not tiny and not cuda():
         sys.exit("gpu_check: no CUDA GPU here; run with --shape tiny to check that the script starts on CPU")
     # LIMIT_S fits one device call; the tiny shape on a 2-core CPU only proves the script starts, and such a CPU can
     # run 1.4-1.9x slower from one hour to the next (measured): it gets twice the time, inside its test's 1,200 s
-    deadline = time.time() + (2 * LIMIT_S if tiny else LIMIT_S)
-    res: dict = {"shape": args.shape, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    deadline = time.time() + (2 * args.limit_s if tiny else args.limit_s)
+    res: dict = {"shape": args.shape, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                 "commit": args.commit or git_head()}
+    kept = json.loads(Path(args.resume).read_text()) if args.resume else {}
+    if kept:  # one GPU run in two device calls: the first call's parts, then this call's
+        res = {**{k: v for k, v in kept.items() if k not in ("table", "targets", "sizing")},
+               "resumed": {"from": kept.get("started"), "rerun": args.parts}, "commit": res["commit"]}
     work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     parts = args.parts.split(",")
     seq = 64 if tiny else 1024
     plan = {"env": lambda: part_env(),
-            "pipeline": lambda: part_pipeline(work, "tiny" if tiny else "pipeline", deadline),
+            "pipeline": lambda: part_pipeline(work, "tiny" if tiny else "pipeline", deadline, args.runner,
+                                              args.jobs),
             "8b": lambda: part_steps(work, "tiny" if tiny else "8b", seq, deadline),
             "unsloth": lambda: part_unsloth(work, "tiny" if tiny else "1b", seq, deadline),
-            "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline)}
+            "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline),
+            "profile": lambda: part_profile(work, "tiny" if tiny else "1b", seq, deadline)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for part in parts:
         if time.time() > deadline:
-            res[part] = {"status": "not run: the 9-minute limit was reached"}
+            if part not in kept:  # a resumed call keeps the earlier call's figures of a part it cannot run
+                res[part] = {"status": f"not run: the {args.limit_s:.0f}-s limit was reached"}
             continue
         t0 = time.perf_counter()
         try:
@@ -501,22 +710,49 @@ def main() -> None:
             res[part] = {"status": f"failed: {type(e).__name__}: {e}"[:400]}
         res[part]["part_s"] = round(time.perf_counter() - t0, 1)
         print(f"[gpu_check] {part}: {res[part].get('status')} ({res[part]['part_s']} s)", flush=True)
+        out.write_text(json.dumps(res, indent=2, default=str))  # each part kept as it ends: a call cut short keeps it
     shutil.rmtree(work, ignore_errors=True)
+    finish(res, out, args.target, tiny)
+
+
+def sizing_figures(res: dict) -> dict:
+    """What sizing takes from this card: per technique the utilisation its time estimate divides by (the 1B rows'
+    HFU: the MFU of a run without checkpointing, recompute counted in one with it; ``sizing.mfu``) and the CUDA
+    context one process holds (``sizing.cuda_overhead_gb``), each to two decimals as params.yaml takes them."""
+    from bakeoff.core.flops import hfu
+
+    mfu = res.get("mfu") or {}
+    peak = (mfu.get("peak_tflops") or 0) * 1e12
+    out: dict = {"mfu": {}}
+    for name in ("full", "lora", "qlora"):
+        r = (mfu.get("rows") or {}).get(name) or {}
+        if peak and r.get("tokens_per_s") and r.get("flop_params"):
+            out["mfu"][name] = round(hfu(r["tokens_per_s"], r["flop_params"], name, peak,
+                                         bool(r.get("gradient_checkpointing"))), 2)
+    contexts = [r["context_mb"] for p in ("8b", "mfu", "unsloth")
+                for r in ((res.get(p) or {}).get("rows") or {}).values() if r.get("context_mb")]
+    if contexts:
+        out["cuda_overhead_gb"] = round(max(contexts) * 2 ** 20 / 1e9, 2)
+    return out
+
+
+def finish(res: dict, out: Path, target_args, tiny: bool) -> None:
+    """The table, sizing's figures, the targets; gpu.json written; exits 1 on a missed target."""
+    res["sizing"] = sizing_figures(res)
     text = table(res)
-    measured = [r.get("mfu") for r in ((res.get("mfu") or {}).get("rows") or {}).values() if r.get("mfu")]
-    if measured:  # sizing's time estimates read sizing.mfu: this card's measured figure instead of the assumed one
-        low = min(measured)
-        text += (f"\nmeasured MFU {', '.join(f'{m:.1%}' for m in measured)}: for sizing's time estimates on this "
-                 f"card, dvc exp run -S sizing.mfu={low:.2f}   (the lowest, a run without checkpointing)")
-        res["sizing_mfu"] = round(low, 3)
+    got = res["sizing"]
+    if got["mfu"]:  # sizing's time estimates read sizing.mfu: this card's measured figures instead of assumed ones
+        text += ("\nfor sizing on this card: dvc exp run " + " ".join(f"-S sizing.mfu.{t}={v}"
+                                                                      for t, v in got["mfu"].items())
+                 + (f" -S sizing.cuda_overhead_gb={got['cuda_overhead_gb']}" if "cuda_overhead_gb" in got else "")
+                 + "   (utilisation as sizing's time estimate divides by it: HFU, recompute counted)")
     print(text)
-    targets = Targets.from_args(args.target)
+    targets = Targets.from_args(target_args)
     check_targets(res, targets, tiny)
     res["table"] = text.splitlines()
     res["targets"] = targets.results
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=2, default=str))
-    print(f"[gpu_check] {args.out}")
+    out.write_text(json.dumps(res, indent=2, default=str))
+    print(f"[gpu_check] {out}")
     targets.exit()
 
 

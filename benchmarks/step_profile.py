@@ -37,14 +37,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GROUPS = [  # first match wins; op names as torch.profiler reports them
-    ("attention", r"scaled_dot_product|flash_attention|_efficient_attention|softmax_backward_data|aten::_softmax\b"),
-    ("loss", r"log_softmax|nll_loss|cross_entropy|logsumexp"),
-    ("matmul", r"aten::(mm|addmm|bmm|matmul|linear|baddbmm)\b|mkldnn|onednn"),
-    ("optimizer", r"adam|_foreach_|lerp|addcdiv|addcmul|clip_grad|aten::sqrt|zero_"),
-    ("copies", r"aten::(copy_|_to_copy|to|contiguous|clone|empty_like|_copy_from)\b"),
+GROUPS = [  # first match wins; op names as torch.profiler reports them (and CUDA kernels' names)
+    ("attention", (r"scaled_dot_product|flash_attention|_efficient_attention|softmax_backward_data|aten::_softmax\b"
+                   r"|flash_fwd|flash_bwd|fmha|cutlass::.*[Aa]ttention|cudnn.*sdpa")),
+    ("loss", r"log_softmax|nll_loss|cross_entropy|logsumexp|_chunked_logprob|logprob"),
+    ("matmul", r"aten::(mm|addmm|bmm|matmul|linear|baddbmm)\b|mkldnn|onednn|gemm|xmma|cublas|nvjet|sm90_|cutlass"),
+    ("optimizer", r"adam|_foreach_|lerp|addcdiv|addcmul|clip_grad|aten::sqrt|zero_|multi_tensor_apply"),
+    ("copies", r"aten::(copy_|_to_copy|to|contiguous|clone|empty_like|_copy_from)\b|[Mm]emcpy|[Mm]emset|copy_kernel"),
     ("elementwise", (r"aten::(mul|add|sub|div|neg|pow|rsqrt|silu|sigmoid|mean|sum|cat|where|exp|tanh|gelu|"
-                    r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)")),
+                    r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)|elementwise_kernel|reduce_kernel")),
 ]
 
 
@@ -55,10 +56,13 @@ def group_of(op: str) -> str:
     return "other"
 
 
-def profiled_step(at: int):
-    """A TrainerCallback that profiles optimizer step number ``at`` (0-based), all of it, forward to zero_grad."""
+def profiled_step(at: int, cuda: bool = False):
+    """A TrainerCallback that profiles optimizer step number ``at`` (0-based), all of it, forward to zero_grad;
+    ``cuda``: the GPU's kernels too."""
     import torch
     from transformers import TrainerCallback
+
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
 
     class Profile(TrainerCallback):
         prof = None
@@ -66,12 +70,16 @@ def profiled_step(at: int):
 
         def on_step_begin(self, args, state, control, **kw):
             if state.global_step == at:
-                self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+                if cuda:
+                    torch.cuda.synchronize()
+                self.prof = torch.profiler.profile(activities=activities)
                 self.prof.__enter__()
                 self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
             if self.prof is not None and self.wall_s is None:
+                if cuda:
+                    torch.cuda.synchronize()
                 self.wall_s = time.perf_counter() - self.t0
                 self.prof.__exit__(None, None, None)
 

@@ -35,14 +35,16 @@ def test_the_default_models_tokenizer_ships_with_the_benchmarks():
 @pytest.mark.slow
 def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     out = tmp_path / "gpu.json"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--out",
-                        str(out)],
+    # the stage commands in dvc.yaml's order, as on the lent GPU's image (no dvc there); dvc repro is test_pipeline's
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--runner",
+                        "commands", "--parts", "env,pipeline,8b,unsloth,mfu,profile", "--out", str(out)],
                        capture_output=True, text=True, timeout=1200, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["env"]["cuda"] is False and res["env"]["versions"]["torch"]
     pipe = res["pipeline"]
-    assert pipe["status"] == "ok", json.dumps(pipe)[-3000:]
+    assert pipe["status"] == "ok" and pipe["how"] == "stage commands", json.dumps(pipe)[-3000:]
+    assert pipe["stages"] == 29  # model, data, a baseline's search and run, 7 arms x 3, export, 2 curve points, compare
     runs = pipe["runs"]
     for name in ("full", "lora", "qlora", "lora_lowmem", "dpo"):
         assert runs[name]["train"] == "ok" and runs[name]["eval"] == "ok", (name, runs[name])
@@ -59,6 +61,10 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     assert res["unsloth"]["status"].startswith("skipped") or res["unsloth"]["status"].startswith("missing")
     assert res["mfu"]["rows"]["full"]["status"] == "ok" and res["mfu"]["rows"]["lora"]["tokens_per_s"] > 0
     assert "pipeline" in r.stdout and "qlora + checkpointing" in r.stdout
+    assert res["env"]["process_start_s"] > 0
+    for name, prof in res["profile"]["rows"].items():  # one profiled step each: where its time went
+        assert prof["on"] == "CPU ops" and 0 < prof["busy_s"] and 0 < prof["busy_share"] <= 1.05, (name, prof)
+        assert abs(sum(prof["groups"].values()) - 1) < 0.01 and "matmul" in list(prof["groups"])[:2], (name, prof)
     met = {t["name"]: t["met"] for t in res["targets"]}
     assert met == {"parts_failed": True, "pipeline_statuses_wrong": True}, res["targets"]  # CPU: the CUDA ones absent
 
@@ -98,3 +104,19 @@ def test_the_gpu_checks_cuda_targets_miss_on_figures_that_miss_them(capsys):
     assert missed == {"pipeline_statuses_wrong", "qlora_8b_peak_gib", "qlora_over_lora_peak_8b",
                       "qlora_over_lora_peak_1b", "sizing_error_8b_qlora_+_checkpointing", "mfu_1b_lora"}, t.results
     assert "MISSED" in capsys.readouterr().out
+
+
+def test_one_gpu_run_over_two_device_calls_keeps_what_each_measured():
+    """--rescore merges the calls: a later call's parts replace the earlier call's, except a part it did not run; a
+    part cut short by the time limit counts as a failed part."""
+    from targets import Targets
+
+    first = {"env": {"status": "ok"}, "unsloth": {"status": "ok", "rows": {"hf": {"status": "ok"}}},
+             "pipeline": {"status": "timeout"}, "table": ["old"], "sizing": {"mfu": {}}}
+    second = {"pipeline": {"status": "ok", "runs": {}}, "unsloth": {"status": "not run: the 360-s limit was reached"}}
+    got = gpu_check.merged([first, second])
+    assert got["pipeline"] == {"status": "ok", "runs": {}} and got["unsloth"] == first["unsloth"]
+    assert "table" not in got and "sizing" not in got
+    t = Targets()
+    gpu_check.check_targets(first, t, tiny=True)
+    assert {r["name"]: r["value"] for r in t.results}["parts_failed"] == 1

@@ -92,3 +92,116 @@ def test_size_command_prints_the_table_before_any_training(tmp_path):
     r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(bad)], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr
+
+
+def test_a_labelled_loss_holds_the_answers_logits_not_every_tokens():
+    """The pipeline's labelled loss computes the head at the answer's tokens alone: the logits term shrinks by
+    10 bytes × (tokens − answer tokens) × vocabulary per row, and nothing else moves."""
+    every = estimate(LLAMA3_8B, Setup("lora", micro_batch=2, seq_len=1024), 0)
+    labelled = estimate(LLAMA3_8B, Setup("lora", micro_batch=2, seq_len=1024, label_tokens=33), 0)
+    assert every.activations - labelled.activations == 2 * (1024 - 33) * LLAMA3_8B.vocab * 10
+    assert (every.weights, every.optimizer) == (labelled.weights, labelled.optimizer)
+    longer = estimate(LLAMA3_8B, Setup("lora", micro_batch=2, seq_len=16, label_tokens=33), 0)  # never past the row
+    assert longer.activations == estimate(LLAMA3_8B, Setup("lora", micro_batch=2, seq_len=16), 0).activations
+
+
+def test_a_variant_takes_the_answer_length_only_where_its_loss_is_labelled():
+    from dataclasses import replace
+
+    from bakeoff.core.config import load_params
+
+    p = load_params(ROOT / "params.yaml")
+    lora, dpo = p.variants["lora"], p.variants["dpo"]
+    got = Setup.from_variant(lora, "bf16", answer_tokens=24)
+    assert (got.label_tokens, got.chunked_logits) == (24, False)
+    # DPO and every-token SFT: TRL's fused head on a CUDA GPU holds no logits; on a CPU the model's own loss holds all
+    every = replace(lora, train=replace(lora.train, loss_logits="all"))
+    two = replace(lora, train=replace(lora.train, processes=2))
+    for v, parent in ((dpo, lora), (every, None), (two, None)):
+        on_gpu = Setup.from_variant(v, "bf16", parent=parent, answer_tokens=24)
+        on_cpu = Setup.from_variant(v, "bf16", parent=parent, answer_tokens=24, cuda=False)
+        assert (on_gpu.label_tokens, on_gpu.chunked_logits) == (None, True), v.name
+        assert (on_cpu.label_tokens, on_cpu.chunked_logits) == (None, False), v.name
+        assert estimate(LLAMA3_8B, on_cpu).activations - estimate(LLAMA3_8B, on_gpu).activations == \
+            on_cpu.micro_batch * (2 if v.technique == "dpo" else 1) * on_cpu.seq_len * LLAMA3_8B.vocab * 10
+
+
+def test_the_committed_gpu_check_is_what_todays_memory_model_predicts():
+    """reports/bench/gpu.json's predictions are this memory model's (rescored without the GPU), and within the check's
+    10% of every CUDA peak."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import copy
+
+    import gpu_check
+
+    committed = json.loads((ROOT / "reports" / "bench" / "gpu.json").read_text())
+    again = gpu_check.rescore(copy.deepcopy(committed))
+    rows = {(part, name): r for part in ("8b", "mfu", "unsloth") for name, r in again[part]["rows"].items()
+            if r.get("measured_gb")}
+    assert len(rows) == 9
+    for key, r in rows.items():
+        assert r["predicted_gb"] == committed[key[0]]["rows"][key[1]]["predicted_gb"], key
+        assert abs(r["error_vs_model"]) <= 0.10, (key, r["error_vs_model"])
+
+
+def test_time_estimates_take_each_techniques_measured_utilisation():
+    """sizing.mfu per technique: a LoRA job is timed at LoRA's utilisation, DPO at LoRA's unless named, and the
+    pessimistic end is half of each unless set."""
+    from bakeoff.core.config import load_params
+    from bakeoff.decide.sizing import table, train_hours
+
+    p = load_params(ROOT / "params.yaml")
+    s = p.sizing
+    assert (s.mfu_for("full"), s.mfu_for("lora"), s.mfu_for("qlora"), s.mfu_for("dpo")) == (0.32, 0.17, 0.11, 0.17)
+    assert s.mfu_low_for("lora") == pytest.approx(0.085)
+    fits = {(f.target, f.variant): f for f in table(p, {n: 1e7 for n in p.variants})}
+    cards = {g["name"]: GPU(**g) for g in s.gpus}
+    for variant, mfu in (("full", 0.32), ("lora", 0.17), ("qlora", 0.11), ("dpo", 0.17)):
+        f, v = fits[("llama-3.1-8b", variant)], p.variants[variant]
+        want = train_hours(LLAMA3_8B, v.technique, 1e7, cards[f.gpu], mfu, bool(v.train.gradient_checkpointing))
+        assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant  # each at its own technique's figure
+        assert f.hours_high == pytest.approx(f.hours * 2, rel=0.01), variant
+
+
+@pytest.mark.parametrize("mfu, key", [("{full: 0.3, lorra: 0.2}", r"sizing\.mfu\.lorra: unknown technique"),
+                                      ("{full: 0.3}", r"sizing\.mfu: names no figure for lora, qlora, dpo"),
+                                      ("{full: 0.3, default: 1.5}", r"sizing\.mfu\.default: must be a number in"),
+                                      ("fast", r"sizing\.mfu")])
+def test_a_bad_utilisation_names_its_key(tmp_path, mfu, key):
+    from bakeoff.core.config import load_params
+    from bakeoff.core.schema import ParamsError
+
+    text = (ROOT / "params.yaml").read_text()
+    bad = tmp_path / "params.yaml"
+    bad.write_text(text.replace("mfu: {full: 0.32, lora: 0.17, qlora: 0.11}", f"mfu: {mfu}"))
+    with pytest.raises(ParamsError, match=key):
+        load_params(bad)
+
+
+def test_the_report_says_measured_only_while_params_hold_the_checks_figures(tmp_path):
+    """The committed GPU check measured sizing.mfu and sizing.cuda_overhead_gb: the sizing section names the card and
+    commit; a figure changed by hand is "assumed" again."""
+    from dataclasses import replace
+
+    from bakeoff.core.config import load_params
+    from bakeoff.decide.sizing import measured_on
+    from bakeoff.report.sections import sizing_lines
+
+    p = load_params(ROOT / "params.yaml")
+    record = str(ROOT / "reports" / "bench" / "gpu.json")
+    got = measured_on(p, record)
+    assert got["device"] == "NVIDIA H200" and got["commit"] and got["mfu"] and got["overhead"]
+    sized = {"calibration": {"rows": [], "measured_on": "CUDA peak reserved"}, "fits": [], "gpu_check": got}
+    text = "\n".join(sizing_lines(p, sized))
+    assert f"(`sizing.cuda_overhead_gb`, measured on an NVIDIA H200 by benchmarks/gpu_check.py at {got['commit']})" \
+        in text
+    assert "from full 32%, lora 17%, qlora 11% of the card's peak FLOP/s (`sizing.mfu`, measured on an NVIDIA H200" \
+        in text and "to half of each (`sizing.mfu_low`)" in text
+    assert "within 10% of 9 of that check's 9 CUDA peaks" in text
+    mine = replace(p, sizing=replace(p.sizing, mfu=0.4, cuda_overhead_gb=2.0))
+    mine_got = measured_on(mine, record)
+    assert not mine_got["mfu"] and not mine_got["overhead"]
+    text = "\n".join(sizing_lines(mine, {**sized, "gpu_check": mine_got}))
+    assert "(`sizing.cuda_overhead_gb`, assumed)" in text and "from 40% of the card's peak FLOP/s (`sizing.mfu`, " \
+        "assumed) to half of it" in text
+    assert measured_on(p, str(tmp_path / "none.json")) == {}

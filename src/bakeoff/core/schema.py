@@ -106,6 +106,8 @@ def coerce(v: Any, typ: Any, key: str, src: Source) -> Any:
     if not isinstance(v, want) or (want is int and isinstance(v, bool)):
         if any(isinstance(v, _TYPES[b]) and not isinstance(v, bool) for b in bases[1:] if b in _TYPES):
             return v  # another type of the union (int | str: a count or "auto")
+        if isinstance(v, dict) and "dict" in bases[1:]:
+            return v  # a mapping where the union allows one (float | dict: one figure or one per technique)
         raise src.error(key, f"expected {' or '.join(bases)}, got {v!r}")
     return v
 
@@ -200,12 +202,34 @@ def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
     check(s.target is None or s.target in names, src, "sizing.target",
            f"{s.target!r} is not one of sizing.targets" + (suggest(str(s.target), names) if names else ""))
     check(0 <= s.margin < 1, src, "sizing.margin", f"must be in [0, 1), got {s.margin}")
-    check(0 < s.mfu <= 1, src, "sizing.mfu", f"must be in (0, 1], got {s.mfu}")
-    check(s.mfu_low is None or 0 < s.mfu_low <= s.mfu, src, "sizing.mfu_low",
-          f"must be in (0, sizing.mfu], got {s.mfu_low}")
+    check_mfu(s.mfu, src, "sizing.mfu")
+    if s.mfu_low is not None:
+        check_mfu(s.mfu_low, src, "sizing.mfu_low")
+        for t in MFU_TECHNIQUES:
+            check(s.mfu_low_for(t) <= s.mfu_for(t), src, "sizing.mfu_low",
+                  f"{t}: {s.mfu_low_for(t)} is above sizing.mfu's {s.mfu_for(t)} (the low end is the pessimistic one)")
     cards = [g["name"] for g in s.gpus]
     check(serve_gpu is None or serve_gpu in cards, src, "cost.serve_gpu",
           f"{serve_gpu!r} is not one of sizing.gpus" + (suggest(str(serve_gpu), cards) if cards else ""))
+
+
+MFU_TECHNIQUES = ("full", "lora", "qlora", "dpo")
+
+
+def check_mfu(m, src: Source, key: str) -> None:
+    """One utilisation in (0, 1], or one per technique: full, lora, qlora (dpo takes lora's unless given), or
+    ``default`` for the ones not named."""
+    if not isinstance(m, dict):
+        check(isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m <= 1, src, key,
+              f"must be a number in (0, 1] or a mapping technique: number, got {m!r}")
+        return
+    allowed = (*MFU_TECHNIQUES, "default")
+    for k, v in m.items():
+        check(k in allowed, src, f"{key}.{k}", "unknown technique" + suggest(str(k), list(allowed)))
+        check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1, src, f"{key}.{k}",
+              f"must be a number in (0, 1], got {v!r}")
+    lacking = [t for t in MFU_TECHNIQUES if t not in m and "default" not in m and not (t == "dpo" and "lora" in m)]
+    check(not lacking, src, key, f"names no figure for {', '.join(lacking)} (add them, or a default)")
 
 
 # a baseline's `endpoint:` keys and their defaults, and its `price:` keys (bakeoff.evaluate.endpoint reads them)

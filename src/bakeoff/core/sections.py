@@ -79,6 +79,12 @@ class TrainConfig:
     def grad_accum(self) -> int:
         return self.effective_batch // (self.micro_batch * self.processes)
 
+    def labelled_loss(self, sft: bool = True, plain_head: bool = True) -> bool:
+        """Whether the loss runs the output head at labelled tokens alone (``loss_logits`` auto or labelled): SFT in one
+        process on a model whose logits are its plain head over the last hidden state (``bakeoff.train.kernels``
+        applies it; ``bakeoff.decide.memory`` counts the logits it holds)."""
+        return self.loss_logits in ("auto", "labelled") and sft and self.processes == 1 and plain_head
+
 
 @dataclass(frozen=True)
 class EvalConfig:
@@ -167,11 +173,32 @@ class SizingConfig:
     targets: list = field(default_factory=list)  # [{name, layers, hidden, intermediate, heads, kv_heads, vocab, tied}]
     gpus: list = field(default_factory=list)  # [{name, memory_gb, usd_per_hour, bf16_tflops}]
     margin: float = 0.1  # share of a card's memory kept free
-    mfu: float = 0.3  # assumed model FLOP utilisation for time estimates (measure yours: benchmarks/gpu_check.py)
-    mfu_low: float | None = None  # the pessimistic end of the time and cost ranges (None: half of mfu)
+    # model FLOP utilisation for time estimates, one figure or one per technique (full, lora, qlora, dpo, default;
+    # dpo takes lora's unless named): measure yours with benchmarks/gpu_check.py
+    mfu: float | dict = field(default_factory=lambda: {"full": 0.32, "lora": 0.17, "qlora": 0.11})
+    mfu_low: float | dict | None = None  # the pessimistic end of the time and cost ranges (None: half of mfu)
     target_seq_len: int | None = 1024  # tokens per row on the target card (None: the variant's max_seq_len)
     target_micro_batch: int | None = 1  # rows per forward pass on the target card (None: the variant's)
-    cuda_overhead_gb: float = 1.0  # CUDA context and library workspaces, per process
+    cuda_overhead_gb: float = 1.29  # CUDA context and library workspaces, per process (measured on an H200)
+
+    def mfu_for(self, technique: str) -> float:
+        """The utilisation a ``technique``'s time estimate divides by (``sizing.mfu``)."""
+        return per_technique(self.mfu, technique)
+
+    def mfu_low_for(self, technique: str) -> float:
+        """The pessimistic end for ``technique`` (``sizing.mfu_low``; unset: half of its ``mfu_for``)."""
+        return self.mfu_for(technique) / 2 if self.mfu_low is None else per_technique(self.mfu_low, technique)
+
+
+def per_technique(m, technique: str) -> float:
+    """``m`` (a number, or technique → number with an optional ``default``) for ``technique``; DPO, a LoRA adapter
+    trained on pairs, takes LoRA's figure unless it has its own."""
+    if not isinstance(m, dict):
+        return float(m)
+    for k in (technique, "lora" if technique == "dpo" else None, "default"):
+        if k in m:
+            return float(m[k])
+    raise KeyError(f"sizing: no MFU for {technique} (name it, or a default)")
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,10 @@ def _verdict(params, flips_dir, shipped):
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
-    sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records)
-    v = verdict.verdict(df, params.verdict.min_gain)
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
+    sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records,
+                               sizing.longest_answer(stats))
+    v = verdict.verdict(df, params.verdict.min_gain)
     v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
     return df, v, records, sized, stats, unmoved
 

@@ -12,7 +12,12 @@ Peak training memory of one process is modelled as the sum of
                  every projection, the SwiGLU intermediates; memory-efficient attention stores no s² matrix),
                  doubled in fp32; with gradient checkpointing only each layer's input (2·h bytes) plus one layer
                  recomputed; the logits 10 bytes per token and vocabulary entry (16-bit logits, their fp32 copy
-                 and its gradient);
+                 and its gradient), at the tokens whose logits the loss holds: with the pipeline's labelled loss
+                 (``bakeoff.train.kernels``, its default for one-process SFT) the labelled ones alone (the answer:
+                 ``label_tokens`` per row); on a CUDA GPU none where TRL's trainer computes the loss (its fused
+                 head takes the log-probabilities in tiles and never holds the logits: ``chunked_logits``, seen
+                 on an H200 as no trace of them in the peak); otherwise every token (the model's own loss, as on
+                 a CPU);
     overhead     what the runtime holds besides tensors (CUDA context and workspaces, or on CPU the Python
                  process with its libraries): a constant, calibrated on this run's measured peaks.
 DPO scores chosen and rejected together: twice the sequences. The model is deliberately simple; its error
@@ -101,15 +106,29 @@ class Setup:
     targets: object = "all-linear"
     bits: int = 4
     double_quant: bool = True
+    label_tokens: int | None = None  # tokens per row whose logits the loss computes (None: every token)
+    chunked_logits: bool = False  # the loss takes log-probabilities in tiles and holds no logits (TRL on CUDA)
 
     @classmethod
     def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None,
-                     parent=None) -> Setup:
-        """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets)."""
+                     parent=None, answer_tokens: int | None = None, cuda: bool = True) -> Setup:
+        """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets).
+        ``answer_tokens``: the longest answer of the training data in tokens; where the variant computes its loss's
+        logits at labelled tokens alone (``labelled_logits``) they are the logits the peak holds. ``cuda``: on a CUDA
+        GPU (a projection) the other losses of TRL's trainers hold none; on a CPU every token's."""
         o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
+        labelled = bool(answer_tokens) and labelled_logits(v)
+        labels = answer_tokens if labelled else None
+        chunked = cuda and not labelled and getattr(v, "backend", "hf") == "hf"
         return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
                    seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
-                   int(o.get("bits", 4)), bool(o.get("double_quant", True)))
+                   int(o.get("bits", 4)), bool(o.get("double_quant", True)), labels, chunked)
+
+
+def labelled_logits(v) -> bool:
+    """Whether the variant's loss computes logits at labelled tokens alone, as ``bakeoff.train.kernels.choose``
+    decides for a Llama-style head: SFT (not DPO) through the pipeline's trainer (not Unsloth's own loss)."""
+    return getattr(v, "backend", "hf") != "unsloth" and v.train.labelled_loss(sft=v.technique != "dpo")
 
 
 @dataclass
@@ -160,7 +179,8 @@ def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
         acts = shape.layers * tokens * 2 * shape.hidden * scale + per_layer
     else:
         acts = shape.layers * per_layer
-    acts += tokens * shape.vocab * 10
+    logit_tokens = 0 if s.chunked_logits else rows * min(s.seq_len, s.label_tokens) if s.label_tokens else tokens
+    acts += logit_tokens * shape.vocab * 10
     return Estimate(weights, grads, optim, acts, overhead_bytes, trainable)
 
 

@@ -122,10 +122,18 @@ def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int 
     return per_row / max(1e-6, 1 - train_metrics.get("padding_share", 0.0))
 
 
-def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
+def longest_answer(stats: dict) -> int | None:
+    """The training split's longest answer in tokens, its end-of-turn token included (the data stage's record,
+    data/prepared/stats.json): the logits a labelled loss holds per row."""
+    return (((stats.get("generation") or {}).get("longest_answer") or {}).get("train") or {}).get("tokens") or None
+
+
+def calibration(params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
     """Predicted against measured peak for every variant that trained here, and the fitted overhead.
 
     ``records``: variant name → its train.json. On CPU the measured peak is peak RSS; on CUDA, peak reserved.
+    ``answer_tokens``: the longest training answer (``longest_answer``), the logits of a run whose loss computed
+    them at labelled tokens alone (its record's ``kernel_choice``).
     """
     from bakeoff.core.models import resolve_precision
 
@@ -142,7 +150,10 @@ def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
         if not measured_mb or not width:
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
-        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent))
+        labelled = (rec.get("kernel_choice") or {}).get("loss_logits") == "labelled"
+        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent),
+                                   answer_tokens=answer_tokens if labelled else None,
+                                   cuda=bool(m.get("train_peak_reserved_mb")))
         predicted = estimate(shape, setup).total
         pairs.append((predicted, measured_mb * 1024 ** 2))
         rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
@@ -158,8 +169,10 @@ def calibration(params, base_config: dict, records: dict[str, dict]) -> dict:
             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
 
 
-def table(params, tokens: dict[str, float], overhead_bytes: float | None = None) -> list[Fit]:
-    """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens."""
+def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
+          answer_tokens: int | None = None) -> list[Fit]:
+    """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens.
+    ``answer_tokens``: this task's longest answer, the logits a labelled loss holds (None: every token's)."""
     s = params.sizing
     overhead = s.cuda_overhead_gb * GB if overhead_bytes is None else overhead_bytes
     out = []
@@ -167,9 +180,10 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None)
         here = {}
         for name, v in params.variants.items():
             setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
-                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent))
-            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0), s.mfu, name,
-                             s.mfu_low)
+                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent),
+                                       answer_tokens=answer_tokens)
+            here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0),
+                             s.mfu_for(setup.technique), name, s.mfu_low_for(setup.technique))
         for name, f in here.items():
             parent = params.variants[name].parent
             f.parent = parent
@@ -177,6 +191,20 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None)
             f.cumulative_usd = None if own is None or first is None else round(own + first, 2)
         out += here.values()
     return out
+
+
+def mfu_text(s, low: bool = False) -> str:
+    """``sizing.mfu`` (``low``: ``sizing.mfu_low``) in words: "30%", or "full 32%, lora 17%, qlora 11%" (DPO at
+    LoRA's unless named); the low end unset is "half of it" or "half of each"."""
+    from bakeoff.core.schema import MFU_TECHNIQUES
+
+    m = s.mfu_low if low else s.mfu
+    if low and m is None:
+        return "half of " + ("each" if isinstance(s.mfu, dict) else "it")
+    if not isinstance(m, dict):
+        return f"{m:.0%}"
+    of = s.mfu_low_for if low else s.mfu_for
+    return ", ".join(f"{t} {of(t):.0%}" for t in MFU_TECHNIQUES if t != "dpo" or "dpo" in m)
 
 
 def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
@@ -198,11 +226,40 @@ def train_tokens(params, records: dict[str, dict], override: float | None = None
             or 0.0 for n in params.variants}
 
 
-def report_data(params, base_config: dict, records: dict[str, dict]) -> dict:
-    """What the report shows of sizing: the calibration on this run's peaks and every target × variant fit."""
-    calib = calibration(params, base_config, records)
-    fits = table(params, train_tokens(params, records))
-    return {"calibration": calib, "fits": [f.__dict__ for f in fits]}
+def report_data(params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
+    """What the report shows of sizing: the calibration on this run's peaks, every target × variant fit, and which
+    of the GPU figures it assumes a GPU check measured (``gpu_check``)."""
+    calib = calibration(params, base_config, records, answer_tokens)
+    fits = table(params, train_tokens(params, records), answer_tokens=answer_tokens)
+    return {"calibration": calib, "fits": [f.__dict__ for f in fits], "gpu_check": measured_on(params)}
+
+
+# benchmarks/gpu_check.py's record, committed. Not a DVC dep of compare: a copy of the project (the quick look, a
+# test's) has none, and a missing dep stops `dvc repro`. What the report takes from it is said only while params.yaml
+# (a dep) holds its figures; where there is no record the figures are "assumed".
+GPU_CHECK = "reports/bench/gpu.json"
+
+
+def measured_on(params, path: str = GPU_CHECK) -> dict:
+    """Which of sizing's GPU figures (``sizing.mfu``, ``sizing.cuda_overhead_gb``) are the ones a GPU check measured:
+    {"device", "commit", "mfu": bool, "overhead": bool} from the check's record where params.yaml holds its figures
+    (to their two decimals); {} where there is no record. A figure changed by hand is "assumed" again."""
+    import json
+    from pathlib import Path
+
+    try:
+        res = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    got, s = res.get("sizing") or {}, params.sizing
+    mfu, overhead = got.get("mfu") or {}, got.get("cuda_overhead_gb")
+    errors = [abs(r["error_vs_model"]) for part in ("8b", "mfu", "unsloth")
+              for r in ((res.get(part) or {}).get("rows") or {}).values()
+              if isinstance(r.get("error_vs_model"), (int, float))]
+    return {"device": (res.get("env") or {}).get("device"), "commit": res.get("commit"), "peaks": len(errors),
+            "within_10": sum(e <= 0.10 for e in errors),
+            "mfu": bool(mfu) and all(abs(s.mfu_for(t) - float(x)) < 0.005 for t, x in mfu.items()),
+            "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,13 +286,14 @@ def main(argv: list[str] | None = None) -> None:
                                                 target_micro_batch=args.micro_batch
                                                 or params.sizing.target_micro_batch))
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
-    fits = table(params, train_tokens(params, records, args.tokens))
+    answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage
+    fits = table(params, train_tokens(params, records, args.tokens), answer_tokens=answer)
     if args.json:
         print(json.dumps([f.__dict__ for f in fits], indent=2))
         return
     print("\n".join(markdown(fits)))
-    print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at an assumed "
-          f"{params.sizing.mfu:.0%} MFU (sizing.mfu). Model: src/bakeoff/decide/sizing.py")
+    print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at "
+          f"{mfu_text(params.sizing)} MFU (sizing.mfu). Model: src/bakeoff/decide/sizing.py")
 
 
 if __name__ == "__main__":  # python -m bakeoff.decide.sizing

@@ -270,6 +270,7 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
     from bakeoff.decide.recommend import sig, usd_range
+    from bakeoff.decide.sizing import mfu_text
 
     calib = sized["calibration"]
     kind = calib.get("measured_on") or "this machine's peaks"
@@ -292,7 +293,8 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
         else "the tokens each variant saw here"
     seq = s.target_seq_len or "each variant's max_seq_len"
     mb = s.target_micro_batch or "each variant's micro_batch"
-    low = s.mfu_low or s.mfu / 2
+    gpu = sized.get("gpu_check") or {}
+    on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
     fits = sized["fits"]
     variants = list(dict.fromkeys(f["variant"] for f in fits))
     targets = list(dict.fromkeys(f["target"] for f in fits))
@@ -305,12 +307,19 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
         return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
 
     lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
-                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, assumed), "
+                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
+                  f"{on if gpu.get('overhead') else 'assumed'}), "
                   f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
                   "least for the whole job (a faster card can cost less in all); its training cost is for "
-                  f"{tok}, from {s.mfu:.0%} MFU (`sizing.mfu`, assumed) to {low:.0%} (`sizing.mfu_low`), at the "
+                  f"{tok}, from {mfu_text(s)} of the card's peak FLOP/s (`sizing.mfu`, "
+                  f"{on + ', at 1B: HFU, recompute counted' if gpu.get('mfu') else 'assumed'}) "
+                  f"to {mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
                   "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
-                  "search and the parent. Every fit: `reports/sizing.json`."), "",
+                  "search and the parent. Every fit: `reports/sizing.json`." + (
+                      f" The memory model is within 10% of {gpu['within_10']} of that check's {gpu['peaks']} CUDA "
+                      "peaks (QLoRA, LoRA and full fine-tuning at Llama shapes of 1B and 8B parameters, "
+                      "`reports/bench/gpu.json`)."
+                      if gpu.get("peaks") else "")), "",
               "| target | variant | needs | smallest card | cheapest card | training there |",
               "|---|---|---|---|---|---|"]
     for t in targets:

@@ -79,12 +79,8 @@ def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> d
     attention = t.attention
     if attention == "auto":
         attention = "eager_fp32" if not cuda and t.max_seq_len <= EAGER_MAX_LEN else current
-    loss = t.loss_logits
-    plain = plain_head(model)
-    if loss == "auto":
-        loss = "labelled" if sft and t.processes == 1 and plain else "all"
-    elif loss == "labelled" and not (sft and t.processes == 1 and plain):
-        loss = "all"  # asked for, but this model's head or this run cannot use it: the model's own loss
+    # auto, or labelled asked for where this model's head or this run cannot use it: the model's own loss
+    loss = "labelled" if t.labelled_loss(sft, plain_head(model)) else "all"
     adapters = any(getattr(m, "cast_input_dtype_enabled", None) is not None for m in model.modules())
     return {"attention": attention, "loss_logits": loss,
             "adapter_input_cast": not (adapters and precision in ("bf16", "fp16")), "optimizer": t.optimizer}
