@@ -247,6 +247,11 @@ def predict(config: dict, setup: dict, context_mb: float | None) -> float:
 PART_RUNS = {"8b": ("8b", 1, 3), "mfu": ("1b", 4, 8), "unsloth": ("1b", 1, 10)}
 
 
+def rescored_from(paths: list[str], records: list[dict]) -> list[str]:
+    """The device calls a rescored record came from: a record rescored before names its own calls, not its path."""
+    return [f for p, r in zip(paths, records) for f in ((r.get("rescored") or {}).get("from") or [p])]
+
+
 def rescore(res: dict) -> dict:
     """Every CUDA row's prediction again with today's memory model (the figures as run kept in ``as_run``): a
     recalibration is checked against the peaks already measured, without the GPU."""
@@ -669,8 +674,9 @@ def main() -> None:
     if args.step:
         return in_process(args)
     if args.rescore:
-        res = merged([json.loads(Path(p).read_text()) for p in args.rescore])
-        res["rescored"] = {"from": args.rescore, "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        records = [json.loads(Path(p).read_text()) for p in args.rescore]
+        res = merged(records)
+        res["rescored"] = {"from": rescored_from(args.rescore, records), "at": time.strftime("%Y-%m-%d %H:%M:%S")}
         if args.commit:
             res["commit"] = args.commit
         return finish(rescore(res), Path(args.out), args.target, res.get("shape") == "tiny")
