@@ -76,6 +76,13 @@ def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):
     assert str(ROOT / ".dvc" / "cache") in config  # DVC's cache shared with the project
     assert (ROOT / "params.yaml").read_text() != (dest / "params.yaml").read_text()
     assert "quick_look: true" in (dest / "params.yaml").read_text()
+    # the GPU check's record goes along: the quick report's sizing says "measured on" the card as the full one does
+    from bakeoff.core.config import load_params
+    from bakeoff.decide.sizing import GPU_CHECK, measured_on
+
+    got = measured_on(load_params(dest / "params.yaml"), str(dest / GPU_CHECK))
+    assert got["mfu"] and got["overhead"]
+    assert got == measured_on(load_params(ROOT / "params.yaml"), str(ROOT / GPU_CHECK))
 
 
 def test_the_quick_look_is_an_overlay_file_merged_by_one_function():

@@ -154,6 +154,7 @@ def _copy(src: Path, dest: Path) -> None:
 def build(root: Path = Path("."), dest: Path | None = None) -> Path:
     """quick/ with the project's pipeline, code and data, and the quick params.yaml; returns it."""
     from bakeoff.core.config import load_params
+    from bakeoff.decide.sizing import GPU_CHECK
 
     root = root.resolve()
     dest = (dest or root / QUICK_DIR).resolve()
@@ -164,6 +165,8 @@ def build(root: Path = Path("."), dest: Path | None = None) -> Path:
         _copy(root / part, dest / part)
     (dest / "reports" / "curve").mkdir(parents=True, exist_ok=True)  # compare reads the curve's points there
     (dest / "reports" / "curve" / ".gitkeep").touch()
+    if (root / GPU_CHECK).exists():  # the GPU check's record: the report says which sizing figures it measured
+        _copy(root / GPU_CHECK, dest / GPU_CHECK)
     for key in ("train", "val", "test", "prefs"):  # task files outside data/
         path = (raw.get("task") or {}).get(key)
         if isinstance(path, str) and not Path(path).is_absolute() and not path.startswith("data/"):
