@@ -114,6 +114,12 @@ def test_a_variant_takes_the_answer_length_only_where_its_loss_is_labelled():
     lora, dpo = p.variants["lora"], p.variants["dpo"]
     got = Setup.from_variant(lora, "bf16", answer_tokens=24)
     assert (got.label_tokens, got.chunked_logits) == (24, False)
+    # the answer's length unknown (no data stage yet): every token's logits, never none
+    unknown = Setup.from_variant(lora, "bf16")
+    assert (unknown.label_tokens, unknown.chunked_logits) == (None, False)
+    # a run's record says what its loss did: a labelled-loss variant whose run fell back to every token's logits
+    fell_back = Setup.from_variant(lora, "bf16", answer_tokens=24, labelled=False)
+    assert (fell_back.label_tokens, fell_back.chunked_logits) == (None, True)
     # DPO and every-token SFT: TRL's fused head on a CUDA GPU holds no logits; on a CPU the model's own loss holds all
     every = replace(lora, train=replace(lora.train, loss_logits="all"))
     two = replace(lora, train=replace(lora.train, processes=2))
@@ -197,11 +203,14 @@ def test_the_report_says_measured_only_while_params_hold_the_checks_figures(tmp_
         in text
     assert "from full 32%, lora 17%, qlora 11% of the card's peak FLOP/s (`sizing.mfu`, measured on an NVIDIA H200" \
         in text and "to half of each (`sizing.mfu_low`)" in text
-    assert "within 10% of 9 of that check's 9 CUDA peaks" in text
+    assert "within 10% of 9 of the 9 CUDA peaks benchmarks/gpu_check.py measured on an NVIDIA H200" in text
     mine = replace(p, sizing=replace(p.sizing, mfu=0.4, cuda_overhead_gb=2.0))
     mine_got = measured_on(mine, record)
     assert not mine_got["mfu"] and not mine_got["overhead"]
     text = "\n".join(sizing_lines(mine, {**sized, "gpu_check": mine_got}))
     assert "(`sizing.cuda_overhead_gb`, assumed)" in text and "from 40% of the card's peak FLOP/s (`sizing.mfu`, " \
         "assumed) to half of it" in text
+    # a DPO figure of your own is not the check's (it measured none: DPO is timed at LoRA's)
+    own_dpo = replace(p, sizing=replace(p.sizing, mfu={**p.sizing.mfu, "dpo": 0.3}))
+    assert not measured_on(own_dpo, record)["mfu"] and measured_on(own_dpo, record)["overhead"]
     assert measured_on(p, str(tmp_path / "none.json")) == {}

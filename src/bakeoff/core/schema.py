@@ -219,15 +219,16 @@ MFU_TECHNIQUES = ("full", "lora", "qlora", "dpo")
 def check_mfu(m, src: Source, key: str) -> None:
     """One utilisation in (0, 1], or one per technique: full, lora, qlora (dpo takes lora's unless given), or
     ``default`` for the ones not named."""
+    def share(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
+
     if not isinstance(m, dict):
-        check(isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m <= 1, src, key,
-              f"must be a number in (0, 1] or a mapping technique: number, got {m!r}")
+        check(share(m), src, key, f"must be a number in (0, 1] or a mapping technique: number, got {m!r}")
         return
     allowed = (*MFU_TECHNIQUES, "default")
     for k, v in m.items():
         check(k in allowed, src, f"{key}.{k}", "unknown technique" + suggest(str(k), list(allowed)))
-        check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1, src, f"{key}.{k}",
-              f"must be a number in (0, 1], got {v!r}")
+        check(share(v), src, f"{key}.{k}", f"must be a number in (0, 1], got {v!r}")
     lacking = [t for t in MFU_TECHNIQUES if t not in m and "default" not in m and not (t == "dpo" and "lora" in m)]
     check(not lacking, src, key, f"names no figure for {', '.join(lacking)} (add them, or a default)")
 

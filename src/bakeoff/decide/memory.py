@@ -111,15 +111,15 @@ class Setup:
 
     @classmethod
     def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None,
-                     parent=None, answer_tokens: int | None = None, cuda: bool = True) -> Setup:
+                     parent=None, answer_tokens: int | None = None, cuda: bool = True,
+                     labelled: bool | None = None) -> Setup:
         """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets).
-        ``answer_tokens``: the longest answer of the training data in tokens; where the variant computes its loss's
-        logits at labelled tokens alone (``labelled_logits``) they are the logits the peak holds. ``cuda``: on a CUDA
-        GPU (a projection) the other losses of TRL's trainers hold none; on a CPU every token's."""
+        ``answer_tokens``: the longest answer of the training data in tokens, ``cuda``: on a CUDA GPU (a projection)
+        or a CPU, ``labelled``: whether the loss computed its logits at labelled tokens alone, as a run's record
+        says (None: as params.yaml decides, ``labelled_logits``): ``logits_held`` makes them what the peak holds."""
         o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
-        labelled = bool(answer_tokens) and labelled_logits(v)
-        labels = answer_tokens if labelled else None
-        chunked = cuda and not labelled and getattr(v, "backend", "hf") == "hf"
+        labels, chunked = logits_held(labelled_logits(v) if labelled is None else labelled, answer_tokens, cuda,
+                                      getattr(v, "backend", "hf"))
         return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
                    seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
                    int(o.get("bits", 4)), bool(o.get("double_quant", True)), labels, chunked)
@@ -129,6 +129,16 @@ def labelled_logits(v) -> bool:
     """Whether the variant's loss computes logits at labelled tokens alone, as ``bakeoff.train.kernels.choose``
     decides for a Llama-style head: SFT (not DPO) through the pipeline's trainer (not Unsloth's own loss)."""
     return getattr(v, "backend", "hf") != "unsloth" and v.train.labelled_loss(sft=v.technique != "dpo")
+
+
+def logits_held(labelled: bool, answer_tokens: int | None, cuda: bool, backend: str = "hf") -> tuple[int | None, bool]:
+    """The logits a run's loss holds, as ``Setup``'s (``label_tokens``, ``chunked_logits``): a labelled loss the
+    answer's tokens (``answer_tokens``; unknown: every token's, the upper bound); any other loss of the pipeline's
+    trainer on a CUDA GPU none (TRL's fused head takes the log-probabilities in tiles: seen on an H200); otherwise (a
+    CPU, or Unsloth's own loss) every token's."""
+    if labelled:
+        return answer_tokens or None, False
+    return None, cuda and backend == "hf"
 
 
 @dataclass

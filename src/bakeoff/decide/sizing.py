@@ -150,10 +150,10 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
         if not measured_mb or not width:
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
-        labelled = (rec.get("kernel_choice") or {}).get("loss_logits") == "labelled"
+        chosen = (rec.get("kernel_choice") or {}).get("loss_logits")  # what the run's loss did, where recorded
         setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent),
-                                   answer_tokens=answer_tokens if labelled else None,
-                                   cuda=bool(m.get("train_peak_reserved_mb")))
+                                   answer_tokens=answer_tokens, cuda=bool(m.get("train_peak_reserved_mb")),
+                                   labelled=None if chosen is None else chosen == "labelled")
         predicted = estimate(shape, setup).total
         pairs.append((predicted, measured_mb * 1024 ** 2))
         rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
@@ -243,9 +243,13 @@ GPU_CHECK = "reports/bench/gpu.json"
 def measured_on(params, path: str = GPU_CHECK) -> dict:
     """Which of sizing's GPU figures (``sizing.mfu``, ``sizing.cuda_overhead_gb``) are the ones a GPU check measured:
     {"device", "commit", "mfu": bool, "overhead": bool} from the check's record where params.yaml holds its figures
-    (to their two decimals); {} where there is no record. A figure changed by hand is "assumed" again."""
+    (every technique's, DPO's included, to two decimals); {} where there is no record. A figure changed by hand is
+    "assumed" again."""
     import json
     from pathlib import Path
+
+    from bakeoff.core.schema import MFU_TECHNIQUES
+    from bakeoff.core.sections import per_technique
 
     try:
         res = json.loads(Path(path).read_text())
@@ -258,7 +262,7 @@ def measured_on(params, path: str = GPU_CHECK) -> dict:
               if isinstance(r.get("error_vs_model"), (int, float))]
     return {"device": (res.get("env") or {}).get("device"), "commit": res.get("commit"), "peaks": len(errors),
             "within_10": sum(e <= 0.10 for e in errors),
-            "mfu": bool(mfu) and all(abs(s.mfu_for(t) - float(x)) < 0.005 for t, x in mfu.items()),
+            "mfu": bool(mfu) and all(abs(s.mfu_for(t) - per_technique(mfu, t)) < 0.005 for t in MFU_TECHNIQUES),
             "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05}
 
 

@@ -316,9 +316,9 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
                   f"to {mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
                   "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
                   "search and the parent. Every fit: `reports/sizing.json`." + (
-                      f" The memory model is within 10% of {gpu['within_10']} of that check's {gpu['peaks']} CUDA "
-                      "peaks (QLoRA, LoRA and full fine-tuning at Llama shapes of 1B and 8B parameters, "
-                      "`reports/bench/gpu.json`)."
+                      f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
+                      f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full "
+                      "fine-tuning at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)."
                       if gpu.get("peaks") else "")), "",
               "| target | variant | needs | smallest card | cheapest card | training there |",
               "|---|---|---|---|---|---|"]
