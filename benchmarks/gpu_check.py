@@ -163,7 +163,7 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
     from bakeoff.core.runs import guarded
     from bakeoff.core.sections import TrainConfig, VariantConfig
     from bakeoff.data.prepare import answer_tokens
-    from bakeoff.decide.memory import GB, Shape
+    from bakeoff.decide.memory import GB, Shape, logits_held
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import train
 
@@ -194,10 +194,10 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
     shape = Shape.from_config("run", cfg)
     tok = AutoTokenizer.from_pretrained(model_dir)
     labelled = (m.get("kernel_choice") or {}).get("loss_logits") == "labelled"
+    labels, chunked = logits_held(labelled, max(answer_tokens(tok, e) for e in batch), cuda(), backend)
     setup = {"technique": technique, "precision": precision, "optimizer": v.train.optimizer,
              "gradient_checkpointing": bool(v.train.gradient_checkpointing), "micro_batch": micro_batch,
-             "seq_len": seq, "label_tokens": max(answer_tokens(tok, e) for e in batch) if labelled else None,
-             "chunked_logits": cuda() and not labelled and backend == "hf"}
+             "seq_len": seq, "label_tokens": labels, "chunked_logits": chunked}
     predicted = predict(cfg, setup, context_mb)
     measured = ((m.get("train_peak_reserved_mb") or 0) + (context_mb or 0)) * 2 ** 20 / GB if cuda() else None
     return {"status": record["status"], "error": (record.get("error") or "").split("\n")[0][:300], "setup": setup,
@@ -242,9 +242,8 @@ def predict(config: dict, setup: dict, context_mb: float | None) -> float:
     return estimate(shape, Setup(**setup), overhead_bytes=(context_mb or 0) * 2 ** 20).total / GB
 
 
-# what each part ran (its shape, rows per step, steps): rescore rebuilds a row's setup from them where a record
-# written before the setup was kept lacks it
-PART_RUNS = {"8b": ("8b", 1, 3), "mfu": ("1b", 4, 8), "unsloth": ("1b", 1, 10)}
+# the model shape each part trained (its rows keep the rest of what ran: ``setup``)
+PART_SHAPES = {"8b": "8b", "mfu": "1b", "unsloth": "1b"}
 
 
 def rescored_from(paths: list[str], records: list[dict]) -> list[str]:
@@ -255,28 +254,13 @@ def rescored_from(paths: list[str], records: list[dict]) -> list[str]:
 def rescore(res: dict) -> dict:
     """Every CUDA row's prediction again with today's memory model (the figures as run kept in ``as_run``): a
     recalibration is checked against the peaks already measured, without the GPU."""
-    from transformers import AutoTokenizer
-
-    from bakeoff.data.prepare import answer_tokens
-
-    tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
-    for part, (shape, micro_batch, steps) in PART_RUNS.items():
-        for name, r in ((res.get(part) or {}).get("rows") or {}).items():
+    for part, shape in PART_SHAPES.items():
+        for r in ((res.get(part) or {}).get("rows") or {}).values():
             if not r.get("measured_gb"):
                 continue
-            setup = r.get("setup")
-            if setup is None:  # a record from before the setup was kept: the part's own run, rebuilt
-                technique = "qlora" if "qlora" in name else "full" if name.startswith("full") else "lora"
-                labelled = "labelled logits" in (r.get("kernels") or "")
-                longest = max(answer_tokens(tok, e) for e in rows(micro_batch * steps, 1024))
-                setup = {"technique": technique, "precision": r.get("precision") or "bf16",
-                         "optimizer": "adamw_torch_fused" if "adamw_torch_fused" in (r.get("kernels") or "")
-                         else "adamw_torch", "gradient_checkpointing": bool(r.get("gradient_checkpointing")),
-                         "micro_batch": micro_batch, "seq_len": 1024, "label_tokens": longest if labelled else None,
-                         "chunked_logits": not labelled and "unsloth" not in name}
-                r["setup"] = setup
             r.setdefault("as_run", {"predicted_gb": r.get("predicted_gb"), "error_vs_model": r.get("error_vs_model")})
-            predicted = predict(SHAPES[shape], {k: v for k, v in setup.items() if k in SETUP_FIELDS}, r["context_mb"])
+            predicted = predict(SHAPES[shape], {k: v for k, v in r["setup"].items() if k in SETUP_FIELDS},
+                                r["context_mb"])
             r["predicted_gb"] = round(predicted, 2)
             r["error_vs_model"] = round((predicted - r["measured_gb"]) / r["measured_gb"], 3)
     return res
@@ -438,20 +422,22 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
         return got
 
     log, rc, status = [], 0, None
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for level in levels:
-            done = list(pool.map(one, level)) if jobs > 1 else []
-            if jobs <= 1:  # one at a time: stop at the first that fails
-                for cmd in level:
-                    done.append(one(cmd))
-                    if done[-1]["rc"] != 0:
-                        break
-            log += done
-            bad = [d for d in done if d["rc"] != 0]
-            if bad:
-                status = "timeout" if bad[0]["rc"] is None else None
-                rc = bad[0]["rc"] or 0
-                break
+    for level in levels:
+        if jobs > 1:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                done = list(pool.map(one, level))
+        else:  # one at a time: stop at the first that fails
+            done = []
+            for cmd in level:
+                done.append(one(cmd))
+                if done[-1]["rc"] != 0:
+                    break
+        log += done
+        bad = [d for d in done if d["rc"] != 0]
+        if bad:
+            status = "timeout" if bad[0]["rc"] is None else None
+            rc = bad[0]["rc"] or 0
+            break
     # the records of every stage that ran, a run cut short by the time limit included
     out = {"status": status or ("ok" if rc == 0 else f"exit {rc}"), "how": how,
            "wall_s": round(time.perf_counter() - t0, 1), "stages": len(log), "of": len(cmds), "ran": log, "runs": {}}
@@ -634,11 +620,11 @@ def git_head() -> str | None:
 
 def merged(records: list[dict]) -> dict:
     """Several calls' records as one: each later record's parts over the earlier ones', except a part it did not
-    run."""
+    run. What is worked out from the parts (table, targets, sizing) and a rescoring's provenance are left out."""
     out: dict = {}
     for rec in records:
         for k, v in rec.items():
-            if k in ("table", "targets", "sizing", "sizing_mfu"):
+            if k in ("table", "targets", "sizing", "sizing_mfu", "rescored"):
                 continue
             if isinstance(v, dict) and str(v.get("status", "")).startswith("not run") and k in out:
                 continue
@@ -690,8 +676,7 @@ def main() -> None:
                  "commit": args.commit or git_head()}
     kept = json.loads(Path(args.resume).read_text()) if args.resume else {}
     if kept:  # one GPU run in two device calls: the first call's parts, then this call's
-        res = {**{k: v for k, v in kept.items() if k not in ("table", "targets", "sizing")},
-               "resumed": {"from": kept.get("started"), "rerun": args.parts}, "commit": res["commit"]}
+        res = {**merged([kept]), "resumed": {"from": kept.get("started"), "rerun": args.parts}, "commit": res["commit"]}
     work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     parts = args.parts.split(",")
     seq = 64 if tiny else 1024

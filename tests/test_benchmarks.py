@@ -117,9 +117,11 @@ def test_one_gpu_run_over_two_device_calls_keeps_what_each_measured():
     got = gpu_check.merged([first, second])
     assert got["pipeline"] == {"status": "ok", "runs": {}} and got["unsloth"] == first["unsloth"]
     assert "table" not in got and "sizing" not in got
-    # rescoring the committed record again keeps the device calls it came from, not the record's own path
-    assert gpu_check.rescored_from(["a.json", "call3.json"], [{"rescored": {"from": ["call1", "call2"]}}, second]) \
-        == ["call1", "call2", "call3.json"]
+    # a call resumed from the committed record, rescored with it: the three device calls, each once
+    committed = {**first, "rescored": {"from": ["call1", "call2"]}}
+    third = {**gpu_check.merged([committed]), "pipeline": {"status": "ok", "runs": {}}}
+    assert "rescored" not in third
+    assert gpu_check.rescored_from(["gpu.json", "call3.json"], [committed, third]) == ["call1", "call2", "call3.json"]
     t = Targets()
     gpu_check.check_targets(first, t, tiny=True)
     assert {r["name"]: r["value"] for r in t.results}["parts_failed"] == 1
