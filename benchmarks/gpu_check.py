@@ -212,25 +212,17 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
 
 
 def profile_summary(cb) -> dict:
-    """Where one profiled step's time went: its wall time, the time the GPU's kernels were busy (their sum) and that
-    share of the step (well under 1: the host cannot keep the GPU fed), the kernels' time by group (matmul,
-    attention, loss, optimizer, copies, elementwise, other) and the top kernels; on a CPU the ops' self CPU time."""
-    from step_profile import group_of
+    """Where one profiled step's time went (``step_profile.step_summary``): its wall time, the time the GPU's
+    kernels were busy (their sum) and that share of the step (well under 1: the host cannot keep the GPU fed), the
+    kernels' time by group and the top kernels; on a CPU the ops' self CPU time."""
+    from step_profile import step_summary
 
     if cb.prof is None:
         return {"status": "no step profiled"}
-    events = cb.prof.key_averages()
-    gpu = any(getattr(e, "self_device_time_total", 0) for e in events)
-    t = (lambda e: e.self_device_time_total) if gpu else (lambda e: e.self_cpu_time_total)
-    total = sum(t(e) for e in events) or 1
-    groups: dict[str, float] = {}
-    for e in events:
-        groups[group_of(e.key)] = groups.get(group_of(e.key), 0.0) + t(e)
-    top = sorted(events, key=lambda e: -t(e))[:10]
-    return {"on": "GPU kernels" if gpu else "CPU ops", "step_wall_s": round(cb.wall_s, 4),
-            "busy_s": round(total / 1e6, 4), "busy_share": round(total / 1e6 / cb.wall_s, 3),
-            "groups": {k: round(x / total, 3) for k, x in sorted(groups.items(), key=lambda kv: -kv[1])},
-            "top": [{"name": e.key[:80], "s": round(t(e) / 1e6, 4), "calls": e.count} for e in top]}
+    got = step_summary(cb)
+    return {"on": got["on"], "step_wall_s": round(cb.wall_s, 4), "busy_s": round(got["busy_s"], 4),
+            "busy_share": round(got["busy_s"] / cb.wall_s, 3), "groups": got["groups"],
+            "top": [{"name": e["name"][:80], "s": round(e["s"], 4), "calls": e["calls"]} for e in got["top"]]}
 
 
 def predict(config: dict, setup: dict, context_mb: float | None) -> float:

@@ -101,18 +101,29 @@ def profile_variant(params, name: str, steps: int, work: Path) -> dict:
     precision = resolve_precision(v.train.precision)
     rec = train(technique, v, ROOT / "models" / "base", rows, work / name / "out", precision, work / name / "tmp",
                 extra_callbacks=[cb])
-    events = cb.prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events)
-    groups: dict[str, float] = {}
-    for e in events:
-        groups[group_of(e.key)] = groups.get(group_of(e.key), 0.0) + e.self_cpu_time_total
-    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    got = step_summary(cb, top=12)
     return {"variant": name, "technique": v.technique, "precision": precision, "micro_batch": v.train.micro_batch,
             "grad_accum": v.train.grad_accum, "step_wall_s": round(cb.wall_s, 2),
-            "train_tokens_per_s": rec.get("train_tokens_per_s"), "cpu_s": round(total / 1e6, 2),
-            "groups": {k: round(val / total, 4) for k, val in sorted(groups.items(), key=lambda kv: -kv[1])},
-            "top_ops": [{"op": e.key, "self_cpu_s": round(e.self_cpu_time_total / 1e6, 3), "calls": e.count,
-                         "share": round(e.self_cpu_time_total / total, 4)} for e in top]}
+            "train_tokens_per_s": rec.get("train_tokens_per_s"), "cpu_s": round(got["busy_s"], 2),
+            "groups": got["groups"],
+            "top_ops": [{"op": e["name"], "self_cpu_s": round(e["s"], 3), "calls": e["calls"], "share": e["share"]}
+                        for e in got["top"]]}
+
+
+def step_summary(cb, top: int = 10) -> dict:
+    """Where ``profiled_step``'s step went: on a GPU its kernels' time (self device time), else its ops' self CPU
+    time; the sum in seconds (``busy_s``), its share by group (``group_of``) and the ``top`` entries."""
+    events = cb.prof.key_averages()
+    gpu = any(getattr(e, "self_device_time_total", 0) for e in events)
+    t = (lambda e: e.self_device_time_total) if gpu else (lambda e: e.self_cpu_time_total)
+    total = sum(t(e) for e in events) or 1
+    groups: dict[str, float] = {}
+    for e in events:
+        groups[group_of(e.key)] = groups.get(group_of(e.key), 0.0) + t(e)
+    return {"on": "GPU kernels" if gpu else "CPU ops", "busy_s": total / 1e6,
+            "groups": {k: round(x / total, 4) for k, x in sorted(groups.items(), key=lambda kv: -kv[1])},
+            "top": [{"name": e.key, "s": t(e) / 1e6, "calls": e.count, "share": round(t(e) / total, 4)}
+                    for e in sorted(events, key=lambda e: -t(e))[:top]]}
 
 
 BEFORE = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch"}
