@@ -9,27 +9,34 @@ from bakeoff.core import runs
 from bakeoff.decide import costs
 from bakeoff.decide import recommend as ranking
 from bakeoff.decide.memory import Setup, Shape
+from bakeoff.decide.rule import shortfall
 from bakeoff.decide.sizing import GPU, fit
-from bakeoff.decide.statistics import latency_separated, round_sig, tost_paired
+from bakeoff.decide.statistics import latency_separated, round_sig
 
 
-def test_tost_says_equivalent_not_shown_and_different_on_known_sets():
-    # 100 items, 2 won and 2 lost: mean 0, sd sqrt(4/99), se 0.0201; t = 0.05 / 0.0201 = 2.487 on 99 df → p 0.0073
+def test_the_shortfall_bound_on_known_sets():
+    # 100 items, 2 won and 2 lost; Agresti-Min: 2.5 and 2.5 of 102, centre 0, se sqrt(5)/102 = 0.0219;
+    # z = 0.02 / 0.0219 = 0.912 → p 0.181; within 5 points: z 2.28 → p 0.0113
     a = [1.0] * 2 + [0.0] * 2 + [1.0] * 50 + [0.0] * 46
     b = [0.0] * 2 + [1.0] * 2 + [1.0] * 50 + [0.0] * 46
-    eq = tost_paired(a, b, 0.05)
-    assert eq["diff"] == 0 and eq["equivalent"] and eq["p"] == pytest.approx(0.0073, abs=3e-4)
-    assert -0.05 < eq["ci90_low"] < 0 < eq["ci90_high"] < 0.05
-    # 60 items, 6 won and 4 lost (+3.3 points): not different, and not shown equivalent within 5 points either
-    a = [1.0] * 6 + [0.0] * 4 + [1.0] * 30 + [0.0] * 20
-    b = [0.0] * 6 + [1.0] * 4 + [1.0] * 30 + [0.0] * 20
-    ns = tost_paired(a, b, 0.05)
-    assert ns["diff"] == pytest.approx(2 / 60) and not ns["equivalent"] and ns["p"] > 0.3
-    # 20 of 60 won, none lost: clearly different, so never equivalent
-    diff = tost_paired([1.0] * 20 + [0.0] * 40, [0.0] * 60, 0.05)
-    assert not diff["equivalent"] and diff["p"] > 0.99
-    same = tost_paired([1.0, 0.0, 1.0], [1.0, 0.0, 1.0], 0.05)  # no difference anywhere: equivalent exactly
-    assert same["equivalent"] and same["p"] == 0.0
+    s = shortfall(a, b, 0.02)
+    assert s.diff == 0 and not s.shown and s.p == pytest.approx(0.181, abs=2e-3)
+    assert s.low == pytest.approx(-1.6449 * 0.02192, abs=2e-4) and s.high == pytest.approx(-s.low)
+    assert shortfall(a, b, 0.05).p == pytest.approx(0.0113, abs=3e-4)  # within 5 points: p < 0.05
+    # the committed default run: lora lost 6 items to full and won 1 on 60: −8.3 points measured; 1.5 and 6.5 of
+    # 62: centre −8.1, se sqrt(8 − 25/62)/62 = 0.0445, 90% interval [−15.4, −0.8]
+    lora = [0.0] * 6 + [1.0] + [1.0] * 46 + [0.0] * 7
+    full = [1.0] * 6 + [0.0] + [1.0] * 46 + [0.0] * 7
+    s = shortfall(lora, full, 0.02)
+    assert round(s.diff * 100, 1) == -8.3 and round(s.low * 100, 1) == -15.4 and round(s.high * 100, 1) == -0.8
+    assert s.beyond and s.items_needed is None and s.p > 0.9
+    # nothing disagrees on 60 items: the discordance could still be 5%, so 2 points is not shown (a t-test's se is 0)
+    assert shortfall([1.0] * 30 + [0.0] * 30, [1.0] * 30 + [0.0] * 30, 0.02).p > 0.05
+    # 2 lost, 1 won of 60 (−1.7 points, sd 0.22): 1.645² · 0.0497 / 0.0033² ≈ 12,000 items would show 2 points
+    close = shortfall([0.0] * 2 + [1.0] + [1.0] * 57, [1.0] * 2 + [0.0] + [1.0] * 57, 0.02)
+    assert not close.beyond and 10_000 < close.items_needed < 14_000
+    graded = shortfall([0.5, 0.25, 0.75], [0.5, 0.25, 0.75], 0.02)  # graded scores, no difference: within exactly
+    assert graded.shown is False and graded.p == 0.0  # `shown` is Holm's, set by choose(); the raw p is 0
 
 
 def test_two_significant_figures():
@@ -120,19 +127,19 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
          "gain_vs_prompting": "+62.0 pp [+50.0, +74.0]", "convergence": "still improving", "train_peak_rss_mb": 3900.0},
         {"name": "qlora", "kind": "variant", "status": "ok", "quality": 0.88, "technique": "qlora",
          "convergence": "converged", "train_peak_rss_mb": 4900.0}])
-    eq = {"lora": {"diff": 0.033, "ci90_low": -0.035, "ci90_high": 0.10, "p": 0.34, "equivalent": False, "n": 60,
-                   "against": "qlora"}}
+    items = {"p": dict(enumerate([1] * 18 + [0] * 42)), "lora": dict(enumerate([1] * 55 + [0] * 5)),
+             "qlora": dict(enumerate([1] * 53 + [0] * 7))}
     costs = {"lora": {"variant": "lora", "card": "H100-80GB", "usd": 2.96, "usd_high": 5.93, "search_usd": 1.0,
                       "lender": "lora", "need_gb": 24.9, "target": "llama-3.1-8b", "smallest_card": "A100-40GB",
                       "smallest_gpus": 1},
              "qlora": {"variant": "qlora", "card": "H100-80GB", "usd": 4.4, "usd_high": 8.9, "search_usd": 1.5,
                        "need_gb": 9.1, "target": "llama-3.1-8b", "smallest_card": "L4", "smallest_gpus": 1}}
-    rec = ranking.recommend(df, {"decision": "fine-tune", "baseline": "p"}, [["qlora", "lora"], ["p"]], costs, eq,
-                            {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"})
+    rec = ranking.recommend(df, {"decision": "fine-tune", "variant": "lora", "baseline": "p"}, costs,
+                            {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
     measured, projected = " ".join(rec["measured"]), " ".join(rec["projected"])
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
-    assert "cannot be told apart on 60 items" in measured and "as good as" not in measured + rec["line"]
+    assert "as good as" not in measured + rec["line"] and "equivalent" not in measured + rec["line"]
     assert "Projected to `llama-3.1-8b`, not measured" in projected and "$3.0–5.9 all in" in projected
     assert "GB" not in measured.split("Least training memory")[0]  # no projected memory among the measured
     assert "A100-40GB" in projected and "H100-80GB" in projected   # smallest and cheapest both named

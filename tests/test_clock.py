@@ -180,12 +180,15 @@ def test_an_arm_that_takes_another_arms_search_is_estimated_in_seconds(tmp_path,
 
 
 def test_a_curve_share_is_estimated_at_the_arms_whole_training_run_under_the_steps_schedule(tmp_path, monkeypatch):
-    """curve.schedule steps (the default) trains every share the arm's own steps: a share's first estimate is the
-    arm's training run and a test answer whatever its share; with epochs it shrinks with the share (a floor); a
-    prompt's share trains nothing."""
+    """curve.schedule steps trains every share the arm's own steps: a share's first estimate is the arm's training
+    run and a test answer whatever its share; with epochs (the default) it shrinks with the share down to
+    curve.min_steps; a prompt's share trains nothing."""
+    from dataclasses import replace
+
     from bakeoff.core.config import load_params
 
-    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    default = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    params = replace(default, curve=replace(default.curve, schedule="steps"))
     monkeypatch.chdir(tmp_path)
     never = {"stages": {}, "runs": []}
     est = Estimator(never, params)
@@ -194,10 +197,9 @@ def test_a_curve_share_is_estimated_at_the_arms_whole_training_run_under_the_ste
     assert small[0] > est("train@lora")[0]  # the arm's whole run, and its answers besides
     prompt = est("curve@best_prompt-0.125")[0]
     assert prompt < small[0] / 3
-    from dataclasses import replace
-
-    est = Estimator(never, replace(params, curve=replace(params.curve, schedule="epochs")))
-    assert est("curve@recommended-0.125")[0] < est("curve@recommended-0.5")[0] < half[0]
+    est = Estimator(never, default)
+    assert default.curve.schedule == "epochs"
+    assert est("curve@recommended-0.125")[0] <= est("curve@recommended-0.5")[0] < half[0]
     assert est("curve@best_prompt-0.125")[0] == prompt
     timed = {"stages": {"curve@recommended-0.125": {"actual_s": 480.0}}, "runs": []}  # then its own time
     assert Estimator(timed, params)("curve@recommended-0.125") == (480.0, "last run")

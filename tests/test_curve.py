@@ -82,23 +82,73 @@ def test_backtest_misses_a_curve_that_bends_away():
     assert fit["backtest"]["error"] < -0.3
 
 
-def test_backtest_at_the_ceiling_reads_the_test_splits_resolution():
+def test_backtest_at_the_ceiling_reads_the_observed_points_binomial_interval():
     """Every test item right at the full size: the observed point has no bootstrap spread and a power curve never
-    reaches 1, so a prediction within half a test item of 100% is inside; one a few items short still misses."""
+    reaches 1; the back-test accepts any prediction inside the observed point's Clopper-Pearson 95% interval (150 of
+    150: 97.6%-100%), and says that band; a prediction a few items short still misses."""
     ns, n_items = [77, 143, 280, 558], 150
     def at(q_by_n):  # items 0..k-1 right, the same for every resample
         return [[1.0] * round(q_by_n[n] * n_items) + [0.0] * (n_items - round(q_by_n[n] * n_items)) for n in ns]
     near = fit_arm(Points(ns, at({77: 143 / 150, 143: 148 / 150, 280: 149 / 150, 558: 1.0})), resamples=200)
     b = near["backtest"]
-    assert b["observed"] == 1.0 and -b["resolution"] < b["error"] < 0 and b["resolution"] == round(0.5 / 150, 4)
-    assert b["error_ci"][1] < 0 <= b["error_ci"][1] + b["resolution"]  # the bare interval alone would miss
-    assert b["inside"] is True
+    assert b["observed"] == 1.0 and b["error"] < 0 and b["accepts"] == [0.9757, 1.0]
+    assert b["error_ci"][1] < 0  # the bare bootstrap interval of the error alone would miss
+    assert b["inside"] is True and b["flat_accepted"] is True  # 149/150 lies in the band too: flat or growth?
     from bakeoff.report.curve import arm_lines
     arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
            "figure": "generation", **near}
-    assert "**inside** (within half a test item, 0.33 points, of 0" in " ".join(arm_lines(arm, True))
+    said = " ".join(arm_lines(arm, True))
+    assert "**inside** (it would accept 97.6%–100.0%, the observed point's 95% interval; no gain from the last " \
+           "size, 99.3%, lies in it too: it cannot tell flat from growth)" in said, said
     far = fit_arm(Points(ns, at({77: 105 / 150, 143: 110 / 150, 280: 114 / 150, 558: 1.0})), resamples=200)
     assert far["backtest"]["inside"] is False and far["backtest"]["error"] < -0.1
+
+
+def _committed_lora() -> Points:
+    """The committed default run's lora curve: 85.0, 86.7, 90.0, 88.3% of 60 test items at 52-414 rows."""
+    base = [1.0] * 51 + [0.0] * 9
+    second = base[:51] + [1.0] + [0.0] * 8
+    third = second[:52] + [1.0, 1.0] + [0.0] * 6
+    fourth = third[:53] + [0.0] + [0.0] * 6
+    return Points([52, 104, 207, 414], [base, second, third, fourth])
+
+
+def test_the_curve_reads_only_what_its_points_hold():
+    """Three forms, their spread inside every projection's interval, every gain from the measured largest point; a
+    last doubling that bought nothing measurable is said as measured, and the headline projects nothing stronger."""
+    fit = fit_arm(_committed_lora(), resamples=300)
+    assert fit["quality"] == [0.85, 0.8667, 0.9, 0.8833]
+    p = fit["projection"][0]
+    assert set(p["forms"]) == {"power2", "power3", "loglinear"} and p["gain_from"] == "the largest measured point"
+    assert p["ci"][0] <= min(x["ci"][0] for x in p["forms"].values())  # the interval spans every form's
+    assert p["ci"][1] >= max(x["ci"][1] for x in p["forms"].values())
+    assert p["spread"][0] < p["spread"][1]
+    assert p["gain"] == pytest.approx(p["quality"] - 0.8833, abs=2e-4)  # over the measured 88.3%, not the fit
+    d = fit["last_doubling"]
+    assert d["rows"] == [207, 414] and d["diff"] == pytest.approx(-1 / 60, abs=1e-4) and d["cannot_tell"]
+    assert fit["backtest"]["accepts"] == [0.7743, 0.9518]  # 53 of 60: what the back-test could resolve
+    from bakeoff.report.curve import headline
+
+    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
+           "figure": "generation", **fit}
+    said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
+    assert "`lora`: the last doubling (207 → 414 rows) bought nothing measurable (-1.7 points, 95% interval" in said
+    assert "the data cannot tell flat from +" in said and "projected" not in said, said
+
+
+def test_a_measured_gain_gives_a_projection_with_its_forms_spread():
+    ns, rng = [50, 100, 200, 400], np.random.default_rng(4)
+    u = rng.random(600)
+    pts = Points(ns, [list((u < 1 - 0.3 * (n / 400) ** -0.5).astype(float)) for n in ns])  # 40%, 58%, 79%, 70%→
+    fit = fit_arm(pts, resamples=200)
+    assert not fit["last_doubling"]["cannot_tell"] and fit["last_doubling"]["diff"] > 0.05
+    from bakeoff.report.curve import headline
+
+    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
+           "figure": "generation", **fit}
+    said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
+    assert "projected to twice the training rows, 800, assuming they are trained on at the same epochs" in said
+    assert "across 3 forms" in said and f"over its measured {fit['quality'][-1]:.1%}" in said, said
 
 
 def test_crossover_and_projected_verdict():
@@ -189,7 +239,7 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     assert "0.5 (" not in said  # still improving after the arm's own steps: the own run's matter, not the curve's
     summary = report_curve.summary(missed)
     assert "back-test missed" in curve_lines(summary)[0] and "projected" not in curve_lines(summary)[0]
-    assert "with twice the training rows" in curve_lines(report_curve.summary(held))[0]
+    assert "projected at twice the rows" in curve_lines(report_curve.summary(held))[0]
 
 
 def test_a_recommendation_that_cannot_be_read_is_the_points_status_not_the_stages_end(tmp_path, monkeypatch):

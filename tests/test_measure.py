@@ -113,8 +113,10 @@ def test_convergence_judgement():
     val_up = [{"step": 20, "loss": 0.8}, {"step": 40, "loss": 0.9}]
     assert convergence(falling, val_down, False, 0.05) == "still improving"
     assert convergence(falling, val_up, False, 0.05) == "converged"  # validation turned: more steps would not help
-    assert convergence(flat, val_down, False, 0.05) == "converged"
-    assert convergence(falling, [], False, 0.05) == "still improving"  # no validation: training loss alone
+    # a flat training loss while validation still falls (as DPO's did): validation decides, never "converged"
+    assert convergence(flat, val_down, False, 0.05) == "still improving"
+    assert convergence(falling, [], False, 0.05) == "still improving"  # no validation: a falling training loss
+    assert convergence(flat, val_down[:1], False, 0.05) == "not judged (under 2 validation points)"
     assert convergence(falling, val_down, True, 0.05) == "stopped early"
 
 

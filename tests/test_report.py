@@ -10,6 +10,7 @@ import pytest
 from bakeoff import report
 from bakeoff.decide import figures, verdict
 from bakeoff.report import sections
+from bakeoff.report import sizing as report_sizing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -417,14 +418,20 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
 
     v = {"decision": "fine-tune", "gain": 0.617, "ci_low": 0.483, "ci_high": 0.734, "variant": "full",
          "baseline": "prompt_search", "scope": {"model": "m", "n": 60},
-         "recommendation": {"action": "fine-tune", "run": "lora"}}
+         "recommendation": {"action": "fine-tune", "run": "lora", "kind": "variant", "max_loss": 0.02,
+                            "saving_unit": "usd", "choice": {"best": "full", "pick": "lora", "margin": 0.02,
+                                                             "considered": [{
+                                                                 "run": "lora", "against": "full", "diff": -0.002,
+                                                                 "low": -0.006, "high": 0.002, "margin": 0.02,
+                                                                 "shown": True, "saving": 15.0}]}}}
     costs = {"lora": {"smallest_card": "A100-40GB", "card": "H100-80GB", "target": "llama-3.1-8b", "need_gb": 24.95,
                       "usd": 3.45, "usd_high": 6.88, "alone_usd": 5.0, "alone_usd_high": 10.0}}
     lines = answer_lines(v, {"break_even_requests_per_day": 191044.8, "serve_card": "L4"}, costs)
     text = "\n".join(lines)
     assert lines[:4] == ["## Answer", "", "| question | answer |", "|---|---|"] and len(lines) == 9
     assert "**fine-tune**: `full` gains +61.7 points [+48.3, +73.4]" in text and "60 test items" in text
-    assert "| Technique | `lora`: " in text and "`full` led on validation" in text
+    assert "| Technique | `lora`: $15 less (projected, bought alone), -0.2 points [-0.6, +0.2] against `full`; shown " \
+        "within 2 points (`full` led on validation) |" in text, text
     assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text
     assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
     assert "~190,000 requests a day" in text   # two significant figures, as the serving sentence below says it
@@ -487,7 +494,7 @@ def test_the_sizing_table_gives_the_cheapest_card_its_own_column():
     none = {"target": "llama-3.1-70b", "need_gb": 1200.0, "gpus": 1, "gpu": None}
     sized = {"calibration": {"rows": [], "measured_on": "peak resident memory (RSS) on this machine's CPU"},
              "fits": [{**fit, "variant": "lora"}, {**none, "variant": "full"}]}
-    lines = sections.sizing_lines(load_params(ROOT / "params.yaml"), sized)
+    lines = report_sizing.sizing_lines(load_params(ROOT / "params.yaml"), sized)
     assert "| target | variant | needs | smallest card | cheapest card | training there |" in lines
     assert "| llama-3.1-8b | `lora` | 25 GB | A100-40GB | H100-80GB | $2.0–3.9 |" in lines
     assert "| llama-3.1-70b | `full` | 1,200 GB | none fits | – | – |" in lines

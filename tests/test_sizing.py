@@ -150,23 +150,40 @@ def test_the_committed_gpu_check_is_what_todays_memory_model_predicts():
         assert abs(r["error_vs_model"]) <= 0.10, (key, r["error_vs_model"])
 
 
-def test_time_estimates_take_each_techniques_measured_utilisation():
-    """sizing.mfu per technique: a LoRA job is timed at LoRA's utilisation, DPO at LoRA's unless named, and the
-    pessimistic end is half of each unless set."""
+def test_time_estimates_take_each_techniques_utilisation_at_the_targets_shape():
+    """With the committed GPU check, an 8B target is timed at the check's 8B rows (full 18.6%, LoRA 12.7%, measured at
+    1 × 1024 tokens), a 1B target at its 1B rows; DPO, never measured, at sizing.mfu and labelled assumed; with
+    ``mfu_from: params`` every technique at sizing.mfu. The pessimistic end is half of each unless set."""
+    from dataclasses import replace
+
     from bakeoff.core.config import load_params
-    from bakeoff.decide.sizing import table, train_hours
+    from bakeoff.decide.sizing import measured_speeds, table, train_hours
 
     p = load_params(ROOT / "params.yaml")
-    s = p.sizing
-    assert (s.mfu_for("full"), s.mfu_for("lora"), s.mfu_for("qlora"), s.mfu_for("dpo")) == (0.32, 0.17, 0.11, 0.17)
-    assert s.mfu_low_for("lora") == pytest.approx(0.085)
-    fits = {(f.target, f.variant): f for f in table(p, {n: 1e7 for n in p.variants})}
-    cards = {g["name"]: GPU(**g) for g in s.gpus}
-    for variant, mfu in (("full", 0.32), ("lora", 0.17), ("qlora", 0.11), ("dpo", 0.17)):
+    speeds = measured_speeds(str(ROOT / "reports" / "bench" / "gpu.json"))
+    fits = {(f.target, f.variant): f for f in table(p, {n: 1e7 for n in p.variants}, speeds=speeds)}
+    cards = {g["name"]: GPU(**g) for g in p.sizing.gpus}
+    for variant, mfu, row in (("full", 0.186, "8b full"), ("lora", 0.127, "8b lora"),
+                              ("qlora", 0.108, "8b qlora + checkpointing"), ("dpo", 0.127, None)):
         f, v = fits[("llama-3.1-8b", variant)], p.variants[variant]
-        want = train_hours(LLAMA3_8B, v.technique, 1e7, cards[f.gpu], mfu, bool(v.train.gradient_checkpointing))
-        assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant  # each at its own technique's figure
+        assert f.mfu == pytest.approx(mfu, abs=0.001), variant
+        assert f.mfu_source["row"] == row and f.mfu_source["how"] == ("measured" if row else "assumed"), variant
+        assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in f.mfu_source["why"]
+        want = train_hours(LLAMA3_8B, v.technique, 1e7, cards[f.gpu], f.mfu_source["mfu"],
+                           bool(v.train.gradient_checkpointing))
+        assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant
         assert f.hours_high == pytest.approx(f.hours * 2, rel=0.01), variant
+    assert "DPO was never measured; LoRA's figure at this size" in fits[("llama-3.1-8b", "dpo")].mfu_source["why"]
+    assert "assumed the same on H100-80GB" in fits[("llama-3.1-8b", "lora")].mfu_source["card"]
+    assert fits[("llama-3.2-1b", "full")].mfu_source["row"] == "mfu full"  # the 1B rows for a 1B target
+    assert "unscaled" in fits[("llama-3.1-70b", "lora")].mfu_source["why"]   # 70B from the 8B row, said so
+    # the 8B estimate at the 8B rows costs 1.3-1.7x what the 1B rows' figures gave
+    old = {(f.target, f.variant): f for f in table(replace(p, sizing=replace(p.sizing, mfu_from="params")),
+                                                   {n: 1e7 for n in p.variants}, speeds=speeds)}
+    for variant in ("full", "lora"):
+        ratio = fits[("llama-3.1-8b", variant)].cheapest_usd / old[("llama-3.1-8b", variant)].cheapest_usd
+        assert 1.3 < ratio < 1.75, (variant, ratio)
+        assert old[("llama-3.1-8b", variant)].mfu_source["how"] == "assumed"
 
 
 @pytest.mark.parametrize("mfu, key", [("{full: 0.3, lorra: 0.2}", r"sizing\.mfu\.lorra: unknown technique"),
@@ -184,33 +201,35 @@ def test_a_bad_utilisation_names_its_key(tmp_path, mfu, key):
         load_params(bad)
 
 
-def test_the_report_says_measured_only_while_params_hold_the_checks_figures(tmp_path):
-    """The committed GPU check measured sizing.mfu and sizing.cuda_overhead_gb: the sizing section names the card and
-    commit; a figure changed by hand is "assumed" again."""
+def test_the_report_says_where_each_figure_comes_from_and_the_memory_models_out_of_sample_error(tmp_path):
+    """The sizing section names the card and commit of the CUDA context while params.yaml holds it ("assumed" once
+    changed by hand), each technique's utilisation at the target with its row or "assumed", and the memory model's
+    error in sample (revised on the check's peaks) beside out of sample (as it stood when they were measured)."""
     from dataclasses import replace
 
     from bakeoff.core.config import load_params
-    from bakeoff.decide.sizing import measured_on
-    from bakeoff.report.sections import sizing_lines
+    from bakeoff.decide.sizing import measured_on, measured_speeds, table
+    from bakeoff.report.sizing import sizing_lines
 
     p = load_params(ROOT / "params.yaml")
     record = str(ROOT / "reports" / "bench" / "gpu.json")
     got = measured_on(p, record)
-    assert got["device"] == "NVIDIA H200" and got["commit"] and got["mfu"] and got["overhead"]
-    sized = {"calibration": {"rows": [], "measured_on": "CUDA peak reserved"}, "fits": [], "gpu_check": got}
+    assert got["device"] == "NVIDIA H200" and got["commit"] and got["overhead"]
+    assert (got["within_10"], got["peaks"]) == (9, 9)
+    assert (got["out_of_sample"]["within_10"], got["out_of_sample"]["peaks"]) == (3, 9)
+    fits = [f.__dict__ for f in table(p, {n: 1e7 for n in p.variants}, speeds=measured_speeds(record))]
+    sized = {"calibration": {"rows": [], "measured_on": "CUDA peak reserved"}, "fits": fits, "gpu_check": got}
     text = "\n".join(sizing_lines(p, sized))
     assert f"(`sizing.cuda_overhead_gb`, measured on an NVIDIA H200 by benchmarks/gpu_check.py at {got['commit']})" \
         in text
-    assert "from full 32%, lora 17%, qlora 11% of the card's peak FLOP/s (`sizing.mfu`, measured on an NVIDIA H200" \
-        in text and "to half of each (`sizing.mfu_low`)" in text
-    assert "within 10% of 9 of the 9 CUDA peaks benchmarks/gpu_check.py measured on an NVIDIA H200" in text
-    mine = replace(p, sizing=replace(p.sizing, mfu=0.4, cuda_overhead_gb=2.0))
-    mine_got = measured_on(mine, record)
-    assert not mine_got["mfu"] and not mine_got["overhead"]
-    text = "\n".join(sizing_lines(mine, {**sized, "gpu_check": mine_got}))
-    assert "(`sizing.cuda_overhead_gb`, assumed)" in text and "from 40% of the card's peak FLOP/s (`sizing.mfu`, " \
-        "assumed) to half of it" in text
-    # a DPO figure of your own is not the check's (it measured none: DPO is timed at LoRA's)
-    own_dpo = replace(p, sizing=replace(p.sizing, mfu={**p.sizing.mfu, "dpo": 0.3}))
-    assert not measured_on(own_dpo, record)["mfu"] and measured_on(own_dpo, record)["overhead"]
+    assert "| full | 18.6% to 9.3% | measured on an NVIDIA H200 (gpu_check.py, 8b full: 7.5B parameters, 1 × 1024 " \
+        "tokens) |" in text, text
+    assert "| lora | 12.7% to 6.4% | measured on an NVIDIA H200 (gpu_check.py, 8b lora: 7.5B parameters, 1 × 1024 " \
+        "tokens); assumed the same on H100-80GB |" in text, text
+    assert "| dpo | 12.7% to 6.4% | assumed: DPO was never measured; LoRA's figure at this size" in text
+    assert "within 10% of 9 of the 9 CUDA peaks" in text and "in sample, as it was revised on these peaks" in text
+    assert "within 10% of 3 of 9, largest error 139%" in text
+    mine = replace(p, sizing=replace(p.sizing, cuda_overhead_gb=2.0))
+    assert "(`sizing.cuda_overhead_gb`, assumed)" in "\n".join(sizing_lines(mine, {**sized, "gpu_check": measured_on(
+        mine, record)}))
     assert measured_on(p, str(tmp_path / "none.json")) == {}

@@ -71,26 +71,29 @@ def test_rank_groups_put_indistinguishable_runs_with_the_leader():
     assert recommend.group_line(groups) == "A: full, qlora · B: lora, unsloth · C: prompt"
 
 
-def test_recommendation_is_the_cheapest_of_the_best_group_or_a_baseline_in_it():
-    df, _ = _runs({"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
-                  {"few_shot": "baseline"}, technique={"full": "full", "qlora": "qlora", "few_shot": ""},
-                  latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
+def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_loss():
+    df, items = _runs({"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
+                      {"few_shot": "baseline"}, technique={"full": "full", "qlora": "qlora", "few_shot": ""},
+                      latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
     fits = {"full": {"usd": 40.0, "usd_high": 80.0, "card": "H100-80GB", "smallest_card": "H100-80GB",
                      "smallest_gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
             "qlora": {"usd": 4.0, "usd_high": 8.0, "card": "L4", "smallest_card": "L4", "smallest_gpus": 1,
                       "need_gb": 5.4, "target": "llama-3.1-8b"}}
-    rec = recommend.recommend(df, {"decision": "fine-tune"}, [["full", "qlora"], ["few_shot"]], fits)
-    assert rec["action"] == "fine-tune" and rec["run"] == "qlora"
+    v = {"decision": "fine-tune", "variant": "full", "baseline": "few_shot"}
+    rec = recommend.recommend(df, v, fits, items=items)
+    # qlora is 2 items behind on 60 and $36 cheaper: not shown within 2 points, so the best stays the answer
+    assert rec["action"] == "fine-tune" and rec["run"] == "full"
+    assert [(s["run"], s["shown"]) for s in rec["choice"]["considered"]] == [("few_shot", False), ("qlora", False)]
     projected = " ".join(rec["projected"])
-    assert "~5.4 GB" in projected and "L4" in projected and "$4.0–8.0 all in" in projected
+    assert "~130 GB" in projected and "$40–80 all in" in projected
+    assert "Least memory projected among the finished variants: `qlora` (~5.4 GB" in projected
     # latency measured without its spread: no run is called fastest
     assert "Fastest" not in " ".join(rec["measured"])
-    # a prompting baseline in the best group: prompt
-    rec = recommend.recommend(df, {"decision": "inconclusive"}, [["full", "few_shot", "qlora"]], fits)
-    assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
+    rec = recommend.recommend(df, {**v, "decision": "inconclusive", "examples_needed": 300}, fits, items=items)
+    assert (rec["action"], rec["run"]) == ("inconclusive", "full")
     # "prompting is enough" prompts even when the variants lead the groups
     rec = recommend.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
-                            [["full", "qlora"], ["few_shot"]], fits)
+                              fits, items=items)
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
 
 

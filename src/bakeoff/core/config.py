@@ -210,7 +210,7 @@ def parse_params(raw: dict, src: Source) -> Params:
 
     tracking = build(TrackingConfig, raw.get("tracking"), "tracking", src)
     check_tracking_uri(tracking.uri, src, repo_root())
-    verdict = build(VerdictConfig, raw.get("verdict"), "verdict", src)
+    verdict = _verdict(raw, src)
     cost = build(CostConfig, raw.get("cost"), "cost", src)
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
     sizing = build(SizingConfig, renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src,
@@ -230,6 +230,16 @@ def parse_params(raw: dict, src: Source) -> Params:
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
                   tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, curve=curve,
                   path=src.path)
+
+
+def _verdict(raw: dict, src: Source) -> VerdictConfig:
+    """The verdict's margins, each a share of the primary metric: ``min_gain`` in [0, 1), ``max_loss`` in (0, 1)."""
+    verdict = build(VerdictConfig, raw.get("verdict"), "verdict", src)
+    for key, x, lo_ok in (("min_gain", verdict.min_gain, True), ("max_loss", verdict.max_loss, False)):
+        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and (0 <= x < 1 if lo_ok else 0 < x < 1)
+        check(ok, src, f"verdict.{key}", f"must be a share of the primary metric in {'[0' if lo_ok else '(0'}, 1) "
+              f"(0.02 = 2 points), got {x!r}")
+    return verdict
 
 
 CURVE_OFF = ("dvc.yaml makes the curve stages from curve.arms × curve.fractions, so it needs both: write "

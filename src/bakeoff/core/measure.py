@@ -36,7 +36,8 @@ Utilisation (one convention, implemented in ``bakeoff.core.flops``, used by gpu_
     token ÷ peak FLOP/s. Hardware FLOPs add 2·N for the forward pass gradient checkpointing recomputes; ``hfu``
     uses them. A run without checkpointing has mfu = hfu, and that is the figure ``sizing.mfu`` takes: the time
     estimate divides hardware FLOPs by it, so checkpointing costs its recompute once, not twice.
-The statistics below are implemented in ``bakeoff.decide.statistics``; this is their one definition.
+The statistics below are implemented in ``bakeoff.decide.statistics`` (non-inferiority in ``bakeoff.decide.rule``);
+this is their one definition.
 Confidence
     ``*_ci_low``, ``*_ci_high``: paired percentile bootstrap, 95%, over test examples (seeded): the
     examples are resampled with replacement, the figure recomputed, the 2.5th and 97.5th percentiles kept.
@@ -55,11 +56,17 @@ Differences between runs (``reports/pairwise.csv``)
     of the report (the family), so a "different" claim holds at the stated level for all pairs together. The
     bootstrap intervals above are each one pair's, unadjusted: an interval may exclude 0 where the Holm-adjusted test
     does not reject, and the report then says the test decides.
-Equivalence (``tost_paired``)
-    Two one-sided paired t-tests on the per-example differences d = a − b against ±margin (``verdict.min_gain``):
-    p = max(p(mean d ≤ −margin), p(mean d ≥ +margin)); "equivalent within the margin" when p < 0.05, which is the
-    90% t interval of the mean difference lying inside (−margin, +margin). Not rejecting a difference is never
-    read as equivalence: without this test a pair "cannot be told apart on N items", nothing more.
+Non-inferiority (``bakeoff.decide.rule.shortfall``; the recommendation's one rule, ``choose``)
+    A cheaper run (or a prompt) against the best run, picked on validation, on the same test examples, d = cheaper −
+    best per example, H0 "mean d ≤ −margin" (``verdict.max_loss``), one-sided. For 0/1 scores: the Wald interval of
+    the difference of matched proportions with Agresti and Min's adjustment (Stat. Med. 2005: 0.5 added to each cell
+    of the paired 2×2 table, so with w items won and l lost of n, centre (w − l)/(n + 2) over w + 0.5, l + 0.5),
+    p = P(Z ≥ (centre + margin) / se); it does not collapse when few items disagree. Other scores: a paired t-test
+    on d. Holm's adjustment runs over the k−1 comparisons with the best (not every pair). "Shown within the margin"
+    when the adjusted p < 0.05; unadjusted, that is the lower end of the 90% interval lying above −margin.
+    ``items_needed``: the test items at which the observed
+    mean difference and spread would show it, (1.645 · sd / (mean d + margin))², none where mean d ≤ −margin.
+    Not rejecting a difference is never read as "as good as": without this bound a cheaper run is "not shown".
 Rounding
     ``round_sig``: estimates built on an assumed input (MFU, prices) are shown to two significant figures.
 """

@@ -188,6 +188,8 @@ GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
 
 def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
     """params.yaml's ``sizing:`` section (a ``SizingConfig``) and ``cost.serve_gpu``, which names one of its cards."""
+    check(s.mfu_from in ("gpu_check", "params"), src, "sizing.mfu_from",
+          f"must be gpu_check or params; got {s.mfu_from!r}")
     for section, items, need in (("targets", s.targets, SHAPE_KEYS), ("gpus", s.gpus, GPU_KEYS)):
         check(isinstance(items, list), src, f"sizing.{section}", "must be a list")
         for i, item in enumerate(items):

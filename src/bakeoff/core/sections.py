@@ -136,6 +136,7 @@ class TrackingConfig:
 @dataclass(frozen=True)
 class VerdictConfig:
     min_gain: float = 0.05  # the smallest gain in the primary metric worth fine-tuning for (0.05 = 5 points)
+    max_loss: float = 0.02  # the largest shortfall from the best a cheaper run may be shown within to replace it
     quick_look: bool = False  # set by `make quick` (bakeoff.run.quick): the report and MLflow say it is a quick look
     quick_look_changes: list = field(default_factory=list)  # set by `make quick`: what it changed, said in the report
 
@@ -162,8 +163,8 @@ CURVE_ROLES = ("recommended", "best_prompt")  # curve arms resolved after the ru
 class CurveConfig:
     arms: list = field(default_factory=lambda: list(CURVE_ROLES))  # roles, or variant and baseline names
     fractions: list = field(default_factory=lambda: [0.125, 0.25, 0.5])  # shares of train; 1.0 is the arm's own run
-    schedule: str = "steps"  # steps: every share trains the arm's own steps | epochs: the same epochs (a floor below)
-    min_steps: int = 10  # with schedule epochs: the floor of optimizer steps at a small share
+    schedule: str = "epochs"  # epochs: the arm's own run's epochs (a floor below) | steps: the arm's own steps
+    min_steps: int = 20  # with schedule epochs: the floor of optimizer steps at a small share
     resamples: int = 1000  # bootstrap resamples over test items for the fit's intervals
 
 
@@ -177,6 +178,9 @@ class SizingConfig:
     # dpo takes lora's unless named): measure yours with benchmarks/gpu_check.py
     mfu: float | dict = field(default_factory=lambda: {"full": 0.32, "lora": 0.17, "qlora": 0.11})
     mfu_low: float | dict | None = None  # the pessimistic end of the time and cost ranges (None: half of mfu)
+    # gpu_check: each technique's utilisation from the GPU check's row nearest the target in size (reports/bench/
+    # gpu.json), sizing.mfu where none was measured (DPO, a missing record), labelled assumed; params: sizing.mfu
+    mfu_from: str = "gpu_check"
     target_seq_len: int | None = 1024  # tokens per row on the target card (None: the variant's max_seq_len)
     target_micro_batch: int | None = 1  # rows per forward pass on the target card (None: the variant's)
     cuda_overhead_gb: float = 1.29  # CUDA context and library workspaces, per process (measured on an H200)

@@ -5,19 +5,27 @@ back-tested, and projected to 2× and 4× the rows (projections, said so everywh
     fit = fit_arm(arm, resamples=1000)     # the fit, its projections with intervals, the back-test
     cross = crossover(ft_fit, prompt_fit)  # the size where fine-tuning passes the prompt, or none in range
 
-The form (one rule, by how many points there are):
+Three forms, each fitted (four points cannot tell them apart, so every projection carries their spread):
 
-- ``power2``, fewer than 5 points: q(n) = 1 − a·(n/N)^−b, the error falling as a power of the rows (N: the largest
-  measured size); two parameters, so four points leave two degrees of freedom and the back-test's three leave one.
-- ``power3``, 5 points or more: q(n) = c − a·(n/N)^−b, with its own ceiling c ≤ 1 (a task whose labels are noisy
-  stops short of 100%).
+- ``power2``: q(n) = 1 − a·(n/N)^−b, the error falling as a power of the rows toward a ceiling fixed at 100% (N: the
+  largest measured size); two parameters. The primary form with fewer than 5 points (band, crossover, back-test).
+- ``power3``: q(n) = c − a·(n/N)^−b, with its own ceiling c ≤ 1 (a task whose labels are noisy stops short of
+  100%); the primary form with 5 points or more.
+- ``loglinear``: q(n) = c + a·log2(n/N), a fixed gain per doubling.
 
-a ≥ 0 and b in [0, 3]: quality does not fall with more data (a flat or falling arm fits b ≈ 0, "flat").
+a ≥ 0 and b in [0, 3]: quality does not fall with more data (a flat or falling arm fits a ≈ 0 or b ≈ 0, "flat").
 Uncertainty: a bootstrap over test items, the same resampled items at every point (the points are scored on the same
 test split), each resample refitted; intervals are the 2.5th and 97.5th percentiles. They hold the test split's noise
-only, not a training run's seed-to-seed spread: the back-test is what says whether that is enough.
-Back-test: the same rule fitted on every point but the largest predicts the largest; it misses when the 95% interval
-of (predicted − observed), over the same resamples, leaves out 0. A miss makes the arm's projections unreliable.
+only, one training run per point, not a training run's seed-to-seed spread: the back-test is what says whether that
+is enough. A projection's interval spans every form's interval (``spread``: the forms' points), and its gain is
+measured from the largest *measured* point, never from a fitted one.
+Back-test: the primary form fitted on every point but the largest predicts the largest; inside when the prediction
+lies in the 95% interval of the observed point (Clopper–Pearson for a 0/1 score, else the bootstrap's): ``accepts``,
+the band any prediction had to hit. ``flat_accepted``: whether "no gain" (the next smaller point's score) lies in
+that band too, when the back-test cannot tell flat from growth.
+The last doubling: the largest point against the one at about half its rows, measured, with the paired interval;
+``cannot_tell`` when that interval holds 0: the data cannot tell flat from growth, and the report projects nothing
+stronger than that.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ class Points:
         return np.array([self.quality(idx) for idx in draws])
 
 
+FORMS = ("power2", "power3", "loglinear")
+
+
 def form_for(k: int) -> str:
     return "power3" if k >= 5 else "power2"
 
@@ -62,6 +73,8 @@ def form_for(k: int) -> str:
 def _model(form: str):
     if form == "power3":
         return lambda x, c, a, b: c - a * np.power(x, -b)
+    if form == "loglinear":
+        return lambda x, c, a: c + a * np.log2(x)
     return lambda x, a, b: 1.0 - a * np.power(x, -b)
 
 
@@ -74,6 +87,11 @@ def fit_many(ns, Q, form: str) -> np.ndarray:
     Returns one row of parameters per resample (power2: a, b; power3: c, a, b)."""
     x = np.asarray(ns, dtype=float) / float(max(ns))
     Q = np.clip(np.atleast_2d(np.asarray(Q, dtype=float)), 0.0, 1.0)
+    if form == "loglinear":  # q = c + a·log2(x), a ≥ 0: a line in log2 of the rows
+        L = np.log2(x)
+        lc = L - L.mean()
+        A = np.clip((Q - Q.mean(1, keepdims=True)) @ lc / max(float(lc @ lc), 1e-12), 0.0, None)
+        return np.stack([Q.mean(1) - A * L.mean(), A], 1)
     Z = x[None, :] ** -B_GRID[:, None]  # exponent × size
     if form == "power2":  # 1 - q = a·z
         E = 1.0 - Q
@@ -112,7 +130,10 @@ def fit_points(ns, qs, form: str | None = None) -> dict | None:
 
 def predict_many(ns_fit, P: np.ndarray, form: str, n) -> np.ndarray:
     """Every resample's fitted quality (rows of ``P``, from ``fit_many``) at sizes ``n``: resamples × sizes."""
-    z = (np.asarray(n, dtype=float) / float(max(ns_fit)))[None, :] ** -P[:, -1:]
+    x = (np.asarray(n, dtype=float) / float(max(ns_fit)))[None, :]
+    if form == "loglinear":
+        return np.clip(P[:, :1] + P[:, 1:2] * np.log2(x), 0.0, 1.0)
+    z = x ** -P[:, -1:]
     q = (1.0 - P[:, :1] * z) if form == "power2" else (P[:, :1] - P[:, 1:2] * z)
     return np.clip(q, 0.0, 1.0)
 
@@ -140,10 +161,10 @@ def resample_indices(n_items: int, resamples: int, seed: int = SEED) -> np.ndarr
 class Fitted:
     """One arm's points fitted on the observed scores and on every resample of the test items at once."""
 
-    def __init__(self, pts: Points, draws: np.ndarray, drop_last: bool = False):
+    def __init__(self, pts: Points, draws: np.ndarray, drop_last: bool = False, form: str | None = None):
         order = np.argsort(pts.ns)[:-1] if drop_last else np.argsort(pts.ns)
         self.ns = np.array([pts.ns[i] for i in order], dtype=float)
-        self.form = form_for(len(self.ns))
+        self.form = form or form_for(len(self.ns))
         self.q = pts.quality()[order]
         self.Q = pts.quality_many(draws)[:, order] if len(draws) else np.empty((0, len(order)))
         self.P = fit_many(self.ns, self.q, self.form)
@@ -158,54 +179,95 @@ class Fitted:
 
 
 def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None) -> dict:
-    """``pts`` fitted (all points), projected to 2× and 4× the largest, its gain per doubling, and back-tested
-    (fitted without the largest point, predicting it); each figure with its 95% bootstrap interval over test items."""
+    """``pts`` fitted (all points) in every form, projected to 2× and 4× the largest with the forms' spread, each gain
+    from the largest measured point, the last doubling as measured, and back-tested (the primary form fitted without
+    the largest point, predicting it); each figure with its 95% bootstrap interval over test items."""
     draws = resample_indices(len(pts.items[0]), resamples) if draws is None else draws
     f = Fitted(pts, draws)
+    fits = {form: f if form == f.form else Fitted(pts, draws, form=form) for form in FORMS}
     n_full = float(f.ns.max())
     grid = np.exp(np.linspace(math.log(f.ns.min()), math.log(n_full * max(MULTIPLES)), 40))
-    here, boot_here = f.at(n_full), f.boot_at(n_full)[:, 0]
+    observed, boot_observed = float(f.q[-1]), f.Q[:, -1]
     boot_grid = f.boot_at(grid)
     projection = []
     for m in MULTIPLES:
-        p, boot = f.at(n_full * m), f.boot_at(n_full * m)[:, 0]
-        projection.append({"multiple": m, "rows": round(n_full * m), "quality": round(p, 4),
-                           "ci": _interval(boot), "gain": round(p - here, 4), "gain_ci": _interval(boot - boot_here)})
-    out = {"form": f.form, "n_points": len(f.ns), "n_items": len(pts.items[0]), "rows": [int(n) for n in f.ns],
+        forms = {}
+        for name, g in fits.items():
+            p, boot = g.at(n_full * m), g.boot_at(n_full * m)[:, 0]
+            forms[name] = {"quality": round(p, 4), "ci": _interval(boot), "gain": round(p - observed, 4),
+                           "gain_ci": _interval(boot - boot_observed)}
+        lows = [x["ci"][0] for x in forms.values() if x["ci"]]
+        highs = [x["ci"][1] for x in forms.values() if x["ci"]]
+        glows = [x["gain_ci"][0] for x in forms.values() if x["gain_ci"]]
+        ghighs = [x["gain_ci"][1] for x in forms.values() if x["gain_ci"]]
+        points = [x["quality"] for x in forms.values()]
+        main = forms[f.form]
+        projection.append({"multiple": m, "rows": round(n_full * m), "quality": main["quality"],
+                           "ci": [min(lows), max(highs)] if lows else None, "spread": [min(points), max(points)],
+                           "gain": main["gain"], "gain_ci": [min(glows), max(ghighs)] if glows else None,
+                           "gain_from": "the largest measured point", "forms": forms})
+    out = {"form": f.form, "forms": list(FORMS), "n_points": len(f.ns), "n_items": len(pts.items[0]),
+           "rows": [int(n) for n in f.ns],
            "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
            "quality": [round(float(q), 4) for q in f.q],
            "quality_ci": [_interval(f.Q[:, k]) for k in range(len(f.ns))],
            "fit": {"form": f.form, "ref": n_full, "params": [round(float(v), 5) for v in f.P[0]]},
+           "fits": {k: {"form": k, "ref": n_full, "params": [round(float(v), 5) for v in g.P[0]]}
+                    for k, g in fits.items()},
            "exponent": round(float(f.P[0, -1]), 4), "exponent_ci": _interval(f.PB[:, -1]),
-           "fitted_at_full": round(here, 4), "projection": projection,
+           "fitted_at_full": round(f.at(n_full), 4), "projection": projection,
            "gain_per_doubling": projection[0]["gain"], "gain_per_doubling_ci": projection[0]["gain_ci"],
-           "resamples": len(draws),
+           "last_doubling": last_doubling(f), "resamples": len(draws),
            "band": [{"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": _interval(boot_grid[:, k])}
                     for k, n in enumerate(grid)]}
     out["backtest"] = backtest(pts, f, draws)
     return out
 
 
-def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
-    """The same rule fitted without the largest size, predicting it: the error, and whether the 95% interval of
-    (predicted − observed) over the same resamples, widened by half a test item's share of the score each side
-    (``resolution``: the smallest difference the test split can show), holds 0.
+def last_doubling(f: Fitted) -> dict | None:
+    """The largest point against the measured point nearest half its rows (within a factor 1.5 of it): the
+    difference with its paired 95% interval over the test items; ``cannot_tell`` when that interval holds 0."""
+    if len(f.ns) < 2:
+        return None
+    k = int(np.argmin(np.abs(np.log(f.ns[:-1] / (f.ns[-1] / 2)))))
+    if abs(math.log(f.ns[k] / (f.ns[-1] / 2))) > math.log(1.5):
+        return None
+    diff = float(f.q[-1] - f.q[k])
+    ci = _interval(f.Q[:, -1] - f.Q[:, k]) if len(f.Q) else None
+    return {"rows": [int(f.ns[k]), int(f.ns[-1])], "diff": round(diff, 4), "ci": ci,
+            "cannot_tell": bool(ci is not None and ci[0] <= 0 <= ci[1])}
 
-    The widening matters at a ceiling: a full-size point with every test item right has no bootstrap spread, and a
-    power curve approaches 1 without reaching it, so a prediction of 99.9% against 100% on 150 items would otherwise
-    read as a miss though no test split of that size could tell the two apart."""
+
+def observed_band(pts: Points, f: Fitted) -> list[float] | None:
+    """The 95% interval of the largest point's score: Clopper–Pearson where every item scores 0 or 1 and the figure
+    is their mean, else the bootstrap's percentiles."""
+    items = pts.items[int(np.argmax(pts.ns))]
+    mean_figure = pts.figure is None or getattr(pts.figure, "__name__", "") == "mean"
+    if mean_figure and items and all(x in (0, 1, 0.0, 1.0, True, False) for x in items):
+        from scipy.stats import binomtest
+
+        ci = binomtest(int(sum(items)), len(items)).proportion_ci(0.95, method="exact")
+        return [round(float(ci.low), 4), round(float(ci.high), 4)]
+    return _interval(f.Q[:, -1]) if len(f.Q) else None
+
+
+def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
+    """The primary form fitted without the largest size, predicting it: inside when the prediction lies in the
+    observed point's 95% interval (``accepts``: the band the test split can resolve, said beside the verdict).
+    ``flat_accepted``: "no gain from the last size" (the largest fitted point's score) lies in the band too, so the
+    back-test cannot tell flat from growth. The error and its bootstrap interval are kept as information."""
     if len(f.ns) < 3:
         return {"inside": False, "reason": f"{len(f.ns)} sizes: a back-test needs 3 or more"}
     b = Fitted(pts, draws, drop_last=True)
     n_full = float(f.ns.max())
     pred, observed = b.at(n_full), float(f.q[-1])
-    ci = _interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1])
-    n_items = len(pts.items[-1]) if pts.items else 0
-    resolution = 0.5 / n_items if n_items else 0.0
+    band = observed_band(pts, f)
+    flat = float(b.q[-1])
     return {"fitted_on_rows": [int(n) for n in b.ns], "form": b.form, "predicted": round(pred, 4),
-            "observed": round(observed, 4), "error": round(pred - observed, 4), "error_ci": ci,
-            "resolution": round(resolution, 4),
-            "inside": bool(ci is not None and ci[0] - resolution <= 0 <= ci[1] + resolution)}
+            "observed": round(observed, 4), "error": round(pred - observed, 4),
+            "error_ci": _interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1]), "accepts": band,
+            "flat": round(flat, 4), "flat_accepted": bool(band and band[0] <= flat <= band[1]),
+            "inside": bool(band is not None and band[0] - 1e-9 <= pred <= band[1] + 1e-9)}
 
 
 def _first_pass(grid: np.ndarray, diff: np.ndarray) -> float | None:

@@ -37,6 +37,11 @@ def report_data(params, df) -> dict | None:
         draws = resample_indices(len(entry["_items"][0]), c.resamples) if draws is None else draws
         pts = Points(entry.pop("_ns"), entry.pop("_items"), METRICS[params.task.metric].figure, entry.pop("_names"))
         entry.update(status="ok", **fit_arm(pts, draws=draws))
+        own = df[df["name"] == entry["run"]].iloc[0]
+        lo, hi = figures.as_number(own.get("quality_ci_low")), figures.as_number(own.get("quality_ci_high"))
+        if entry["figure"] == "generation" and lo > float("-inf") and hi > float("-inf"):
+            # the full size is the arm's own run: one interval for it, the quality table's (not a second bootstrap)
+            entry["quality_ci"][-1] = [round(lo, 4), round(hi, 4)]
         fitted[arm] = (entry["kind"], pts)
     for entry in out["arms"].values():
         for k in ("_ns", "_items", "_names"):

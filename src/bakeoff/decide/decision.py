@@ -98,27 +98,28 @@ def _priced(params, df, records, sized, target):
 
 
 def _recommend(params, df, v, priced, stats, target, unmoved):
-    """Which differences are real: every pair tested, runs grouped, equivalence where shown, one thing to do (written
-    into ``v``); returns the pairwise table and the provenance."""
+    """Which differences are real: every pair tested, runs grouped (a display), one thing to do by the one rule
+    (``bakeoff.decide.rule``, written into ``v``); returns the pairwise table and the provenance."""
     pw = recommend.pairwise(df, params.task.metric)
     groups = recommend.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
-    eq = recommend.equivalence(df, groups, params.verdict.min_gain)
     prov = runs.provenance(stats, runs.BASE)
     src = prov.get("base_model") or {}
     scope = {"model": src.get("alias") or src.get("source") or params.model.base, "split": "test",
              "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
              "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
              "target": target}
-    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, equivalence=eq,
-             unmoved=unmoved,
-             recommendation=recommend.recommend(df, v, groups, priced, eq, scope, params.verdict.min_gain))
+    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, unmoved=unmoved,
+             recommendation=recommend.recommend(df, v, priced, scope, params.verdict.max_loss))
     return pw, prov
 
 
 def picked(v: dict) -> str | None:
-    """The fine-tuned variant the recommendation names (None when it recommends prompting or is inconclusive)."""
+    """The fine-tuned variant the recommendation names: its pick, or the leading variant of an inconclusive one
+    (shipped so it can be tried; the report says the decision is open). None when it recommends prompting."""
     rec = v.get("recommendation") or {}
+    if rec.get("action") == "inconclusive":
+        return rec.get("run") if rec.get("kind") == "variant" else None
     return rec.get("run") if rec.get("action") == "fine-tune" else None
 
 

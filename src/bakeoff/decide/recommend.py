@@ -1,9 +1,12 @@
 """Which differences between runs are real: every pair tested on the same test examples, runs grouped by what the
-data can tell apart, and one recommendation a user can act on.
+data can tell apart (a display), and one recommendation a user can act on.
 
     pw = pairwise(df, "exact_match")          # one row per pair: discordant counts, p, Holm-adjusted p
-    groups = rank_groups(df, pw)               # [["full", "qlora"], ["lora", "unsloth"], ...]
-    rec = recommend(df, v, groups, fits)       # {"action": "fine-tune", "run": "qlora", "line": ...}
+    groups = rank_groups(df, pw)               # [["full", "qlora"], ["lora", "unsloth"], ...]: a display
+    rec = recommend(df, v, costs, scope)       # {"action": "fine-tune", "run": "full", "choice": ..., "line": ...}
+
+The recommendation is ``bakeoff.decide.rule.choose``: the best on validation unless a cheaper run is shown within
+``verdict.max_loss`` of it; rank groups only display what the pairwise tests can tell apart.
 
 The tests and the adjustment are defined in ``bakeoff.core.measure``; pure decisions over run records, no torch.
 """
@@ -82,42 +85,6 @@ def group_line(groups: list[list[str]]) -> str:
     return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
 
 
-def equivalence(df: pd.DataFrame, groups: list[list[str]], margin: float, items: dict | None = None) -> dict:
-    """Each other member of the best group against its leader: the paired equivalence test at ``margin``
-    (``bakeoff.core.measure.tost_paired`` on per-example correctness, test split). {member: result}."""
-    from bakeoff.decide.statistics import tost_paired
-
-    if not groups or len(groups[0]) < 2:
-        return {}
-    items = primary_items(df) if items is None else items
-    leader, out = groups[0][0], {}
-    for n in groups[0][1:]:
-        if not items.get(n) or not items.get(leader):
-            continue
-        ids = sorted(items[leader])
-        out[n] = {**tost_paired([correctness(items[n][k]) for k in ids], [correctness(items[leader][k]) for k in ids],
-                                margin), "against": leader}
-    return out
-
-
-def _pp(x: float) -> str:
-    return f"{x * 100:+.1f}"
-
-
-def tie_words(name: str, leader: str, eq: dict, margin: float) -> str:
-    """How ``name`` stands to the best group's ``leader``: equivalent within the margin (shown), or only "cannot be
-    told apart on N items"."""
-    e = eq.get(name)
-    if not e:
-        return f"`{name}` leads group A (picked on validation)" if name == leader else f"`{name}` is in group A"
-    if e["equivalent"]:
-        return (f"`{name}` is equivalent to `{leader}` within {margin * 100:.0f} points (paired TOST p {e['p']:.2g}, "
-                f"90% interval of the difference [{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
-    return (f"`{name}` and `{leader}` cannot be told apart on {e['n']} items; equivalence within {margin * 100:.0f} "
-            f"points is not shown (paired TOST p {e['p']:.2g}, difference {_pp(e['diff'])} points, 90% interval "
-            f"[{_pp(e['ci90_low'])}, {_pp(e['ci90_high'])}])")
-
-
 def sig(x: float) -> str:
     """``x`` to two significant figures, never in scientific notation: 64,994 → 65,000; 3.0; 0.36."""
     from bakeoff.decide.statistics import round_sig
@@ -132,49 +99,89 @@ def usd_range(lo: float, hi: float) -> str:
     return f"${a}" if a == b else f"${a}–{b}"
 
 
-def recommend(df: pd.DataFrame, v: dict, groups: list[list[str]], costs: dict | None = None,
-              eq: dict | None = None, scope: dict | None = None, margin: float = 0.05) -> dict:
-    """One thing to do. A prompting baseline in the best group (or a "prompting is enough" verdict) → that baseline
-    (the cheapest in prompt tokens). Otherwise the variant of the best group with the lowest projected all-in cost
-    on the sizing target (``costs``: variant → ``costs.all_in``). ``line`` is the decision; ``measured`` what was
-    measured here (``scope``: model, split, items, machine), ``projected`` what was projected to the target (never
-    mixed in one sentence); ``still_improving`` names the group's runs whose training had not settled."""
+def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, str]:
+    """What taking ``n`` instead of ``best`` saves, and in what: projected USD bought alone on the sizing target
+    where both are priced (a prompt trains nothing: it saves the best's whole price), else the peak training memory
+    measured here (MB)."""
+    def usd(x):
+        c = costs.get(x) or {}
+        return c.get("alone_usd", c.get("usd"))
+
+    if isinstance(usd(best), (int, float)):
+        if rows[n]["kind"] == "baseline":
+            return float(usd(best)), "usd"
+        return (float(usd(best)) - float(usd(n)) if isinstance(usd(n), (int, float)) else None), "usd"
+
+    def peak(x):
+        r = rows[x]
+        m = r.get("train_peak_reserved_mb") or r.get("train_peak_rss_mb")
+        return float(m) if isinstance(m, (int, float)) and m == m else None
+
+    if rows[n]["kind"] == "baseline":
+        return peak(best), "mb"
+    return (peak(best) - peak(n) if peak(best) is not None and peak(n) is not None else None), "mb"
+
+
+def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, scope: dict | None = None,
+              max_loss: float = 0.02, items: dict | None = None) -> dict:
+    """One thing to do, by one rule (``bakeoff.decide.rule.choose``): the best run picked on validation (the
+    verdict's variant; the best prompt when prompting is enough) unless a cheaper run, a prompt included, is *shown*
+    within ``max_loss`` of it on the test split. ``costs``: variant → ``costs.all_in`` (cheaper: bought alone on the
+    sizing target; without prices, the peak training memory measured here). ``choice`` holds every cheaper run
+    considered with its shortfall, for the report to word. An inconclusive verdict gives action ``inconclusive``,
+    naming the leading run and how many test items would settle it. ``line`` is the decision; ``measured`` what was
+    measured here (``scope``), ``projected`` what was projected to the target (never mixed in one sentence)."""
+    from bakeoff.decide.rule import choose
+
     rows = {r["name"]: r for _, r in df.iterrows()}
-    best = groups[0] if groups else []
-    scope, costs, eq = scope or {}, costs or {}, eq or {}
+    scope, costs = scope or {}, costs or {}
     model, n = scope.get("model", "the base model"), scope.get("n", "?")
-    baselines = [n_ for n_ in best if rows[n_]["kind"] == "baseline"]
-    if v.get("decision") == "prompting is enough" or baselines:
-        pick = min(baselines, key=lambda n_: _num_or_inf(rows[n_].get("prompt_tokens_per_request"))) if baselines \
-            else v.get("baseline")
+    if v.get("decision") == "prompting is enough":
+        pick = v.get("baseline")
         if not pick:
             return {}
-        why = (f"it is in the best group: no fine-tuned run can be told apart from it on {n} test items" if baselines
-               else f"the gain of fine-tuning is below min_gain ({v.get('reason', '')})")
-        return {"action": "prompt", "run": pick, "measured": [], "projected": [],
-                "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: {why}."}
-    variants = [n_ for n_ in best if rows[n_]["kind"] == "variant"]
-    if not variants:
+        return {"action": "prompt", "run": pick, "measured": [], "projected": [], "max_loss": max_loss,
+                "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
+                        f"is below min_gain ({v.get('reason', '')})."}
+    best = v.get("variant")
+    if not best or best not in rows:
         return {}
-    pick = min(variants, key=lambda n_: (_num_or_inf((costs.get(n_) or {}).get("alone_usd",  # bought alone
-                                                                             (costs.get(n_) or {}).get("usd"))),
-                                         _num_or_inf(rows[n_].get("train_peak_rss_mb"))))
-    r, leader = rows[pick], best[0]
-    line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
-            + (", the lowest projected all-in cost in group A, bought alone" if costs.get(pick) and len(variants) > 1
-               else "") + ".")
+    raw = primary_items(df) if items is None else items
+    ids = sorted(raw.get(best) or {})
+    scores = {k: [correctness(x[i]) for i in ids] for k, x in raw.items()
+              if x and set(x) == set(ids) and rows.get(k) is not None and rows[k]["status"] == "ok"}
+    savings = {k: _saving(best, k, rows, costs) for k in scores if k != best}
+    unit = next((u for s, u in savings.values()), "usd")
+    cheaper = {k: s for k, (s, _) in savings.items() if isinstance(s, (int, float)) and s > 0}
+    c = choose(best, scores, cheaper, max_loss) if best in scores else None
+    pick = c.pick if c else best
+    r = rows[pick]
+    action = ("inconclusive" if v.get("decision") == "inconclusive"
+              else "prompt" if r["kind"] == "baseline" else "fine-tune")
+    settle = v.get("examples_needed")
+    if action == "inconclusive":
+        line = (f"**Recommendation: none yet** — the gain of fine-tuning over prompting is inconclusive on {n} test "
+                f"items; `{pick}` leads" + (f"; about {settle} test items would settle it" if settle else "") + ".")
+    elif action == "prompt":
+        line = (f"**Recommendation: prompt** — use `{pick}`: shown within {max_loss * 100:g} points of `{best}` on the "
+                "test split, and it trains nothing.")
+    else:
+        line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
+                + (f", shown within {max_loss * 100:g} points of `{best}` (best on validation) at a lower cost"
+                   if pick != best else ", the best on validation; no cheaper run is shown within "
+                   f"{max_loss * 100:g} points of it") + ".")
     measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
                 + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
                    if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
-    others = [n_ for n_ in best if n_ != pick]
-    if others:
-        said = [tie_words(n_, leader, eq, margin) for n_ in ([pick] if pick != leader else others)]
-        measured.append("Group A: " + "; ".join(said) + ".")
+    variants = [k for k in scores if rows[k]["kind"] == "variant"]
     machine = scope.get("machine", "this machine")
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
-    projected = projected_words(pick, variants, costs)
-    return {"action": "fine-tune", "run": pick, "line": line, "measured": measured, "projected": projected,
-            "still_improving": [n_ for n_ in best if rows[n_].get("convergence") == "still improving"]}
+    projected = projected_words(pick, variants, costs) if rows[pick]["kind"] == "variant" else []
+    return {"action": action, "run": pick, "kind": r["kind"], "best": best, "line": line, "measured": measured,
+            "projected": projected,
+            "max_loss": max_loss, "saving_unit": unit, "examples_needed": settle,
+            "choice": c.as_dict() if c else None,
+            "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"]}
 
 
 def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
@@ -207,7 +214,8 @@ def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
            f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}.")]
     least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
     if least != pick:
-        out.append(f"Least memory projected in group A: `{least}` (~{sig(costs[least]['need_gb'])} GB on the target; "
+        out.append(f"Least memory projected among the finished variants: `{least}` "
+                   f"(~{sig(costs[least]['need_gb'])} GB on the target; "
                    "a projection from the sizing model, not measured).")
     return out
 

@@ -1,11 +1,11 @@
 """The statistics behind every interval, test, equivalence and tie the report states; defined in the docstring of
-``bakeoff.core.measure`` (Confidence, Differences between runs, Equivalence, Rounding), implemented here.
+``bakeoff.core.measure`` (Confidence, Differences between runs, Rounding;
+Non-inferiority is ``bakeoff.decide.rule``), implemented here.
 
     bootstrap_ci(items, figure, baseline)   # (figure, low, high): paired percentile bootstrap, 95%
     mcnemar_exact(b, c)                     # two-sided exact McNemar p from discordant counts
     paired_permutation_p(a, b, figure)      # two-sided paired permutation p of a difference of figures
     holm(pvalues)                           # Holm's step-down adjustment over a family
-    tost_paired(a, b, margin)               # paired equivalence within ±margin (two one-sided t-tests)
     latency_separated(fast, slow)           # one run faster to serve only when the interquartile ranges separate
     round_sig(x)                            # two significant figures, for estimates on assumed inputs
 """
@@ -67,28 +67,6 @@ def holm(pvalues: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         out[i] = running
     return out
-
-
-def tost_paired(a: list[float], b: list[float], margin: float, alpha: float = 0.05) -> dict:
-    """Paired equivalence test (two one-sided t-tests, see Equivalence above) of ``a`` against ``b`` (per-example
-    scores on the same examples) within ±``margin``: {diff, ci90_low, ci90_high, p, equivalent, n}."""
-    import numpy as np
-    from scipy import stats
-
-    if len(a) != len(b) or not a:
-        raise ValueError(f"a paired equivalence test needs the same examples: {len(a)} against {len(b)}")
-    d = np.asarray(a, float) - np.asarray(b, float)
-    n, mean = len(d), float(d.mean())
-    se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
-    if se == 0.0:  # every difference the same: no noise, equivalent exactly when that difference is inside
-        inside = abs(mean) < margin
-        return {"diff": mean, "ci90_low": mean, "ci90_high": mean, "p": 0.0 if inside else 1.0,
-                "equivalent": inside, "n": n}
-    p_low = float(stats.t.sf((mean + margin) / se, n - 1))  # H0: mean ≤ −margin
-    p_high = float(stats.t.cdf((mean - margin) / se, n - 1))  # H0: mean ≥ +margin
-    half = float(stats.t.ppf(1 - alpha, n - 1)) * se
-    p = max(p_low, p_high)
-    return {"diff": mean, "ci90_low": mean - half, "ci90_high": mean + half, "p": p, "equivalent": p < alpha, "n": n}
 
 
 def latency_separated(fast: dict, slow: dict) -> bool:

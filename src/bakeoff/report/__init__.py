@@ -21,8 +21,9 @@ from bakeoff.report import curve as data_curve
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, sizing_lines, verdict_lines
+from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
+from bakeoff.report.sizing import sizing_lines
 from bakeoff.report.tables import forgetting, markdown, metrics_json, provenance_lines, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
@@ -97,7 +98,7 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
     extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
              "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
-    middle = (pairwise_lines(pw, v.get("equivalence"), params.verdict.min_gain, images)
+    middle = (pairwise_lines(pw, v.get("recommendation"), images)
               + data_curve.lines(d.curve, images)
               + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve)
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))

@@ -25,18 +25,44 @@ def _miss_words(a: dict) -> str:
             f"interval{_ci(b['error_ci'], True)})")
 
 
-def _resolution(b: dict) -> str:
-    """Why a back-test whose bare interval leaves out 0 is still inside: within half a test item of it."""
-    ci, r = b.get("error_ci"), b.get("resolution") or 0.0
-    if b.get("inside") and ci and not ci[0] <= 0 <= ci[1]:
-        return (f" (within half a test item, {r * 100:.2f} points, of 0: the smallest difference this test split "
-                "can show)")
-    return ""
+def accepts_words(b: dict) -> str:
+    """What the back-test could tell: the band it would accept, and whether "no gain" lay in it too."""
+    band = b.get("accepts")
+    if not band:
+        return ""
+    said = f" (it would accept {band[0]:.1%}–{band[1]:.1%}, the observed point's 95% interval"
+    if b.get("flat_accepted"):
+        said += f"; no gain from the last size, {b['flat']:.1%}, lies in it too: it cannot tell flat from growth"
+    return said + ")"
+
+
+def doubling_words(a: dict) -> str:
+    """The last doubling as measured: "bought nothing measurable" when its interval holds 0."""
+    d = a.get("last_doubling") or {}
+    if not d:
+        return ""
+    said = (f"`{a['run']}`: the last doubling ({d['rows'][0]:,} → {d['rows'][1]:,} rows) "
+            f"{'bought nothing measurable' if d['cannot_tell'] else 'measured'} ({d['diff'] * 100:+.1f} points, "
+            f"95% interval{_ci(d['ci'], True)})")
+    if d["cannot_tell"] and d.get("ci"):
+        said += f"; the data cannot tell flat from {d['ci'][1] * 100:+.1f} points per doubling"
+    return said
+
+
+def projection_words(a: dict) -> str:
+    """One arm at 2×: the primary form's figure, the interval across every form, the forms' spread, the gain over
+    the largest measured point."""
+    p = a["projection"][0]
+    spread = p.get("spread")
+    forms = (f", {spread[0]:.1%}–{spread[1]:.1%} across {len(p.get('forms') or {})} forms" if spread and
+             spread[0] != spread[1] else "")
+    return (f"`{a['run']}` is projected at {p['quality']:.1%}{_ci(p['ci'])}{forms} ({p['gain'] * 100:+.1f} points "
+            f"over its measured {a['quality'][-1]:.1%}{_ci(p['gain_ci'], True)})")
 
 
 def headline(curve: dict | None, decision: str | None) -> list[str]:
-    """One sentence under the verdict: what twice the data is projected to buy each arm and whether the verdict would
-    change, or why no projection is given."""
+    """One sentence under the verdict: for each arm, what the last doubling bought as measured, and, only where it
+    bought something measurable, what twice the data is projected to buy; or why no projection is given."""
     if not curve:
         return []
     ok = {k: a for k, a in curve["arms"].items() if a.get("status") == "ok"}
@@ -47,23 +73,22 @@ def headline(curve: dict | None, decision: str | None) -> list[str]:
     if not curve.get("reliable"):
         missed = [a for a in ok.values() if not a["backtest"].get("inside")]
         return [("**More data**: the data-value curve is **unreliable on this task**, so no projection is given: "
-                 + "; ".join(_miss_words(a) for a in missed) + ", outside its interval (details: What more data would "
-                 "buy)."), ""]
-    parts = []
-    for a in ok.values():
-        p = a["projection"][0]
-        parts.append(f"`{a['run']}` is projected at {p['quality']:.1%}{_ci(p['ci'])} ({p['gain'] * 100:+.1f} points"
-                     f"{_ci(p['gain_ci'], True)})")
+                 + "; ".join(_miss_words(a) for a in missed) + ", outside the observed point's 95% interval "
+                 "(details: What more data would buy)."), ""]
+    flat = [a for a in ok.values() if (a.get("last_doubling") or {}).get("cannot_tell")]
+    grew = [a for a in ok.values() if a not in flat]
+    parts = [doubling_words(a) for a in flat] + [projection_words(a) for a in grew]
     rows = next(iter(ok.values()))["projection"][0]["rows"]
     later = curve.get("verdict_at_2x") or {}
     verdict = ""
-    if later.get("decision"):
+    if later.get("decision") and not flat:
         same = later["decision"] == decision
         verdict = (f"; the verdict would {'not change' if same else 'change to **' + later['decision'] + '**'} "
                    f"(gain {later['gain'] * 100:+.1f} points{_ci(later['gain_ci'], True)})")
     points = min(a["n_points"] for a in ok.values())
-    return [(f"**More data** (a projection, not measured): with twice the training rows ({rows:,}), "
-             + "; ".join(parts) + verdict + f". Fitted on {points} measured sizes per arm"
+    lead = ("**More data** (measured" + (f"; projected to twice the training rows, {rows:,}, assuming they are trained "
+                                         "on at the same epochs" if grew else "") + "): ")
+    return [(lead + "; ".join(parts) + verdict + f". Measured at {points} sizes per arm"
              + (f", intervals over the {n_items} test items" if n_items else "")
              + "; the back-test (the smaller sizes predicting the full one) held for every arm."), ""]
 
@@ -79,8 +104,10 @@ def summary(curve: dict | None) -> dict | None:
             continue
         p, b = a["projection"][0], a["backtest"]
         arms[key] = {"run": a["run"], "status": "ok", "rows": a["rows"], "quality": a["quality"],
-                     "projected_2x": p["quality"], "projected_2x_ci": p["ci"], "gain_per_doubling": p["gain"],
-                     "backtest_error": b.get("error"), "backtest_inside": b.get("inside")}
+                     "projected_2x": p["quality"], "projected_2x_ci": p["ci"], "projected_2x_spread": p.get("spread"),
+                     "gain_2x_over_measured": p["gain"], "last_doubling": a.get("last_doubling"),
+                     "backtest_error": b.get("error"), "backtest_inside": b.get("inside"),
+                     "backtest_accepts": b.get("accepts")}
     return {"reliable": curve.get("reliable"), "backtest_mae": curve.get("backtest_mae"), "arms": arms,
             "crossover": curve.get("crossover"), "verdict_at_2x": curve.get("verdict_at_2x")}
 
@@ -105,9 +132,10 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
         return []
     out = ["## What more data would buy (the data-value curve)", "",
            ("Each arm again on nested, label-stratified shares of the training split (the same rows on every rerun), "
-            "at its searched values (`curve.schedule`: its own steps, or the same epochs), scored on the same test "
-            "split; the full size is the arm's own run. Intervals: 95%, bootstrap over test items. 2× and 4× are "
-            "**projections** of the fitted curve."),
+            "at its searched values (`curve.schedule`: the same epochs, or its own steps), scored on the same test "
+            "split; the full size is the arm's own run, each point one training run. Intervals: 95%, bootstrap over "
+            "test items. 2× and 4× are **projections** of three fitted forms, assuming the extra rows are trained on "
+            "at the same epochs: the interval spans every form's, and the gain is over the largest measured point."),
            ""]
     for key, a in curve["arms"].items():
         if a.get("status") != "ok":
@@ -119,12 +147,15 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
         out += [said, ""]
     out += image(images, "curve", "quality against training rows, measured and projected")
     out += details("How the curve is fitted", [(
-        "q(n) = 1 − a·(n/N)^−b (the error falls as a power of the rows) with fewer than 5 sizes, q(n) = c − a·(n/N)^−b "
-        "with 5 or more; a ≥ 0, so a curve cannot fall with more data. Each bootstrap resample draws the test items "
-        "once for every size and arm and refits: the intervals hold the test split's noise, not a training run's "
-        "seed-to-seed spread. The back-test fits the same rule without the largest size and predicts it; a miss (0 "
-        "outside the interval of predicted − observed by more than half a test item) withholds the projections. "
-        "Every point: reports/curve.json.")])
+        "Three forms: q(n) = 1 − a·(n/N)^−b (a ceiling fixed at 100%; the primary form with fewer than 5 sizes), "
+        "q(n) = c − a·(n/N)^−b (its own ceiling c ≤ 100%; primary with 5 or more) and q(n) = c + a·log2(n/N) "
+        "(the same points for every doubling); a ≥ 0, so a curve cannot fall with more data. Each bootstrap "
+        "resample draws the "
+        "test items once for every size and arm and refits: the intervals hold the test split's noise, not a "
+        "training run's seed-to-seed spread (each point is one run). A projection's interval spans every form's. "
+        "The back-test fits the primary form without the largest size and predicts it; a prediction outside the "
+        "observed point's 95% interval (Clopper–Pearson for a 0/1 score) withholds the projections. Every point: "
+        "reports/curve.json.")])
     return out
 
 
@@ -132,16 +163,20 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
     """One arm: its fit and back-test in a sentence, then its sizes (and, where the back-tests held, projections)."""
     rows = [f"| {n:,} | {q:.1%}{_ci(ci)} |" for n, q, ci in zip(a["rows"], a["quality"], a["quality_ci"])]
     if reliable:
-        rows += [f"| {p['rows']:,} (×{p['multiple']}, projected) | {p['quality']:.1%}{_ci(p['ci'])} |"
-                 for p in a["projection"]]
+        rows += [f"| {p['rows']:,} (×{p['multiple']}, projected) | {a['form']} {p['quality']:.1%}; every form "
+                 f"{_ci(p['ci']).strip()} |" for p in a["projection"]]
+    if reliable:
+        rows += [f"| {p['rows']:,} (×{p['multiple']}, projected) | {fm} {x['quality']:.1%}{_ci(x['ci'])} |"
+                 for p in a["projection"] for fm, x in (p.get("forms") or {}).items() if fm != a["form"]]
     b = a["backtest"]
     back = (f"back-test: predicted {b['predicted']:.1%} at {a['rows'][-1]:,} rows from the smaller sizes, "
-            f"measured {b['observed']:.1%}, error {b['error'] * 100:+.1f} points{_ci(b['error_ci'], True)}: "
-            f"**{'inside' if b['inside'] else 'outside'}**{_resolution(b)}") if "error" in b else b.get("reason", "")
+            f"measured {b['observed']:.1%}, error {b['error'] * 100:+.1f} points: "
+            f"**{'inside' if b['inside'] else 'outside'}**{accepts_words(b)}") if "error" in b else b.get("reason", "")
     ci = a.get("exponent_ci")
     exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-    gain = (f", gain per doubling {a['gain_per_doubling'] * 100:+.1f} points{_ci(a['gain_per_doubling_ci'], True)}"
-            if reliable else "")
+    gain = (f", at 2× {a['gain_per_doubling'] * 100:+.1f} points over the measured {a['quality'][-1]:.1%}"
+            f"{_ci(a['gain_per_doubling_ci'], True)} across forms" if reliable else "")
+    last = doubling_words(a)
     own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
     still = [f"{p['share']:g} ({p['train_steps']} steps)" for p in a.get("points") or []
              if p.get("convergence") == "still improving" and not p.get("own_run") and own
@@ -151,4 +186,5 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
                 "what more data buys (`curve.schedule: steps` trains every share the arm's own steps).")
               ] if still else []
     return [f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.", "",
+            *([f"Measured: {last}.", ""] if last else []),
             *caveat, *([""] if caveat else []), "| training rows | quality |", "|---|---|", *rows, ""]

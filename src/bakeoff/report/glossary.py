@@ -7,20 +7,25 @@ GLOSSARY = [
     ("points / pp", "percentage points: a difference of two shares of the test items (90% against 60% is +30 points)"),
     ("quality", "the primary metric (`task.metric`) on the test split"),
     ("95% CI / interval",
-     "paired percentile bootstrap over test items (and training seeds), `src/bakeoff/core/measure.py`"),
+     ("paired percentile bootstrap over test items, `src/bakeoff/core/measure.py`; each arm trained once (one "
+      "seed), so it holds the test split's noise, not a training run's (it adds the seeds only where "
+      "`train_defaults.seeds` trains several)")),
     ("Δ vs best prompt",
      "a variant's gain over the prompting baseline best on validation, in points, with its interval"),
     ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
     ("group (rank group)", ("runs the test split cannot tell apart from the group's leader: exact McNemar test, "
-                           "Holm-adjusted over every pair, p ≥ 0.05")),
+                           "Holm-adjusted over every pair, p ≥ 0.05; a display, never a reason to recommend")),
     ("McNemar test", "the exact test of a paired 0/1 difference: it counts only the items where the two runs disagree"),
     ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
     ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
-    ("equivalent within k points",
-     "a paired TOST (two one-sided tests) at `verdict.min_gain` rejected both \"worse by k\" and \"better by k\""),
+    ("shown within k points",
+     ("a cheaper run's shortfall from the best, shown smaller than `verdict.max_loss`: the lower end of the paired "
+      "90% interval lies above −k (one-sided, Holm over the comparisons with the best); only then does it replace "
+      "the best")),
     ("val quality", "the primary metric on the validation split, which picks every winner"),
-    ("converged? / still improving", ("how training ended: still improving means its validation loss was still "
-                                     "falling beyond noise at max_steps, so more steps may change its rank")),
+    ("converged? / still improving", ("how training ended, from its validation loss: still improving means it was "
+                                     "still falling (beyond noise, where per-row losses exist) at max_steps, so more "
+                                     "steps may change its rank; converged means it had stopped falling")),
     ("label choice", "the answer chosen among `task.labels` by likelihood instead of free generation"),
     ("format-only misses", "answers right but for case, punctuation or spacing"),
     ("contains ref", "answers that contain the reference, format aside"),
@@ -47,10 +52,11 @@ GLOSSARY = [
     ("projected", ("computed from the sizing model and assumed inputs, or from the data-value curve's fit: not "
                    "measured")),
     ("data-value curve", ("an arm's quality against its training rows: the arm again on nested shares of train, "
-                         "its own run the full size, a power law fitted (`src/bakeoff/decide/curve.py`)")),
-    ("back-test", ("the curve fitted on the smaller shares only, predicting the full size that was measured: a miss "
-                  "(outside its interval) withholds the curve's projections")),
-    ("gain per doubling", "the fitted curve's gain from the full size to twice its rows (a projection)"),
+                         "its own run the full size, three forms fitted (`src/bakeoff/decide/curve.py`)")),
+    ("back-test", ("the curve fitted on the smaller shares only, predicting the full size that was measured: a "
+                  "prediction outside the observed point's 95% interval withholds the curve's projections")),
+    ("last doubling", "the measured gain from the share at half the rows to the full run, with its paired interval"),
+    ("gain at 2×", "a projection at twice the rows minus the largest measured point, over every fitted form"),
     ("crossover", "the training rows from which the fine-tuned arm's fitted curve stays above the prompt's"),
 ]
 

@@ -99,11 +99,26 @@ def curve_lines(c: dict | None) -> list[str]:
                            f"{_pct(a['quality'][-1])}" for a in arms if not a.get("backtest_inside")
                            and a.get("backtest_error") is not None)
         return [f"- More data: the data-value curve's back-test missed ({missed}), so the report gives no projection."]
-    parts = [f"`{a['run']}` {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
-             f"{_pct(a['projected_2x_ci'][1])}] ({_pts(a['gain_per_doubling'])} points)" for a in arms]
+    def one(a: dict) -> str:
+        measured = (f"`{a['run']}` measured {', '.join(_pct(q) for q in a['quality'])} at "
+                    f"{a['rows'][0]:,}–{a['rows'][-1]:,} rows")
+        d = a.get("last_doubling") or {}
+        if not d:  # a record without the last doubling's interval: its points only, nothing fitted
+            return measured
+        if d.get("cannot_tell"):
+            return (f"{measured}; the last doubling bought nothing measurable ({_pts(d['diff'])} points "
+                    f"[{_pts(d['ci'][0])}, {_pts(d['ci'][1])}])")
+        spread = a.get("projected_2x_spread") or []
+        forms = f", {_pct(spread[0])}–{_pct(spread[1])} across forms" if len(spread) == 2 else ""
+        return (f"{measured}; projected at twice the rows {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
+                f"{_pct(a['projected_2x_ci'][1])}]{forms} ({_pts(a['projected_2x'] - a['quality'][-1])} points over "
+                "the measured, assuming the extra rows are trained on at the same epochs)")
+
+    grew = [a for a in arms if (a.get("last_doubling") or {}) and not a["last_doubling"].get("cannot_tell")]
     later = (c.get("verdict_at_2x") or {}).get("decision")
-    return ["- More data (a projection from the data-value curve, not measured): with twice the training rows, "
-            + "; ".join(parts) + (f"; projected verdict **{later}**" if later else "") + "."]
+    return ["- More data (the data-value curve): " + "; ".join(one(a) for a in arms)
+            + (f"; projected verdict with twice the training rows **{later}**" if later and len(grew) == len(arms)
+               else "") + "."]
 
 
 def rewrite(readme: str, metrics: dict, clock: dict) -> str:

@@ -1,6 +1,7 @@
 """The report's sections that carry its claims: the first screen (verdict, recommendation, measured apart from
-projected, caveats), which differences are real and which are equivalent, derived variants against their parents,
-the search budget, GPU sizing as a pivot, and the glossary of every term (presentation only)."""
+projected, caveats), which differences are real and which cheaper runs are shown within max_loss of the best,
+derived variants against their parents and the search budget (presentation only; the rule's words are
+``bakeoff.report.choice``, GPU sizing ``bakeoff.report.sizing``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import pandas as pd
 
 from bakeoff.core import runs
 from bakeoff.decide.statistics import round_sig
+from bakeoff.report.choice import against_best_lines, technique_words
 from bakeoff.report.tables import _fmt, image, search_lines
 
 
-def pairwise_lines(pw: pd.DataFrame, eq: dict | None = None, margin: float = 0.05,
-                   images: dict | None = None) -> list[str]:
+def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | None = None) -> list[str]:
     """The pairwise tests as a compact matrix: row minus column in points, with the Holm-adjusted p (every pair in
     ``reports/pairwise.csv``)."""
     if pw is None or pw.empty:
@@ -35,7 +36,7 @@ def pairwise_lines(pw: pd.DataFrame, eq: dict | None = None, margin: float = 0.0
              "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
     for a in names:
         lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
-    return lines + ["", *image(images, "pairwise", "pairwise differences"), *equivalence_lines(eq or {}, margin)]
+    return lines + ["", *image(images, "pairwise", "pairwise differences"), *against_best_lines(rec or {})]
 
 
 def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
@@ -52,11 +53,8 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
         gain = "no gain was measured"
     rows = [("Fine-tune?", f"**{v['decision']}**: {gain}, {on}")]
     run = rec.get("run")
-    if rec.get("action") == "fine-tune" and run:
-        why = "the lowest [all-in](#glossary) cost among the runs the test cannot tell apart from the best"
-        if v.get("variant") and run != v["variant"]:
-            why += f" (`{v['variant']}` led on validation; the test split cannot tell them apart)"
-        rows.append(("Technique", f"`{run}`: {why}"))
+    if rec.get("action") in ("fine-tune", "inconclusive") and run and rec.get("kind", "variant") == "variant":
+        rows.append(("Technique", technique_words(rec, v) if rec.get("choice") else f"`{run}`"))
         a = (costs or {}).get(run) or {}
         if a:
             card = (f"{a['smallest_card']}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
@@ -70,7 +68,10 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
                          f"~{per_day:,.0f} requests a day ([break-even](#glossary))")
             rows.append(("Cost", cost))
     elif run:
-        rows += [("Technique", f"prompting: `{run}`, no fine-tuning"), ("Card", "none to train"),
+        said = f"prompting: `{run}`, no fine-tuning"
+        if rec.get("choice") and rec["choice"].get("replaced"):
+            said += f" ({technique_words(rec, v)})"
+        rows += [("Technique", said), ("Card", "none to train"),
                  ("Cost", "the prompt tokens of every request (below: the serving break-even)")]
     return ["## Answer", "", "| question | answer |", "|---|---|", *[f"| {q} | {a} |" for q, a in rows], ""]
 
@@ -101,8 +102,9 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
     projected += cost_lines(v, c)
     if projected:
         target = scope.get("target")
-        lines += [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model and "
-                  "assumed MFU and prices, not measured):"), "", *[f"- {m}" for m in projected], ""]
+        lines += [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model, "
+                  "the FLOP utilisation in GPU sizing and example prices, not measured):"), "",
+                  *[f"- {m}" for m in projected], ""]
         if target:
             lines += [("To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
                       "and run `dvc exp run -S model.base=<it>` on the card."), ""]
@@ -130,7 +132,10 @@ def cost_lines(v: dict, c: dict) -> list[str]:
         said = (f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
                 f"1,000 requests {priced}) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
                 f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
-                f"~{round_sig(per_day):,.0f} requests a day, prompting below it")
+                f"~{round_sig(per_day):,.0f} requests a day, prompting below it; that assumes the card can serve "
+                f"about {round_sig(per_day / 86400):g} requests a second"
+                + (f" of `{(v.get('scope') or {})['target']}`" if (v.get("scope") or {}).get("target") else "")
+                + ", a serving throughput assumed, not measured")
         if c.get("all_in"):
             a = c["all_in"]
             said += ("; training's all-in "
@@ -251,99 +256,3 @@ def as_pct(x) -> str:
 def objective_words(rec: dict) -> str:
     return {"val_loss": "its own validation loss (for DPO, the preference loss: it can fall while the task gets worse)",
             "metric": "the task metric"}.get(rec.get("objective"), str(rec.get("objective")))
-
-
-def equivalence_lines(eq: dict, margin: float) -> list[str]:
-    if not eq:
-        return []
-    rows = [f"| `{n}` | `{e['against']}` | {e['diff'] * 100:+.1f} | [{e['ci90_low'] * 100:+.1f}, "
-            f"{e['ci90_high'] * 100:+.1f}] | "
-            f"{e['p']:.2g} | {'equivalent' if e['equivalent'] else 'not shown'} |" for n, e in eq.items()]
-    return [(f"**Equivalence within {margin * 100:.0f} points** (`verdict.min_gain`) of each group-A member to its "
-            "leader, paired TOST on the test split: \"equivalent\" only where both one-sided tests reject; \"not "
-            "shown\" means the items cannot tell, not that the runs are the same."), "",
-            "| run | leader | Δ points | 90% interval | TOST p | within the margin |", "|---|---|---|---|---|---|",
-            *rows, ""]
-
-
-def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
-    """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
-    (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
-    from bakeoff.decide.recommend import sig, usd_range
-    from bakeoff.decide.sizing import mfu_text
-
-    calib = sized["calibration"]
-    kind = calib.get("measured_on") or "this machine's peaks"
-    lines = ["## GPU sizing", "",
-             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
-              "activations and "
-             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
-             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
-             "|---|---|---|---|---|---|---|"]
-    for r in calib["rows"]:
-        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
-                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
-    if calib["rows"]:
-        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
-                if "CPU" in kind else "CUDA context and workspaces")
-        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
-                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
-    s = params.sizing
-    tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
-        else "the tokens each variant saw here"
-    seq = s.target_seq_len or "each variant's max_seq_len"
-    mb = s.target_micro_batch or "each variant's micro_batch"
-    gpu = sized.get("gpu_check") or {}
-    on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
-    fits = sized["fits"]
-    variants = list(dict.fromkeys(f["variant"] for f in fits))
-    targets = list(dict.fromkeys(f["target"] for f in fits))
-    at = {(f["target"], f["variant"]): f for f in fits}
-
-    def row(t: str, v: str, f: dict) -> str:
-        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
-        cheap = f.get("cheapest_gpu") or "–"
-        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
-        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
-
-    lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
-                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
-                  f"{on if gpu.get('overhead') else 'assumed'}), "
-                  f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
-                  "least for the whole job (a faster card can cost less in all); its training cost is for "
-                  f"{tok}, from {mfu_text(s)} of the card's peak FLOP/s (`sizing.mfu`, "
-                  f"{on + ', at 1B: HFU, recompute counted' if gpu.get('mfu') else 'assumed'}) "
-                  f"to {mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
-                  "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
-                  "search and the parent. Every fit: `reports/sizing.json`." + (
-                      f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
-                      f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full "
-                      "fine-tuning at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)."
-                      if gpu.get("peaks") else "")), "",
-              "| target | variant | needs | smallest card | cheapest card | training there |",
-              "|---|---|---|---|---|---|"]
-    for t in targets:
-        lines += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
-    return lines + all_in_lines(costs) + [""]
-
-
-def all_in_lines(costs: dict | None) -> list[str]:
-    """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
-    from bakeoff.decide.recommend import usd_range
-
-    if not costs:
-        return []
-    lines = ["", ("All in on the sizing target (training on the cheapest card + its share of the search it used + its "
-                 "parent, each from the assumed MFU range); bought alone, an arm pays its whole search, and its "
-                 "parent's:"), "",
-             "| variant | card | training | search share | parent | all in | bought alone |",
-             "|---|---|---|---|---|---|---|"]
-    for n, c in costs.items():
-        parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
-        lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
-                     f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
-                     f"{usd_range(c['usd'], c['usd_high'])} | "
-                     f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
-    return lines
-
-

@@ -66,16 +66,16 @@ def _serving_lines(s: dict) -> list[str]:
         return []
     inf = s.get("in_framework") or {}
     out = [(f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
-            "on this machine, nothing cached; in-framework figures from the evaluation beside them:"), "",
+            "on this machine, nothing cached:"), "",
            "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
            "|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
                    f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |")
-    if inf.get("latency_p50_s") is not None:
-        out.append(f"| transformers in-framework ({inf.get('serving_dtype')}) | 1 | {inf['latency_p50_s']:.3f} s "
-                   f"| {inf['latency_p95_s']:.3f} s | {inf.get('latency_tokens_per_s') or 0:.1f} |")
-    return out + ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", ""]
+    apart = ([(f"In-framework (transformers, {inf.get('serving_dtype')}) at batch 1 the evaluation stage timed p50 "
+               f"{inf['latency_p50_s']:.3f} s, in another process at another time: not interleaved with the figures "
+               "above, so not compared with them."), ""] if inf.get("latency_p50_s") is not None else [])
+    return out + ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", "", *apart]
 
 
 def throughput_words(rows: list[dict], band: float = 0.10) -> str:

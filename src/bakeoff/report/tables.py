@@ -106,6 +106,9 @@ def search_lines(df: pd.DataFrame) -> list[str]:
                         f"validation at {rec.get('trial_steps')} steps; "
                         + (f"the search chose {_values(rec['values'])}, which scored {rec['best_value']:.4g} there"
                            if rec.get("beat_recipe") else "no trial scored better there, so the recipe trains"))
+        tie = tied_search(rec)
+        if tie:
+            said.append(tie)
         row = df[df["name"] == name].iloc[0]
         if row.get("adopted_from_trial") == row.get("adopted_from_trial") and row.get("adopted_from_trial") is not None:
             said.append(f"its training run is the search's trial {int(row['adopted_from_trial'])}, the same run, "
@@ -120,6 +123,18 @@ def search_lines(df: pd.DataFrame) -> list[str]:
         if said:
             out.append(f"- `{name}`: " + "; ".join(said) + ".")
     return ["", "**Searches** (on the validation split, the test split never read):", *out] if out else []
+
+
+def tied_search(rec: dict) -> str | None:
+    """A search whose finished trials all scored the same on validation did not discriminate: its choice is the
+    recipe's by default, and what it cost was spent without informing the choice (said, not priced as a gain)."""
+    done = [t for t in rec.get("trials") or [] if t.get("state") == "complete" and t.get("value") is not None]
+    if len(done) < 2 or len({round(float(t["value"]), 6) for t in done}) > 1:
+        return None
+    spent = sum(t.get("wall_s") or 0 for t in done)
+    return (f"**its {len(done)} trials all scored {float(done[0]['value']):.4g} on validation: the search did not "
+            f"discriminate**, so its choice is no better informed than the recipe, and its {spent:,.0f} s here "
+            f"({sum(t.get('tokens_seen') or 0 for t in done):,} tokens) were spent without informing it")
 
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:

@@ -133,10 +133,13 @@ class Estimator:
             except ValueError:
                 return REFERENCE["other"]
             trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
-            # curve.schedule steps (the default): every share trains the arm's own steps, so it costs the arm's
-            # whole training run whatever its share; epochs: the share's part of it (at least a quarter)
+            # curve.schedule steps: every share trains the arm's own steps, so it costs the arm's whole training
+            # run whatever its share; epochs (the default): the share's part of it, at least curve.min_steps (as
+            # bakeoff.evaluate.curve.steps_at trains it)
             epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
-            part = max(f, 0.25) if epochs else 1.0
+            v = p.variants.get(arm) if p is not None else None
+            most = (v.train.max_steps if v is not None else p.train_defaults.max_steps) if p is not None else 0
+            part = min(1.0, max(f, p.curve.min_steps / most)) if epochs and most else 1.0
             return ((REFERENCE["train"] * self._steps(arm) * part if trains else 0.0) + REFERENCE["evaluate"] * test / 3
                     + 15.0) * self.size
         steps = self._steps(key)

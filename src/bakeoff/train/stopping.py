@@ -101,13 +101,16 @@ def convergence(history: list[dict], val_curve: list[dict], stopped_early: bool,
     ``improving``, where per-row validation losses exist; else its last validation loss is its lowest and the
     training loss fell more than ``improving_drop`` over the last quarter: more steps would likely change its
     rank), or ``converged``; ``stopped early while still improving`` names a stopped run the rule still saw
-    falling. Without validation points the training loss alone decides."""
+    falling. Without per-row losses, the validation curve decides: ``still improving`` while its last loss is its
+    lowest, ``converged`` once it is not; with fewer than 2 validation points, a falling training loss says ``still
+    improving`` and nothing says ``converged`` (a training loss cannot show that a run stopped gaining)."""
     if improving is not None:
         if stopped_early:
             return "stopped early while still improving" if improving else "stopped early"
         return "still improving" if improving else "converged"
     if stopped_early:
         return "stopped early"
+    if len(val_curve) >= 2:
+        return "still improving" if val_curve[-1]["loss"] < min(v["loss"] for v in val_curve[:-1]) else "converged"
     drop = loss_drop(history)
-    val_still_falling = not val_curve or val_curve[-1]["loss"] <= min(v["loss"] for v in val_curve)
-    return "still improving" if drop is not None and drop > improving_drop and val_still_falling else "converged"
+    return "still improving" if drop is not None and drop > improving_drop else "not judged (under 2 validation points)"

@@ -1,0 +1,107 @@
+"""The FLOP utilisation each time estimate divides by, taken at the target's shape: the GPU check's row of the
+technique nearest the target in size (measured, on the check's card), or ``sizing.mfu`` (assumed), per fit.
+
+    rows = measured_speeds()                                   # reports/bench/gpu.json's rows with their HFU
+    speed = speed_at(params.sizing, shape, "lora", False, rows) # a Speed: mfu, its low end, measured or assumed, why
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bakeoff.decide.memory import Shape
+
+# benchmarks/gpu_check.py's record, committed. Not a DVC dep of compare: a copy of the project (a test's) has none,
+# and a missing dep stops `dvc repro`. Sizing takes each technique's utilisation from it (sizing.mfu_from:
+# gpu_check), so after a new check run `dvc repro -f compare`; where there is no record the figures are "assumed".
+GPU_CHECK = "reports/bench/gpu.json"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The FLOP utilisation one technique's time at one target divides by, and where it comes from."""
+
+    mfu: float
+    mfu_low: float
+    how: str  # "measured" (a GPU-check row) or "assumed" (sizing.mfu)
+    why: str  # words for the report: the row, its size and shape, or why the figure is assumed
+    device: str | None = None  # the card the row was measured on
+    row: str | None = None  # "<part> <row>" in reports/bench/gpu.json
+
+
+def measured_speeds(path: str | None = None) -> list[dict]:
+    """Every row of the GPU check's record that measured one technique as sizing prices it (``full``, ``lora``,
+    ``qlora`` and ``<technique> + checkpointing``), with its HFU on the check's card (``bakeoff.core.flops.hfu``: the
+    utilisation ``train_hours`` divides hardware FLOPs by). [] without a record."""
+    import json
+    from pathlib import Path
+
+    from bakeoff.core.flops import hfu
+
+    try:
+        res = json.loads(Path(path or GPU_CHECK).read_text())
+    except (OSError, ValueError):
+        return []
+    peak = ((res.get("mfu") or {}).get("peak_tflops") or 0) * 1e12
+    device = (res.get("env") or {}).get("device")
+    out = []
+    for part in ("8b", "mfu"):
+        for name, r in ((res.get(part) or {}).get("rows") or {}).items():
+            st = r.get("setup") or {}
+            t, ckpt = st.get("technique"), bool(st.get("gradient_checkpointing"))
+            if (r.get("status") != "ok" or not peak or not r.get("tokens_per_s") or not r.get("flop_params")
+                    or name != (f"{t} + checkpointing" if ckpt else t)):
+                continue
+            out.append({"part": part, "row": name, "technique": t, "checkpointing": ckpt,
+                        "flop_params": int(r["flop_params"]), "micro_batch": st.get("micro_batch"),
+                        "seq_len": st.get("seq_len"), "device": device,
+                        "hfu": hfu(r["tokens_per_s"], r["flop_params"], t, peak, ckpt)})
+    return out
+
+
+def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[dict]) -> Speed:
+    """The utilisation for ``technique`` at ``shape`` (``s``: params.sizing): with ``mfu_from: gpu_check``, the
+    measured row of that technique nearest the target in parameter count (then the same checkpointing), taken at
+    that row's size and shape, not scaled; else, or where none was measured, ``sizing.mfu``, labelled assumed. The
+    pessimistic end is ``sizing.mfu_low`` (unset: half), never above the figure itself."""
+    import math
+
+    from bakeoff.core.sections import per_technique
+
+    def low(m: float) -> float:
+        return m / 2 if s.mfu_low is None else min(m, per_technique(s.mfu_low, technique))
+
+    def nearest(rows: list[dict]) -> dict:
+        return min(rows, key=lambda r: (round(abs(math.log(r["flop_params"] / shape.flop_params)), 3),
+                                        r["checkpointing"] != checkpointing))
+
+    def where(r: dict) -> str:
+        gap = r["flop_params"] / shape.flop_params
+        scaled = "" if 0.8 < gap < 1.25 else f", applied to {shape.flop_params / 1e9:.1f}B unscaled (the nearest size)"
+        return (f"gpu_check.py, {r['part']} {r['row']}: {r['flop_params'] / 1e9:.1f}B parameters, {r['micro_batch']} × "
+                f"{r['seq_len']} tokens{scaled}")
+
+    measured = speeds if s.mfu_from == "gpu_check" else []
+    rows = [r for r in measured if r["technique"] == technique]
+    if rows:
+        r = nearest(rows)
+        return Speed(r["hfu"], low(r["hfu"]), "measured", f"measured on an {r['device'] or 'GPU'} ({where(r)})",
+                     r["device"], f"{r['part']} {r['row']}")
+    lora = [r for r in measured if r["technique"] == "lora"] if technique == "dpo" else []
+    if lora:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed
+        r = nearest(lora)
+        return Speed(r["hfu"], low(r["hfu"]), "assumed",
+                     f"assumed: DPO was never measured; LoRA's figure at this size ({where(r)})", r["device"])
+    m = s.mfu_for(technique)
+    why = ("sizing.mfu_from is params" if s.mfu_from != "gpu_check"
+           else "no GPU-check record (reports/bench/gpu.json)" if not speeds
+           else f"{technique} was never measured by the GPU check")
+    return Speed(m, low(m), "assumed", f"assumed: sizing.mfu ({why})")
+
+
+def on_card(speed: Speed, card: str | None) -> dict:
+    """A fit's ``mfu_source``: the speed's fields, and whether the card it is priced on is the one measured."""
+    out = {**speed.__dict__}
+    if speed.how == "measured" and card and card not in (speed.device or ""):
+        out["card"] = f"assumed the same on {card}"
+    return out

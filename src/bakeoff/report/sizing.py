@@ -1,0 +1,115 @@
+"""The report's GPU sizing section: the memory model against this run's peaks and the GPU check's, each technique's
+FLOP utilisation at the target and where it comes from, the target × variant pivot and every variant all in
+(projections, said so; presentation only)."""
+
+from __future__ import annotations
+
+
+def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
+    """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
+    (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
+    from bakeoff.decide.recommend import sig, usd_range
+    from bakeoff.decide.sizing import mfu_text
+
+    calib = sized["calibration"]
+    kind = calib.get("measured_on") or "this machine's peaks"
+    lines = ["## GPU sizing", "",
+             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
+              "activations and "
+             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
+             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in calib["rows"]:
+        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
+                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
+    if calib["rows"]:
+        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
+                if "CPU" in kind else "CUDA context and workspaces")
+        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
+    s = params.sizing
+    tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
+        else "the tokens each variant saw here"
+    seq = s.target_seq_len or "each variant's max_seq_len"
+    mb = s.target_micro_batch or "each variant's micro_batch"
+    gpu = sized.get("gpu_check") or {}
+    on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
+    fits = sized["fits"]
+    variants = list(dict.fromkeys(f["variant"] for f in fits))
+    targets = list(dict.fromkeys(f["target"] for f in fits))
+    at = {(f["target"], f["variant"]): f for f in fits}
+
+    def row(t: str, v: str, f: dict) -> str:
+        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
+        cheap = f.get("cheapest_gpu") or "–"
+        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
+        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
+
+    lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
+                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
+                  f"{on if gpu.get('overhead') else 'assumed'}), "
+                  f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
+                  "least for the whole job (a faster card can cost less in all); its training cost is for "
+                  f"{tok}, at each technique's FLOP utilisation at the target, down to "
+                  f"{'half of it' if s.mfu_low is None else mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
+                  "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
+                  "search and the parent. Every fit, with its utilisation and where it comes from: "
+                  "`reports/sizing.json`." + memory_check_words(gpu)), "",
+              *speed_lines(fits, s.target), "",
+              "| target | variant | needs | smallest card | cheapest card | training there |",
+              "|---|---|---|---|---|---|"]
+    for t in targets:
+        lines += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
+    return lines + all_in_lines(costs) + [""]
+
+
+def memory_check_words(gpu: dict) -> str:
+    """How close the memory model came to the GPU check's CUDA peaks: in sample (the model revised on them) and out
+    of sample (the model as it stood when they were measured)."""
+    if not gpu.get("peaks"):
+        return ""
+    said = (f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
+            f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full fine-tuning "
+            "at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)")
+    out = gpu.get("out_of_sample")
+    if not out:
+        return said + "."
+    return (said + f", largest error {gpu['largest']:.0%}: in sample, as it was revised on these peaks. Out of "
+            f"sample ({out['how']}): within 10% of {out['within_10']} of {out['peaks']}, largest error "
+            f"{out['largest']:.0%}.")
+
+
+def speed_lines(fits: list[dict], target: str | None) -> list[str]:
+    """Each technique's utilisation at the sizing target, and where it comes from (measured row or assumed)."""
+    seen, rows = set(), []
+    for f in fits:
+        src = f.get("mfu_source") or {}
+        if not src or f["target"] != target or f.get("technique") in seen:
+            continue
+        seen.add(f.get("technique"))
+        card = f"; {src['card']}" if src.get("card") else ""
+        rows.append(f"| {f['technique']} | {f['mfu']:.1%} to {src['mfu_low']:.1%} | {src['why']}{card} |")
+    if not rows:
+        return []
+    return [f"FLOP utilisation at `{target}` (HFU: recompute counted), per technique:", "",
+            "| technique | utilisation | from |", "|---|---|---|", *rows]
+
+
+def all_in_lines(costs: dict | None) -> list[str]:
+    """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
+    from bakeoff.decide.recommend import usd_range
+
+    if not costs:
+        return []
+    lines = ["", ("All in on the sizing target (training on the cheapest card + its share of the search it used + its "
+                 "parent, each over its utilisation range above); bought alone, an arm pays its whole search, and its "
+                 "parent's:"), "",
+             "| variant | card | training | search share | parent | all in | bought alone |",
+             "|---|---|---|---|---|---|---|"]
+    for n, c in costs.items():
+        parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
+        lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
+                     f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
+                     f"{usd_range(c['usd'], c['usd_high'])} | "
+                     f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
+    return lines
