@@ -184,3 +184,29 @@ def test_the_screenshot_error_never_prints_a_password(monkeypatch, tmp_path):
         screenshots.mlflow_picture(None, load_params(ROOT / "params.yaml"), "0" * 40, tmp_path / "x.png")
     assert "no repro run" in str(stop.value) and "127.0.0.1:5000" in str(stop.value)
     assert "hunter2" not in str(stop.value)
+
+
+def test_the_committed_report_is_the_one_compare_wrote_from_todays_params():
+    """The committed report was written by the `compare` stage dvc.lock records, from params.yaml as it is: every
+    params key compare depends on (verdict, cost, sizing, curve, the arms) holds the value it ran with, and every file
+    it wrote is the committed one. A key changed after the run, or a report edited by hand, fails here:
+    run `make repro` (or `dvc repro compare` where only compare's inputs changed)."""
+    import hashlib
+
+    import yaml
+
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]["compare"]
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+    def value(key: str):
+        node = params
+        for part in key.split("."):
+            node = (node or {}).get(part)
+        return node
+
+    ran = lock["params"]["params.yaml"]
+    stale = [k for k, v in ran.items() if value(k) != v]
+    assert not stale, f"params.yaml's {stale} differ from what the committed report was made with: run make repro"
+    edited = [o["path"] for o in lock["outs"] if (ROOT / o["path"]).is_file()
+              and hashlib.md5((ROOT / o["path"]).read_bytes()).hexdigest() != o["md5"]]
+    assert not edited, f"{edited} are not what compare wrote (dvc.lock): run make repro"

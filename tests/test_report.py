@@ -432,7 +432,11 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
     assert "**fine-tune**: `full` gains +61.7 points [+48.3, +73.4]" in text and "60 test items" in text
     assert "| Technique | `lora`: $15 less (projected, bought alone), -0.2 points [-0.6, +0.2] against `full`; shown " \
         "within 2 points (`full` led on validation) |" in text, text
-    assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text
+    assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text and "(~25 GB)" in text
+    two = answer_lines(v, {}, {"lora": {**costs["lora"], "smallest_gpus": 2, "smallest_card": "H200",
+                                        "need_gb": 136.4}})
+    said = "\n".join(two)
+    assert "| Card | 2× H200, the [smallest](#glossary) that holds `lora` for `llama-3.1-8b` (~140 GB)" in said
     assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
     assert "~190,000 requests a day" in text   # two significant figures, as the serving sentence below says it
     prompting = answer_lines({"decision": "prompting is enough", "recommendation": {"action": "prompt",

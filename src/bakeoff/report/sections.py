@@ -57,8 +57,12 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
         rows.append(("Technique", technique_words(rec, v) if rec.get("choice") else f"`{run}`"))
         a = (costs or {}).get(run) or {}
         if a:
-            card = (f"{a['smallest_card']}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
-                    f"(~{a['need_gb']:.0f} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))")
+            from bakeoff.decide.recommend import sig
+
+            n = a.get("smallest_gpus") or 1
+            smallest = f"{n}× {a['smallest_card']}" if n > 1 else a["smallest_card"]
+            card = (f"{smallest}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
+                    f"(~{sig(a['need_gb'])} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))")
             rows.append(("Card", card))
             price = usd_range(a.get("alone_usd", a["usd"]), a.get("alone_usd_high", a["usd_high"]))
             cost = f"{price} all in to buy `{run}` (its training and its whole search; projected)"
