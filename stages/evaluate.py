@@ -11,11 +11,14 @@ import sys
 
 from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
-from bakeoff.evaluate.variant import evaluate_variant
+from bakeoff.core.supervise import supervise
 
 
 @cli
 def main() -> None:
+    supervise("evaluate", sys.argv[1])  # a kill (host OOM) becomes this arm's status; the work runs in a child
+    from bakeoff.evaluate.variant import evaluate_variant
+
     evaluate_variant(load_params(), sys.argv[1])
 
 

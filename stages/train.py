@@ -11,11 +11,14 @@ from pathlib import Path
 
 from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
-from bakeoff.train.variant import run_variant
+from bakeoff.core.supervise import supervise
 
 
 @cli
 def main() -> None:
+    supervise("train", sys.argv[1])  # a kill (host OOM) becomes this arm's status; the work runs in a child
+    from bakeoff.train.variant import run_variant
+
     run_variant(str(Path(__file__).resolve()), sys.argv[1], load_params())
 
 

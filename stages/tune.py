@@ -17,12 +17,17 @@ import sys
 
 from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
-from bakeoff.search.arm import tune_arm
+from bakeoff.core.supervise import supervise
 
 
 @cli
 def main() -> None:
-    tune_arm(load_params(), sys.argv[1])
+    params = load_params()
+    # a trial that kills the process (host OOM): the study resumes in a new one, a second loss counts as failed
+    supervise("tune", sys.argv[1], tries=params.tune.trials + 1)
+    from bakeoff.search.arm import tune_arm
+
+    tune_arm(params, sys.argv[1])
 
 
 if __name__ == "__main__":

@@ -104,3 +104,8 @@ def quiet_trainer(trainer) -> None:
 
 
 quiet()
+
+# MLflow's credentials out of its URI, before anything (MLflow's links, a traceback, a record) can print it
+from bakeoff.core.secrets import move_tracking_credentials
+
+move_tracking_credentials()

@@ -146,13 +146,61 @@ def _task(raw, src: Source) -> TaskConfig:
                        ("leakage", ("drop", "keep", "error"))):
         check(getattr(task, k) in allowed, src, f"task.{k}",
               f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
-    check(task.val_size == "auto" or isinstance(task.val_size, (int, float)) and task.val_size >= 0, src,
-          "task.val_size", f"must be a fraction < 1, a count ≥ 1 or auto; got {task.val_size!r}")
+    for key, size, own in (("val_size", task.val_size, task.val), ("test_size", task.test_size, task.test)):
+        number = isinstance(size, (int, float)) and not isinstance(size, bool)
+        auto = " or auto" if key == "val_size" else ""
+        empty = "nothing to choose winners on" if key == "val_size" else "nothing to score"
+        check(own or size == "auto" and auto or number and 0 < size and (size < 1 or size == int(size)), src,
+              f"task.{key}", f"must be a fraction in (0, 1) or a whole count ≥ 1{auto}; got {size!r} (an empty "
+              f"{key[:-5]} split would leave {empty})")
     check(task.labels is None or (isinstance(task.labels, str) and task.labels.strip() != "")
           or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
           src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "
                               f"got {task.labels!r}")
+    _check_template(task, src)
+    _check_prefs(task, src)
     return task
+
+
+SHIPPED = {"train": "data/raw/tickets.jsonl", "prefs": "data/raw/prefs.jsonl"}  # the default task's own files
+
+
+def _check_prefs(task: TaskConfig, src: Source) -> None:
+    """The shipped preference pairs belong to the shipped tickets task: with another train file, DPO would learn
+    another task's preferences in silence."""
+    def norm(p):
+        return Path(p).as_posix().removeprefix("./") if isinstance(p, str) else p
+
+    check(not (norm(task.prefs) == SHIPPED["prefs"] and norm(task.train) != SHIPPED["train"]), src, "task.prefs",
+          f"is the shipped tickets task's preference pairs ({SHIPPED['prefs']}), but task.train is {task.train}: "
+          "dpo would train on another task's pairs. Set task.prefs: null (dpo is then skipped) or point it at "
+          "your own pairs (their columns: task.prefs_columns)")
+
+
+ANSWER_FIELDS = ("completion", "output", "chosen", "rejected")  # the answer's columns in the formats bakeoff reads
+
+
+def _check_template(task: TaskConfig, src: Source) -> None:
+    """``task.prompt_template``: well formed (a literal brace doubled), and naming no answer column, which would copy
+    each row's reference answer into its own prompt (every arm then scores on a leak)."""
+    import string
+
+    if task.prompt_template is None:
+        return
+    check(isinstance(task.prompt_template, str), src, "task.prompt_template",
+          f"must be a string such as 'Classify: {{prompt}}'; got {task.prompt_template!r}")
+    try:
+        names = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(task.prompt_template)
+                 if f is not None}
+    except ValueError as e:
+        raise src.error("task.prompt_template", f"is not a valid template ({e}): fields are {{column}}, and a "
+                                                "literal brace is written {{ or }}") from None
+    columns = task.columns if isinstance(task.columns, dict) else {}
+    answers = {*ANSWER_FIELDS, *(columns.get(k) for k in ANSWER_FIELDS if columns.get(k))}
+    leak = sorted(n for n in names if n in answers)
+    check(not leak, src, "task.prompt_template",
+          f"names {', '.join(repr(x) for x in leak)}, the answer's column: every prompt would carry its own "
+          "reference answer and every arm would score on the leak; name only input columns ({prompt} and others)")
 
 
 def _eval(raw, src: Source) -> EvalConfig:

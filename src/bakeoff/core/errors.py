@@ -18,7 +18,9 @@ def cli(fn):
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            print(f"error: {e}", file=sys.stderr)
+            from bakeoff.core.secrets import scrub
+
+            print(f"error: {scrub(str(e))}", file=sys.stderr)
             sys.exit(2)
 
     return wrapper

@@ -179,12 +179,14 @@ def classify(exc: BaseException) -> tuple[str, str]:
     """(status, reason) for an exception raised while a run was training or evaluating."""
     import torch
 
-    text = f"{type(exc).__name__}: {exc}".strip()
+    from bakeoff.core.secrets import scrub
+
+    text = scrub(f"{type(exc).__name__}: {exc}".strip())
     if isinstance(exc, Skipped):
         return "skipped", str(exc)
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
         return "oom", text[:2000]
-    return "failed", text[:2000] + "\n" + "".join(traceback.format_tb(exc.__traceback__, limit=-3))
+    return "failed", text[:2000] + "\n" + scrub("".join(traceback.format_tb(exc.__traceback__, limit=-3)))
 
 
 def guarded(record: dict, work) -> dict:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from bakeoff.core.errors import UserError
+from bakeoff.core.secrets import credential_in
 
 
 class ParamsError(UserError):
@@ -259,6 +260,11 @@ def check_endpoint(b, key: str):
             yield f"{key}.endpoint.{k}", "is required (a string)"
     if isinstance(e.get("base_url"), str) and not e["base_url"].startswith(("http://", "https://")):
         yield f"{key}.endpoint.base_url", f"must start with http:// or https://; got {e['base_url']!r}"
+    secret = credential_in(e.get("base_url")) if isinstance(e.get("base_url"), str) else None
+    if secret:
+        yield f"{key}.endpoint.base_url", (f"holds {secret}, and params.yaml is committed (and copied into dvc.lock, "
+                                           "eval.json and MLflow): write the URL without it and put the key in an "
+                                           "environment variable named by api_key_env")
     if "api_key" in e:
         yield f"{key}.endpoint.api_key", "never write a key into params.yaml: name its variable in api_key_env"
     for k in ("concurrency", "max_retries"):

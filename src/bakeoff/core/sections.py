@@ -28,6 +28,7 @@ class TaskConfig:
     prefs: str | None = None
     format: str = "auto"  # auto | jsonl | csv | parquet
     columns: dict = field(default_factory=dict)  # ours → the user's column, e.g. {prompt: text, completion: label}
+    prefs_columns: dict = field(default_factory=dict)  # the same for the preference file: {prompt, chosen, rejected}
     prompt_template: str | None = None  # e.g. "Classify the review: {prompt}"
     system_prompt: str | None = None
     # auto: 10% of train, 40 to 400 rows (bakeoff.data.examples.auto_val); < 1: a fraction; ≥ 1: a count

@@ -93,7 +93,13 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
+                    if line.strip() in ("[", "[{") or (line.lstrip().startswith("[") and i == 1):
+                        raise DataError(f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
+                                        f"e.g. jq -c '.[]' {path} > rows.jsonl") from None
                     raise DataError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
+                if isinstance(row, list):
+                    raise DataError(f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
+                                    f"e.g. jq -c '.[]' {path} > rows.jsonl")
                 if not isinstance(row, dict):
                     raise DataError(f"{path}:{i}: expected a JSON object, got {type(row).__name__}")
                 yield f"{path}:{i}", row
@@ -147,14 +153,16 @@ def _text(value, where: str, key: str) -> str:
     return text
 
 
-def _missing(where: str, row: dict, need: tuple[str, ...], columns: dict) -> DataError:
+def _missing(where: str, row: dict, need: tuple[str, ...], columns: dict, key: str = "task.columns") -> DataError:
     found = ", ".join(map(str, row)) or "none"
     missing = [k for k in need if columns.get(k, k) not in row]
     hint = ""
     others = [c for c in row if c not in columns.values()]
     if len(others) >= len(missing):
         guess = dict(zip(missing, others))
-        hint = f"; map your columns in params.yaml, e.g. task.columns: {json.dumps(guess)}"
+        hint = f"; map your columns in params.yaml, e.g. {key}: {json.dumps(guess)}"
+    if key == "task.prefs_columns":
+        hint += "; no preference pairs for this task? set task.prefs: null (dpo is then skipped)"
     return DataError(f"{where}: missing {', '.join(repr(m) for m in missing)} (found columns: {found}){hint}")
 
 
@@ -164,6 +172,9 @@ def _prompt_messages(prompt: str, row: dict, template: str | None, system: str |
             prompt = template.format(**{**row, "prompt": prompt})
         except (KeyError, IndexError) as e:
             raise DataError(f"{where}: task.prompt_template names {e} which this row does not have") from None
+        except ValueError as e:  # a lone brace: checked with params, kept here for templates built elsewhere
+            raise DataError(f"{where}: task.prompt_template is not a valid template ({e}); write a literal brace "
+                            "as {{ or }}") from None
     msgs = [{"role": "system", "content": system}] if system else []
     return msgs + [{"role": "user", "content": prompt}]
 
@@ -268,12 +279,13 @@ def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = No
 
 def read_pairs(path: str | Path, fmt: str = "auto", columns: dict | None = None,
                template: str | None = None, system: str | None = None) -> list[Pair]:
-    """Read preference rows (prompt, chosen, rejected) into Pairs."""
+    """Read preference rows (prompt, chosen, rejected) into Pairs; ``columns``: the pairs' own mapping
+    (``task.prefs_columns``), never the task's."""
     columns = columns or {}
     out = []
     for where, row in iter_raw(path, fmt):
         if any(columns.get(k, k) not in row for k in PREF_FIELDS):
-            raise _missing(where, row, PREF_FIELDS, columns)
+            raise _missing(where, row, PREF_FIELDS, columns, "task.prefs_columns")
         prompt, chosen, rejected = (_text(row[columns.get(k, k)], where, columns.get(k, k)) for k in PREF_FIELDS)
         if chosen.strip() == rejected.strip():
             raise DataError(f"{where}: 'chosen' and 'rejected' are the same text; a preference pair needs two answers")
@@ -299,15 +311,24 @@ def auto_val(n_rest: int) -> int:
     return min(VAL_CAP, max(VAL_FLOOR, round(VAL_SHARE * n_rest)), n_rest // 2)
 
 
-def split(items: list, val_size, test_size: float, seed: int) -> dict[str, list]:
-    """Seeded shuffle, then test, val and train slices (sizes: a fraction < 1 or a count; val_size also ``auto``)."""
+def split(items: list, val_size, test_size, seed: int, what: str = "rows") -> dict[str, list]:
+    """Seeded shuffle, then test, val and train slices (sizes: a fraction < 1 or a count; val_size also ``auto``;
+    None: that split is not carved, it comes from its own file). A carved split must hold a row, and train too: each
+    failure names its key and the row count."""
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
-    n_test = _count(test_size, len(items))
-    n_val = auto_val(len(items) - n_test) if val_size == "auto" else _count(val_size, len(items))
-    if n_test + n_val >= len(items):
+    n = len(items)
+    n_test = 0 if test_size is None else _count(test_size, n)
+    if test_size is not None and not 1 <= n_test < n:
+        raise DataError(f"task.test_size: {test_size} gives {n_test} test rows of the {n} {what}: it must leave at "
+                        f"least one row to score and one to train on (a count from 1 to {n - 1}, or a fraction)")
+    n_val = 0 if val_size is None else auto_val(n - n_test) if val_size == "auto" else _count(val_size, n)
+    if val_size is not None and n_val < 1:
+        raise DataError(f"task.val_size: {val_size} gives {n_val} validation rows of the {n} {what}: every search, "
+                        "early stop and winner is judged on validation (a count ≥ 1, a fraction, or auto)")
+    if n_test + n_val >= n:
         raise DataError(f"task.val_size + task.test_size ({n_val} + {n_test}) leave no training rows "
-                        f"out of {len(items)}")
+                        f"out of the {n} {what}")
     pick = [items[i] for i in order]
     return {"test": pick[:n_test], "val": pick[n_test:n_test + n_val], "train": pick[n_test + n_val:]}
 

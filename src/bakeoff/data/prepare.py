@@ -162,6 +162,67 @@ def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tupl
                   "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
 
 
+def prompt_length(tok, messages: list[dict]) -> int:
+    """Tokens of a prompt in the chat template, as generation feeds it (with the assistant's opening)."""
+    ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    if hasattr(ids, "input_ids") or isinstance(ids, dict):
+        ids = ids["input_ids"]
+    return len(ids)
+
+
+def fit_prompts(tok, rows: list[Example], max_len: int, policy: str, split: str) -> tuple[list[Example], dict]:
+    """Val or test rows whose prompt alone exceeds ``max_len`` tokens (the training window): with ``truncate``, the
+    last user turn cut from the left (its end, where the question usually is, kept) until the prompt fits; with
+    ``drop``, the row left out. Either way counted and said, so no arm is evaluated on a prompt longer than the
+    window every variant trained on (one 200,000-token test row would otherwise reach every arm)."""
+    out, long = [], []
+    for ex in rows:
+        n = prompt_length(tok, ex.messages)
+        if n <= max_len:
+            out.append(ex)
+            continue
+        long.append(f"{ex.source} ({n} tokens)")
+        if policy == "drop":
+            continue
+        ids = tok(ex.messages[-1]["content"], add_special_tokens=False)["input_ids"]
+        cut = n - max_len
+        while cut < len(ids):  # decoding can shift a token either way: recount, cut a little more if needed
+            ex.messages[-1] = {**ex.messages[-1], "content": tok.decode(ids[cut:])}
+            if prompt_length(tok, ex.messages) <= max_len:
+                break
+            cut += 8
+        if cut < len(ids):
+            out.append(ex)  # else the rest of the prompt alone (a system prompt) overflows: left out, counted
+    if long:
+        _warn(f"{len(long)} {split} row(s) have a prompt over max_seq_len {max_len} tokens, "
+              f"{'dropped' if policy == 'drop' else 'cut from the left to fit'} (task.overlong): "
+              + "; ".join(long[:3]) + (" ..." if len(long) > 3 else ""))
+    return out, {"count": len(long), "policy": policy, "max_seq_len": max_len, "kept": len(out), "examples": long[:10]}
+
+
+SMALL_TRAIN = 50  # fewer training rows than this: a fine-tune (and the curve's shares) learns from very little
+
+
+def remarks(t, splits: dict, labels) -> dict[str, str]:
+    """What passes the checks but a buyer should hear: a task file DVC does not track (outside data/raw/, editing it
+    reruns nothing), a single answer (a constant scores 100%), a very small train split."""
+    out = {}
+    files = {k: getattr(t, k) for k in ("train", "val", "test", "prefs") if getattr(t, k)}
+    outside = [f"task.{k} ({v})" for k, v in files.items()
+               if not Path(v).resolve().is_relative_to(Path("data/raw").resolve())]
+    if outside:
+        out["untracked_files"] = (f"{', '.join(outside)} lie outside data/raw/, which dvc.yaml tracks: editing them "
+                                  "reruns nothing; move them under data/raw/")
+    answers = {ex.completion.strip() for ex in splits["train"]}
+    if len(answers) == 1 or (isinstance(labels, list) and len(labels) == 1):
+        out["one_answer"] = (f"every training row has the same answer ({next(iter(answers))!r}): a constant scores "
+                             "100% on a test split like it, so no comparison here says anything")
+    if len(splits["train"]) < SMALL_TRAIN:
+        out["small_train"] = (f"{len(splits['train'])} training rows: under {SMALL_TRAIN}, a fine-tune learns from "
+                              "very little and the data-value curve's shares from less; expect wide intervals")
+    return out
+
+
 def small_val(n_val: int, labels) -> str | None:
     """A warning when the validation split is too small for the label set to judge a search or early stopping: under
     two rows per label most labels are never seen there."""
@@ -185,12 +246,19 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
     if t.val:
         splits["val"] = read_examples(t.val, **kw)
     if not t.test or not t.val:
-        carved = split(train, 0 if t.val else t.val_size, 0 if t.test else t.test_size, t.seed)
+        carved = split(train, None if t.val else t.val_size, None if t.test else t.test_size, t.seed,
+                       f"rows of {t.train}")
         splits = {**carved, **{k: v for k, v in splits.items() if k != "train"}}
     splits["train"], checks["leakage"] = drop_leakage(splits["train"], {k: splits[k] for k in ("val", "test")},
                                                       t.leakage)
     splits["train"], checks["overlong"] = handle_overlong(tokenizer, splits["train"],
                                                           params.train_defaults.max_seq_len, t.overlong)
+    for name in ("val", "test"):  # evaluation meets no prompt longer than the training window
+        splits[name], checks[f"overlong_{name}"] = fit_prompts(tokenizer, splits[name],
+                                                               params.train_defaults.max_seq_len, t.overlong, name)
+        if not splits[name]:
+            raise DataError(f"task.overlong: every {name} row's prompt exceeds train_defaults.max_seq_len "
+                            f"({params.train_defaults.max_seq_len} tokens) and was dropped: raise max_seq_len")
     if not splits["train"]:
         raise DataError(f"{t.train}: no training rows left after the checks ({json.dumps(checks)[:300]})")
     for name in ("train", "val", "test"):
@@ -207,13 +275,16 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
     if few:
         checks["val_labels"] = few
         _warn(few)
+    for key, said in remarks(t, splits, stats["labels"]).items():
+        checks[key] = said
+        _warn(said)
     if t.prefs:
-        pairs = read_pairs(t.prefs, **kw)
+        pairs = read_pairs(t.prefs, **{**kw, "columns": t.prefs_columns})  # the pairs' own columns
         try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others
-            p = split(pairs, t.val_size, t.test_size, t.seed)
+            p = split(pairs, t.val_size, t.test_size, t.seed, f"preference pairs of {t.prefs}")
         except DataError:  # too few pairs to spare a val split: DPO trains unsearched, judged on its training loss
             try:
-                p = split(pairs, 0, t.test_size, t.seed)
+                p = split(pairs, None, t.test_size, t.seed, f"preference pairs of {t.prefs}")
             except DataError as e:
                 raise DataError(f"{t.prefs}: {len(pairs)} preference pairs: {e}") from None
             stats["checks"]["prefs_val"] = f"{len(pairs)} pairs leave none for a val split: DPO is not searched"

@@ -107,6 +107,22 @@ def _load_params():
         return None
 
 
+def _params_error(path: Path = Path("params.yaml")) -> str | None:
+    """params.yaml checked by the project's own loader before DVC parses dvc.yaml: a typo in a section dvc.yaml reads
+    (`varaints:`) gets bakeoff's message with its line and the closest name, not DVC's "Could not find 'variants'"."""
+    from bakeoff.core.config import load_params
+    from bakeoff.core.errors import UserError
+    from bakeoff.core.secrets import scrub
+
+    if not path.exists():
+        return None  # DVC says so
+    try:
+        load_params(path)
+    except UserError as e:
+        return scrub(str(e))
+    return None
+
+
 def _dvc_needs(path: Path = Path("params.yaml")) -> str | None:
     """What dvc.yaml needs from params.yaml that it lacks (bakeoff.core.config.dvc_needs), before DVC reads it."""
     import yaml
@@ -126,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
     ap.add_argument("--record", default=str(RECORD), help=f"the run's record of stage times (default {RECORD})")
     args = ap.parse_args(argv)
-    lacking = _dvc_needs()
+    lacking = _params_error() or _dvc_needs()
     if lacking:
         print(f"error: {lacking}", file=sys.stderr)
         return 2

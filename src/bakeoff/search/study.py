@@ -110,14 +110,30 @@ def values_drawn() -> None:
         _HELD.pop().release()
 
 
-def counts(t) -> bool:
+LOST = ("its process was lost with no word (killed, likely by the host's out-of-memory killer, or its machine "
+        "stopped) after the study had already drawn one lost trial again: counted as failed, not drawn again")
+
+
+def lost(t) -> bool:
+    """A trial failed because its worker stopped beating (killed, its machine lost): it recorded nothing."""
+    import optuna
+
+    return t.state == optuna.trial.TrialState.FAIL and "status" not in t.user_attrs
+
+
+def counts(t, every: list | None = None) -> bool:
     """Whether trial ``t`` takes a place in the budget: finished, pruned, running, or failed on its own (out of
-    memory, unsupported, a crash: the objective records why). A trial failed because its worker stopped beating
-    (killed, its machine lost) records nothing: it gives its place back and the budget draws it again."""
+    memory, unsupported, a crash: the objective records why). The study's first lost trial (``lost``) gives its
+    place back and the budget draws it again (a machine lost mid-trial); every later one counts as failed (``every``:
+    the study's trials), so a trial that kills its process is not drawn again on every rerun."""
     import optuna
 
     S = optuna.trial.TrialState
-    return t.state in (S.COMPLETE, S.PRUNED, S.RUNNING) or (t.state == S.FAIL and "status" in t.user_attrs)
+    if t.state in (S.COMPLETE, S.PRUNED, S.RUNNING) or (t.state == S.FAIL and "status" in t.user_attrs):
+        return True
+    if every is None or not lost(t):
+        return False
+    return t.number != min(x.number for x in every if lost(x))
 
 
 def _lock_for(study, url: str | None):
@@ -160,7 +176,7 @@ def run_study(study, objective, trials: int, token_budget: float | None = None, 
     def full() -> bool:  # every place of the budget taken (a running trial holds one), or the tokens spent
         every = study.get_trials(deepcopy=False)
         spent = sum(t.user_attrs.get("tokens_seen") or 0 for t in every if t.state in finished)
-        return sum(counts(t) for t in every) >= budget or bool(token_budget and spent >= token_budget)
+        return sum(counts(t, every) for t in every) >= budget or bool(token_budget and spent >= token_budget)
 
     def guarded(trial):
         try:
@@ -190,7 +206,7 @@ def next_point(every: list, recipe: dict | None, grid: list[dict] | None) -> dic
 
     if any(t.state == optuna.trial.TrialState.WAITING for t in every):
         return None  # one already queued
-    counted = [t for t in every if counts(t)]
+    counted = [t for t in every if counts(t, every)]
     if recipe is not None and not any(t.user_attrs.get("recipe") for t in counted):
         return recipe
     taken = [t.params for t in counted]
@@ -237,19 +253,21 @@ def _record(study) -> dict:
 
     S = optuna.trial.TrialState
     done = study.get_trials(deepcopy=False, states=(S.COMPLETE, S.PRUNED, S.FAIL))
+    every = study.get_trials(deepcopy=False)
     listed = [{"number": t.number, "values": t.params, "value": t.value,
                "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}
                                                               for k, x in sorted(t.intermediate_values.items())],
                **{k: x for k, x in t.user_attrs.items() if not k.startswith("rows@")},  # per-row losses: the pruner's
-               "state": t.user_attrs.get("status") or t.state.name.lower()}
-              for t in done if counts(t)]
-    lost = [t.number for t in done if not counts(t)]
+               "state": t.user_attrs.get("status") or t.state.name.lower(),
+               **({"error": LOST} if lost(t) else {})}
+              for t in done if counts(t, every)]
+    given_back = [t.number for t in done if not counts(t, every)]
     failed = [t for t in listed if t["state"] not in ("complete", "pruned")]
     common = {"study": study.study_name, "trials": listed,
               "n_pruned": sum(t.state == S.PRUNED for t in done),
               "n_failed": len(failed),
               # trials whose worker stopped mid-trial: marked failed, not counted, drawn again
-              **({"lost_trials": lost} if lost else {}),
+              **({"lost_trials": given_back} if given_back else {}),
               # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
               "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
               "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}

@@ -186,7 +186,8 @@ class VariantSearch:
     def widen(self):
         """Under the study's lock, before a trial is drawn: the second half follows the evidence."""
         study, space, tc = self.study, self.space, self.tc
-        counted = [t for t in study.get_trials(deepcopy=False) if counts(t)]
+        every = study.get_trials(deepcopy=False)
+        counted = [t for t in every if counts(t, every)]
         best = _best_finished(study, self.direction)
         if finite(space) or best is None or len(counted) < max(2, tc.trials // 2):
             return None

@@ -68,8 +68,27 @@ def merge(base_dir: Path, variant_dir: Path, out: Path) -> Path:
     return out
 
 
-def to_gguf(merged: Path, out: Path, outtype: str = "f16") -> Path:
-    """llama.cpp's convert_hf_to_gguf.py on the merged folder (run as a program: its code is not copied here)."""
+def own_code(folder: Path) -> list[str]:
+    """What in a model folder would make llama.cpp's converter run the model's own code: it loads some tokenizers with
+    ``trust_remote_code=True`` whatever bakeoff says, which runs Python files the folder holds or ``auto_map`` names."""
+    import json
+
+    found = sorted(p.name for p in Path(folder).glob("*.py"))
+    for name in ("config.json", "tokenizer_config.json"):
+        path = Path(folder) / name
+        if path.exists() and "auto_map" in (json.loads(path.read_text()) or {}):
+            found.append(f"{name}: auto_map")
+    return found
+
+
+def to_gguf(merged: Path, out: Path, outtype: str = "f16", trust_remote_code: bool = False) -> Path:
+    """llama.cpp's convert_hf_to_gguf.py on the merged folder (run as a program: its code is not copied here). A
+    folder with code of its own is refused unless ``model.trust_remote_code`` allows it (``own_code``)."""
+    code = own_code(merged)
+    if code and not trust_remote_code:
+        raise UserError(f"{merged} carries code of its own ({', '.join(code)}), which llama.cpp's converter would run "
+                        "(it loads some tokenizers with trust_remote_code=True): set model.trust_remote_code: true "
+                        "if you trust it, or export without GGUF")
     script = converter()
     cmd = [sys.executable, str(script), str(merged), "--outfile", str(out), "--outtype", outtype]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -81,7 +81,8 @@ def _artifacts(params, name: str, vdir: Path, dest: Path, t: dict, t0: float):
     t["merge_s"] = time.perf_counter() - t0
     gguf = dest / f"{name}-{params.export.gguf}.gguf"
     source = export.source_gguf(runs.BASE)
-    export.to_gguf(dest / "merged", gguf.with_suffix(".converted") if source else gguf, params.export.gguf)
+    export.to_gguf(dest / "merged", gguf.with_suffix(".converted") if source else gguf, params.export.gguf,
+                   params.model.trust_remote_code)
     if source:  # the base came from a GGUF: its tokenizer keys, not the converter's reading of transformers' copy
         export.with_tokenizer_of(gguf.with_suffix(".converted"), source, gguf, name)
         gguf.with_suffix(".converted").unlink()
