@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 from conftest import write_jsonl
 
-from bakeoff.data.examples import DataError, read_examples, read_pairs, split
+from bakeoff.data.examples import DataError, read_examples, read_pairs
 from bakeoff.data.prompts import few_shot_messages, fixed_shots
+from bakeoff.data.splits import split
 
 GOOD = {"prompt": "Is the sky blue?", "completion": "yes"}
 
@@ -133,8 +134,8 @@ def test_the_shipped_clinc150_sample_reads_through_columns_with_its_150_intents(
 
 
 def test_val_size_auto_grows_with_the_data_and_a_small_val_split_for_many_labels_is_warned():
-    from bakeoff.data.examples import auto_val
     from bakeoff.data.prepare import small_val
+    from bakeoff.data.splits import auto_val
 
     assert [auto_val(n) for n in (60, 460, 1200, 9000)] == [30, 46, 120, 400]  # half at most, floor 40, cap 400
     assert [len(split(list(range(1350)), "auto", 150, 0)[k]) for k in ("test", "val", "train")] == [150, 120, 1080]

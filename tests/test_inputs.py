@@ -16,7 +16,8 @@ import yaml
 
 from bakeoff.core.config import load_params
 from bakeoff.core.schema import ParamsError
-from bakeoff.data.examples import DataError, read_pairs, split
+from bakeoff.data.examples import DataError, read_pairs
+from bakeoff.data.splits import split
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +32,8 @@ def _params(tmp_path: Path, **task) -> Path:
 
 @pytest.mark.parametrize("task, said", [
     ({"test_size": 0}, r"task\.test_size: must be a fraction in \(0, 1\) or a whole count ≥ 1; got 0"),
-    ({"test_size": -5}, r"task\.test_size: .*got -5 \(an empty test split would leave nothing to score\)"),
-    ({"val_size": 0}, r"task\.val_size: .* or auto; got 0 \(an empty val split would leave nothing to choose"),
+    ({"test_size": -5}, r"task\.test_size: .*got -5\.0 \(an empty test split would leave nothing to score\)"),
+    ({"val_size": 0}, r"task\.val_size: .* or auto; got 0(\.0)? \(an empty val split would leave nothing to choose"),
     ({"test_size": 2.5}, r"task\.test_size"),
     ({"prompt_template": "Classify {prompt} (answer: {completion})"}, r"task\.prompt_template: names 'completion'"),
     ({"columns": {"prompt": "text", "completion": "label"}, "prefs": None, "train": "data/raw/mine.csv",

@@ -78,8 +78,9 @@ def test_preference_pairs_get_a_val_split_and_too_few_pairs_train_unsearched(tmp
     """Val pairs (task.val_size) judge DPO's search like val rows; the test pairs are the ones a split without val
     pairs would hold. With too few pairs to spare a val split, none is carved and stats say DPO is not searched."""
     from bakeoff.core.models import load_tokenizer
-    from bakeoff.data.examples import load_pairs, split
+    from bakeoff.data.examples import load_pairs
     from bakeoff.data.prepare import prepare
+    from bakeoff.data.splits import split
 
     monkeypatch.chdir(tmp_path)
     write_jsonl(tmp_path / "t.jsonl", [{"prompt": f"question {i}", "completion": f"answer {i}"} for i in range(30)])
@@ -90,7 +91,7 @@ def test_preference_pairs_get_a_val_split_and_too_few_pairs_train_unsearched(tmp
     assert {k: v for k, v in stats["splits"].items() if k.startswith("prefs")} == {
         "prefs_train": 10, "prefs_val": 4, "prefs_test": 6}
     got = {s: [p.chosen for p in load_pairs(tmp_path / "out" / f"prefs_{s}.jsonl")] for s in ("train", "val", "test")}
-    assert got["test"] == [p["chosen"] for p in split(pairs, 0, 6, 0)["test"]]
+    assert got["test"] == [p["chosen"] for p in split(pairs, None, 6, 0)["test"]]
     assert len(set(got["train"]) | set(got["val"]) | set(got["test"])) == 20
     # other splits of the same files: another data hash, so no search or checkpoint of these splits is reused
     (tmp_path / "params.yaml").write_text("task: {train: t.jsonl, prefs: p.jsonl, val_size: 5, test_size: 6}\n")

@@ -31,7 +31,7 @@ class TaskConfig:
     prefs_columns: dict = field(default_factory=dict)  # the same for the preference file: {prompt, chosen, rejected}
     prompt_template: str | None = None  # e.g. "Classify the review: {prompt}"
     system_prompt: str | None = None
-    # auto: 10% of train, 40 to 400 rows (bakeoff.data.examples.auto_val); < 1: a fraction; ≥ 1: a count
+    # auto: 10% of train, 40 to 400 rows (bakeoff.data.splits.auto_val); < 1: a fraction; ≥ 1: a count
     val_size: float | str = "auto"
     test_size: float = 60
     metric: str = "exact_match"

@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from bakeoff.data.examples import DataError, Example, file_hash, read_examples, read_pairs, split, write_jsonl
+from bakeoff.data.examples import DataError, Example, file_hash, read_examples, read_pairs, write_jsonl
+from bakeoff.data.splits import split
 
 
 def closed_labels(train: list[Example], configured: list[str] | str | None, metric: str,
@@ -162,6 +163,17 @@ def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tupl
                   "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
 
 
+def overlong(tok, splits: dict, checks: dict, max_len: int, policy: str) -> None:
+    """Rows over the training window in every split (``task.overlong``): train's by ``handle_overlong``, val's and
+    test's prompts by ``fit_prompts``, so evaluation meets no prompt longer than the window; counted in ``checks``."""
+    splits["train"], checks["overlong"] = handle_overlong(tok, splits["train"], max_len, policy)
+    for name in ("val", "test"):
+        splits[name], checks[f"overlong_{name}"] = fit_prompts(tok, splits[name], max_len, policy, name)
+        if not splits[name]:
+            raise DataError(f"task.overlong: every {name} row's prompt exceeds train_defaults.max_seq_len "
+                            f"({max_len} tokens) and was dropped: raise max_seq_len")
+
+
 def prompt_length(tok, messages: list[dict]) -> int:
     """Tokens of a prompt in the chat template, as generation feeds it (with the assistant's opening)."""
     ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
@@ -251,14 +263,7 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
         splits = {**carved, **{k: v for k, v in splits.items() if k != "train"}}
     splits["train"], checks["leakage"] = drop_leakage(splits["train"], {k: splits[k] for k in ("val", "test")},
                                                       t.leakage)
-    splits["train"], checks["overlong"] = handle_overlong(tokenizer, splits["train"],
-                                                          params.train_defaults.max_seq_len, t.overlong)
-    for name in ("val", "test"):  # evaluation meets no prompt longer than the training window
-        splits[name], checks[f"overlong_{name}"] = fit_prompts(tokenizer, splits[name],
-                                                               params.train_defaults.max_seq_len, t.overlong, name)
-        if not splits[name]:
-            raise DataError(f"task.overlong: every {name} row's prompt exceeds train_defaults.max_seq_len "
-                            f"({params.train_defaults.max_seq_len} tokens) and was dropped: raise max_seq_len")
+    overlong(tokenizer, splits, checks, params.train_defaults.max_seq_len, t.overlong)
     if not splits["train"]:
         raise DataError(f"{t.train}: no training rows left after the checks ({json.dumps(checks)[:300]})")
     for name in ("train", "val", "test"):
@@ -271,13 +276,11 @@ def prepare(params, out_dir: str | Path, tokenizer) -> dict:
              "labels": closed_labels(splits["train"], t.labels, t.metric),
              "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
              "checks": checks}
-    few = small_val(len(splits["val"]), stats["labels"])
-    if few:
-        checks["val_labels"] = few
-        _warn(few)
-    for key, said in remarks(t, splits, stats["labels"]).items():
-        checks[key] = said
-        _warn(said)
+    for key, said in {"val_labels": small_val(len(splits["val"]), stats["labels"]),
+                      **remarks(t, splits, stats["labels"])}.items():
+        if said:
+            checks[key] = said
+            _warn(said)
     if t.prefs:
         pairs = read_pairs(t.prefs, **{**kw, "columns": t.prefs_columns})  # the pairs' own columns
         try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others
