@@ -122,8 +122,9 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     train = json.loads((repo / "runs" / "lora" / "train.json").read_text())
     assert train["metrics"]["tokens_seen"] > 0 and train["metrics"]["train_steps"] == 2
     # validation loss at the last step (eval_steps 10 > max_steps 2), a judgement, and winners chosen on validation
+    # one validation point: a falling training loss may say "still improving", nothing says "converged"
     assert [p["step"] for p in train["val_curve"]] == [2] and train["metrics"]["convergence"] in (
-        "converged", "still improving")
+        "still improving", "not judged (under 2 validation points)")
     tuned = json.loads((repo / "runs" / "lora" / "tuned.json").read_text())
     assert tuned["skipped"] == "tune.spaces has no 'lora' space"
     assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
