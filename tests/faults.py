@@ -3,6 +3,10 @@ force a fault; nothing of the product changes). Python runs `sitecustomize` at s
 written here replaces a library function, in the processes named, with one that raises.
 
     env = faults.env(tmp_path, [("bakeoff.evaluate.lmeval", "run_task", "evaluate.py", None)])   # PYTHONPATH=tmp_path
+    env = faults.env(tmp_path, [("bakeoff.train.variant", "run_variant", "train.py lora", None, "kill")])
+
+``script`` may name the arm after the script ("train.py lora": that arm's process only); a fifth item ``"kill"``
+makes the function SIGKILL its own process (what the host's out-of-memory killer does) instead of raising.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import importlib.abc, importlib.util, json, os, sys
 FAULTS = json.loads(%r)
 
 def _wanted(script, rank):
-    return sys.argv and sys.argv[0].endswith(script) and (rank is None or os.environ.get("RANK") == str(rank))
+    path, *args = script.split()
+    return (sys.argv and sys.argv[0].endswith(path) and sys.argv[1:1 + len(args)] == args
+            and (rank is None or os.environ.get("RANK") == str(rank)))
 
 class Fault(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
@@ -30,8 +36,11 @@ class Fault(importlib.abc.MetaPathFinder):
         run = spec.loader.exec_module
         def exec_module(module):
             run(module)
-            for _, attr, script, rank in todo:
-                def boom(*a, _attr=attr, **k):
+            for _, attr, script, rank, *how in todo:
+                def boom(*a, _attr=attr, _kill=how == ["kill"], **k):
+                    if _kill:
+                        import signal
+                        os.kill(os.getpid(), signal.SIGKILL)
                     raise RuntimeError(f"planted fault in {name}.{_attr}")
                 setattr(module, attr, boom)
         spec.loader.exec_module = exec_module
@@ -41,10 +50,11 @@ sys.meta_path.insert(0, Fault())
 '''
 
 
-def env(folder: Path, faults: list[tuple[str, str, str, int | None]]) -> dict:
+def env(folder: Path, faults: list[tuple]) -> dict:
     """``{"PYTHONPATH": folder}`` with a sitecustomize there: each (module, function, script, rank) makes
     ``module.function`` raise ``RuntimeError("planted fault in module.function")`` in the processes running a
-    script whose path ends with ``script`` (and, where ``rank`` is given, only in that torchrun rank)."""
+    script whose path ends with ``script`` (and, where ``rank`` is given, only in that torchrun rank); a fifth item
+    ``"kill"`` makes it SIGKILL its process instead."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(SITE % json.dumps(faults))
     return {"PYTHONPATH": str(folder)}

@@ -136,20 +136,25 @@ def without_secret(url: str | None) -> str:
 
 
 def check_no_password(url: str | None, key: str, src: Source) -> None:
-    """Refuse a URL in params.yaml that holds a password (``scheme://user:password@host``). params.yaml is committed,
-    a stage's params are written into dvc.lock and pushed with the run-cache: a password there is shared with everyone
-    who reads the repository or the remote. The error names the key and never prints the password."""
+    """Refuse a URL in params.yaml that holds a credential: a password (``scheme://user:password@host``), a lone token
+    before ``@`` in an http(s) URL, or a key-like query value (``?api-key=…``, ``&token=…``). params.yaml is committed,
+    a stage's params are written into dvc.lock and pushed with the run-cache: a secret there is shared with everyone
+    who reads the repository or the remote. The error names the key and never prints the secret. A user name alone
+    (``postgresql://ana@host/db``) is no secret and passes."""
     from urllib.parse import urlsplit
 
     if not url or "://" not in url:
         return
-    netloc = urlsplit(url).netloc
-    user, at, host = netloc.rpartition("@")
-    if at and ":" in user:
-        shown = urlsplit(url)._replace(netloc=f"{user.split(':', 1)[0]}@{host}").geturl()
-        raise src.error(key, f"the URL holds a password, and params.yaml is committed (and copied into dvc.lock and "
-                             f"the DVC run-cache): write it without one, {shown}, and give the password where "
-                             f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}")
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    said = credential_in(url)
+    if not said or (at and ":" not in user and not parts.scheme.startswith("http") and "query" not in said):
+        return
+    said = "a password" if ":" in user else said
+    shown = parts._replace(netloc=(f"{user.split(':', 1)[0]}@{host}" if ":" in user else host), query="").geturl()
+    raise src.error(key, f"the URL holds {said}, and params.yaml is committed (and copied into dvc.lock and "
+                         f"the DVC run-cache): write it without, {shown}, and give the secret where "
+                         f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}")
 
 
 def check_tracking_uri(uri: str | None, src: Source, root) -> None:
