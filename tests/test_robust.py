@@ -151,6 +151,7 @@ def test_tracking_uri_inside_the_repo_is_fine(tmp_path, monkeypatch):
     ("tracking:\n  uri: https://pl4nted-s3cret@mlflow.example\n", "tracking.uri", "MLFLOW_TRACKING_PASSWORD"),
     ("tracking:\n  uri: https://mlflow.example/?token=pl4nted-s3cret\n", "tracking.uri", "MLFLOW_TRACKING_PASSWORD"),
     ("tune:\n  storage: postgresql://db.example/bakeoff?password=pl4nted-s3cret\n", "tune.storage", "PGPASSWORD"),
+    ("tune:\n  storage: postgresql://ana@db.example/bakeoff?password=pl4nted-s3cret\n", "tune.storage", "PGPASSWORD"),
 ])
 def test_a_password_in_params_is_refused_naming_the_key_without_printing_it(tmp_path, text, key, home):
     """params.yaml is committed and a stage's params go into dvc.lock and the run-cache: a password there is refused,
@@ -158,7 +159,7 @@ def test_a_password_in_params_is_refused_naming_the_key_without_printing_it(tmp_
     with pytest.raises(ParamsError) as e:
         load_params(_params(tmp_path, text))
     msg = str(e.value)
-    said = "a password" if "bob:" in text else "user info (token@)" if "@" in text else "a key-like query value"
+    said = ("a password" if "bob:" in text else "a key-like query value" if "?" in text else "user info (token@)")
     assert msg.startswith(f"{tmp_path / 'params.yaml'}:2: {key}: the URL holds {said}"), msg
     assert home in msg and ("bob@" in msg or "bob" not in text) and "pl4nted-s3cret" not in msg, msg
 
@@ -166,6 +167,8 @@ def test_a_password_in_params_is_refused_naming_the_key_without_printing_it(tmp_
 def test_a_url_without_a_password_is_taken_as_it_is(tmp_path):
     p = load_params(_params(tmp_path, "tune:\n  storage: postgresql://bob@db.example:5432/bakeoff\n"))
     assert p.tune.storage == "postgresql://bob@db.example:5432/bakeoff"
+    url = "postgresql://bob@db.example:5432/bakeoff?sslmode=require"  # a query that is no secret passes too
+    assert load_params(_params(tmp_path, f"tune:\n  storage: {url}\n")).tune.storage == url
 
 
 def test_unreachable_tracking_server_fails_before_anything_runs(monkeypatch, tmp_path):

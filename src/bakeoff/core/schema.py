@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from bakeoff.core.errors import UserError
-from bakeoff.core.secrets import credential_in
+from bakeoff.core.secrets import KEY_QUERY, credential_in
 
 
 class ParamsError(UserError):
@@ -147,11 +147,17 @@ def check_no_password(url: str | None, key: str, src: Source) -> None:
         return
     parts = urlsplit(url)
     user, at, host = parts.netloc.rpartition("@")
-    said = credential_in(url)
-    if not said or (at and ":" not in user and not parts.scheme.startswith("http") and "query" not in said):
+    key_query = KEY_QUERY.search("?" + parts.query) if parts.query else None
+    if at and ":" in user:
+        said = "a password"
+    elif at and parts.scheme.startswith("http"):  # a lone name before @ in an http URL is basic auth's token
+        said = "user info (token@)"
+    elif key_query:
+        said = f"a key-like query value ({key_query['name'][1:]})"
+    else:
         return
-    said = "a password" if ":" in user else said
-    shown = parts._replace(netloc=(f"{user.split(':', 1)[0]}@{host}" if ":" in user else host), query="").geturl()
+    shown = parts._replace(netloc=f"{user.split(':', 1)[0]}@{host}" if ":" in user else host,
+                           query="" if key_query else parts.query).geturl()
     raise src.error(key, f"the URL holds {said}, and params.yaml is committed (and copied into dvc.lock and "
                          f"the DVC run-cache): write it without, {shown}, and give the secret where "
                          f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}")
