@@ -175,3 +175,14 @@ def test_a_baseline_records_the_turns_it_sent_and_the_report_shows_them(tmp_path
     md = "\n".join(prompt_lines({"prompts": evidence.prompts(SimpleNamespace(baselines={"few": None}))}))
     assert "**`few`**: the 2 training examples most similar" in md and "[system]\nAnswer in JSON." in md
     assert md.rstrip().endswith("[user]\nthe test item\n~~~~")
+
+
+def test_the_per_field_view_goes_to_mlflow_as_metrics():
+    from bakeoff.report.publish import where_metrics
+
+    w = {"kind": "fields", "table": {"prompt": {"size": 0.2}, "lora": {"size": 0.85}}, "gaps": {"size": 0.65}}
+    assert where_metrics({"where": w}) == {"field_acc.size.prompt": 0.2, "field_acc.size.lora": 0.85,
+                                           "field_gap.size": 0.65}
+    assert where_metrics({"where": {"kind": "labels"}}) == {} and where_metrics(None) == {}
+    odd = {"kind": "fields", "table": {"lora": {"größe?": 1.0}}, "gaps": {}}
+    assert where_metrics({"where": odd}) == {"field_acc.größe_.lora": 1.0}   # MLflow refuses '?' in a name

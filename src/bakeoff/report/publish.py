@@ -49,11 +49,17 @@ def where_metrics(e: dict | None) -> dict[str, float]:
     """Where the gain comes from, as MLflow metrics: each arm's accuracy per field (``field_acc.<field>.<arm>``) and
     the recommended run's gap over the best prompt per field (``field_gap.<field>``); nothing for other tasks (their
     view is in metrics.json, an artifact of the same run)."""
+    import re
+
     w = (e or {}).get("where") or {}
     if w.get("kind") != "fields":
         return {}
-    out = {f"field_acc.{f}.{n}": x for n, row in w["table"].items() for f, x in row.items()}
-    return {**out, **{f"field_gap.{f}": g for f, g in w["gaps"].items()}}
+
+    def safe(key: str) -> str:  # a user's field name may hold characters MLflow refuses in a metric name
+        return re.sub(r"[^\w\-. /]", "_", key)
+
+    out = {safe(f"field_acc.{f}.{n}"): x for n, row in w["table"].items() for f, x in row.items()}
+    return {**out, **{safe(f"field_gap.{f}"): g for f, g in w["gaps"].items()}}
 
 
 def say(paths: dict[str, Path], verbose: bool) -> None:
