@@ -186,3 +186,16 @@ def test_the_per_field_view_goes_to_mlflow_as_metrics():
     assert where_metrics({"where": {"kind": "labels"}}) == {} and where_metrics(None) == {}
     odd = {"kind": "fields", "table": {"lora": {"größe?": 1.0}}, "gaps": {}}
     assert where_metrics({"where": odd}) == {"field_acc.größe_.lora": 1.0}   # MLflow refuses '?' in a name
+
+
+def test_an_unreadable_predictions_file_is_said_and_the_report_goes_on(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(tmp_path)
+    runs.predictions("prompt").parent.mkdir(parents=True)
+    runs.predictions("prompt").write_text("{not json\n")
+    _preds(tmp_path, "lora", [("yes", "yes", 1.0)])
+    df = pd.DataFrame([{"name": "prompt", "status": "ok"}, {"name": "lora", "status": "ok"}])
+    e = evidence.guarded(SimpleNamespace(baselines={}), df, V, {})
+    assert e["error"].startswith("JSONDecodeError")
+    assert "Not gathered (JSONDecodeError" in "\n".join(where_lines(e))

@@ -64,7 +64,7 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, c
         from bakeoff.decide import evidence
         from bakeoff.decide.data_value import report_data
 
-        fitted, shown = report_data(params, df), evidence.gather(params, df, v, stats)
+        fitted, shown = report_data(params, df), evidence.guarded(params, df, v, stats)
     return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
                     costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted, evidence=shown)
 

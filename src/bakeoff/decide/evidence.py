@@ -59,6 +59,19 @@ def gather(params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     return out
 
 
+def guarded(params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
+    """``gather``, or what stopped it (a predictions file the compare stage cannot read): the report says so and is
+    written all the same."""
+    try:
+        return gather(params, df, v, stats)
+    except Exception as e:  # the evidence is a view of the runs: its failure must not cost the report
+        from bakeoff.core.secrets import scrub
+
+        said = scrub(f"{type(e).__name__}: {e}")
+        print(f"[compare] the evidence behind the gain was not gathered: {said}", flush=True)
+        return {"error": said}
+
+
 def by_field(df: pd.DataFrame, ok: list[str], fields: list[str], a: str, b: str) -> dict:
     """Accuracy per field per arm (test split), and the field where ``b`` beats ``a`` by most."""
     rows = df.set_index("name")

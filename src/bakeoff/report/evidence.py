@@ -34,6 +34,10 @@ def _on(scope: dict | None) -> str:
 
 def where_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     """## Where the gain comes from: per field, per label or the score's quartiles, by what the task is."""
+    if (e or {}).get("error"):
+        return ["## Where the gain comes from", "",
+                f"Not gathered ({cell(e['error'], 300)}): the runs' records and test answers are in `runs/<name>/`.",
+                ""]
     w = (e or {}).get("where")
     if not w:
         return []
