@@ -80,7 +80,8 @@ def cost_plot_lines(images: dict | None, scope: dict | None, target: str | None)
             (f"Each fine-tuned run's test quality, {_on(scope)}, against its all-in training cost projected on "
              f"`{target}` (search share, parent and its own training on the cheapest card that holds it; the bar runs "
              "to the pessimistic end of the utilisation range: [GPU sizing](#gpu-sizing)). The dashed line is the "
-             "frontier, the star the recommendation; prompting trains nothing (dotted lines)."), "",
+             "frontier of these test figures, the star the recommendation, chosen on validation by the rule above "
+             "(so it need not sit on this frontier); prompting trains nothing (dotted lines)."), "",
             f"![quality against projected all-in cost on {target}](plots/quality_vs_cost.png)", ""]
 
 
