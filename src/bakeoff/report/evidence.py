@@ -95,10 +95,11 @@ def sample_lines(e: dict | None, scope: dict | None = None) -> list[str]:
               "was scored; long ones are cut."), ""]
     for s in items:
         lines += [f"**Test item {s['id']}** ({cell(s['source'], 120)}; {s['why']})", "",
+                  '<div class="answers">', "",  # the page wraps these cells (html.py); GitHub ignores the class
                   "| | answer | score |", "|---|---|---:|",
                   f"| input | {cell(s['input'])} | |", f"| reference | {cell(s['reference'])} | |"]
         lines += [f"| `{n}` | {cell(x['answer'])} | {x['score']:.2f} |" for n, x in s["answers"].items()]
-        lines += [""]
+        lines += ["", "</div>", ""]
     return lines
 
 
