@@ -16,6 +16,7 @@ from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
 from bakeoff.decide.decision import decide
 from bakeoff.report import publish
+from bakeoff.report.buyer_plots import decision_plots
 
 
 @cli
@@ -24,8 +25,9 @@ def main() -> None:
     params = load_params()
     shipped = runs.read_json(out / "shipped.json")
     d = decide(params, runs.fresh_dir(out / "flips"), shipped, curve=True)
-    histories = {n: r.get("history") or [] for n, r in d.records.items()}
-    images = report.plots(d.runs, histories, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve)
+    images = report.plots(d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve,
+                          d.verdict.get("scope"))
+    images.update(decision_plots(params, d, out / "plots"))
     paths = report.write_all(out, params, d, images, shipped)
     publish.to_mlflow(params, d, paths, out)
     publish.say(paths, VERBOSE)

@@ -336,10 +336,14 @@ def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     assert metrics["verdict"]["decision"] == sizing["verdict"]["decision"]
     plots = sorted(p.name for p in (repo / "reports" / "plots").glob("*.png"))
-    assert plots == ["curve.png", "loss_curves.png", "pairwise.png", "quality_bars.png", "quality_vs_memory.png",
-                     "quality_vs_time.png", "tradeoff.png"]
+    assert plots == ["curve.png", "loss_curves.png", "memory_at_target.png", "pairwise.png", "quality_bars.png",
+                     "quality_vs_cost.png", "quality_vs_memory.png", "quality_vs_time.png", "tradeoff.png"]
+    for section in ("## Quality against cost", "## Where the gain comes from", "## Answers side by side",
+                    "## The prompts sent"):
+        assert section in md, section
+    assert metrics["where"]["kind"] == "fields" and metrics["where"]["largest"]["field"] in metrics["where"]["fields"]
     page = (repo / "reports" / "comparison.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 7 and "http://" not in page and "https://" not in page
+    assert page.count('src="data:image/png;base64,') == 9 and "http://" not in page and "https://" not in page
     shown = sh("dvc metrics show", repo)
     assert "reports/metrics.json" in shown and "quality" in shown
     sh("dvc plots show -o plots_html", repo)

@@ -251,9 +251,9 @@ def test_forgetting_table_and_tradeoff_plot_read_the_probe_against_the_base(tmp_
     assert "| full | 90.0% | +60.0 pp [+50.0, +70.0] | 51.0% | -13.0 pp | 0.4213 |" in lines
     assert "| lora | 70.0% | +40.0 pp [+30.0, +50.0] | 64.5% | +0.5 pp | 0.0312 |" in lines
     assert "few_shot" not in lines                              # scored once, on the untouched model
-    paths = plots(df, {}, tmp_path / "plots", "exact_match")
+    paths = plots(df, tmp_path / "plots", "exact_match")
     assert paths["tradeoff"].exists() and paths["tradeoff"].stat().st_size > 1000
-    assert "tradeoff" not in plots(df.drop(columns=["probe_acc"]), {}, tmp_path / "p2", "exact_match")
+    assert "tradeoff" not in plots(df.drop(columns=["probe_acc"]), tmp_path / "p2", "exact_match")
 
 
 def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatch):

@@ -169,3 +169,12 @@ def test_a_bad_max_loss_names_its_key(tmp_path, value, said):
     bad.write_text((ROOT / "params.yaml").read_text().replace("max_loss: 0.02 ", f"max_loss: {value} "))
     with pytest.raises(ParamsError, match=said):
         load_params(bad)
+
+
+def test_the_items_that_would_settle_a_shortfall_are_given_to_two_significant_figures():
+    from bakeoff.report.choice import shortfall_words
+
+    s = {"run": "lora", "against": "full", "saving": 3.8, "diff": -0.017, "low": -0.1, "high": 0.068, "margin": 0.02,
+         "shown": False, "items_needed": 37076}
+    said = shortfall_words(s, "usd")
+    assert said.endswith("not shown within 2 points: about 37,000 test items would settle it"), said

@@ -41,6 +41,7 @@ class Decision:
     money: dict  # the recommendation's serving cost against prompting, and the break-even
     provenance: dict  # data hash, commit, versions, the machine
     curve: dict | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
+    evidence: dict | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
 
     @property
     def picked(self) -> str | None:
@@ -49,7 +50,8 @@ class Decision:
 
 def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, curve: bool = False) -> Decision:
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
-    runs, and one recommendation, priced; with ``curve``, the data-value curve fitted from the curve stage's points."""
+    runs, and one recommendation, priced; with ``curve`` (the compare stage), the data-value curve fitted from the
+    curve stage's points and the evidence behind the gain (``bakeoff.decide.evidence``)."""
     df, v, records, sized, stats, unmoved = _verdict(params, flips_dir, shipped)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
@@ -57,13 +59,14 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, c
     rec = picked(v)
     money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
                          card.__dict__ if card else None)
-    fitted = None
+    fitted = shown = None
     if curve:
+        from bakeoff.decide import evidence
         from bakeoff.decide.data_value import report_data
 
-        fitted = report_data(params, df)
+        fitted, shown = report_data(params, df), evidence.guarded(params, df, v, stats)
     return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
-                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted)
+                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted, evidence=shown)
 
 
 def _verdict(params, flips_dir, shipped):

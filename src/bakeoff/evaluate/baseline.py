@@ -45,6 +45,19 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
     return work
 
 
+def prompt_sent(b, inputs, pick) -> dict | None:
+    """The exact turns sent for the first test item (instruction and shots included) and the rule that chose the
+    shots, for the report's "The prompts sent"."""
+    if not inputs.test:
+        return None
+    ex = inputs.test[0]
+    rule = (f"the {b.shots} training examples most similar to each test item (TF-IDF), the most similar last"
+            if b.shots and b.selection == "nearest" else
+            f"the same {b.shots} training examples for every item, drawn with task.seed" if b.shots else "no shots")
+    return {"item": ex.id, "rule": rule, "instruction": b.instruction,
+            "messages": few_shot_messages(ex, pick(ex), b.instruction)}
+
+
 def evaluate_baseline(params, name: str) -> None:
     """The baseline stage: score the baseline (as its prompt search chose it) and write its record."""
     b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
@@ -55,7 +68,7 @@ def evaluate_baseline(params, name: str) -> None:
         return few_shot_messages(e, pick(e), b.instruction)
 
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval), "tuned": tuned}
-    record = {"name": name, "kind": "baseline", "technique": describe(b)}
+    record = {"name": name, "kind": "baseline", "technique": describe(b), "prompt_sent": prompt_sent(b, inputs, pick)}
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id

@@ -6,6 +6,7 @@
     reports/sizing.json           the memory model's calibration and every fit                  (here)
     reports/curve.json            the data-value curve: points, fits, back-tests, projections   (here; curve.py)
     reports/plots/*.png           quality against memory and time, loss curves, quality bars    (plots.py)
+    where the gain comes from, answers side by side, the prompts sent                        (evidence.py)
     reports/comparison.html       the whole report on one self-contained page                   (html.py)
 """
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from bakeoff.core import runs
 from bakeoff.report import curve as data_curve
+from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
@@ -98,14 +100,18 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
     extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
              "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
-    middle = (pairwise_lines(pw, v.get("recommendation"), images)
+    target = next(iter(d.costs.values()))["target"] if d.costs else params.sizing.target
+    middle = (cost_plot_lines(images, v.get("scope"), target) + where_lines(d.evidence, v.get("scope"))
+              + pairwise_lines(pw, v.get("recommendation"), images)
               + data_curve.lines(d.curve, images)
               + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve)
-              + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope")))
-    tail = (sizing_lines(params, sized, extra.get("costs")) + forgetting(list(df["name"]), df, images)
+              + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope"))
+              + sample_lines(d.evidence, v.get("scope")) + prompt_lines(d.evidence))
+    tail = (sizing_lines(params, sized, extra.get("costs"), images) + forgetting(list(df["name"]), df, images)
             + glossary_lines() + provenance_lines(prov))
     record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(d.curve),
-              "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs")}
+              "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs"),
+              "where": (d.evidence or {}).get("where")}
     head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
             + data_curve.headline(d.curve, v.get("decision")))
     paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,

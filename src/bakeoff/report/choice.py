@@ -4,11 +4,11 @@ table of every cheaper run against the best (presentation only)."""
 
 from __future__ import annotations
 
+from bakeoff.decide.recommend import sig
+
 
 def saving_words(s: dict, unit: str) -> str:
     """What a cheaper run saves against the best: projected USD bought alone, or training memory measured here."""
-    from bakeoff.decide.recommend import sig
-
     if unit == "usd":
         return f"${sig(s['saving'])} less (projected, bought alone)"
     return f"{s['saving']:,.0f} MB less training memory (measured here)"
@@ -25,7 +25,7 @@ def shortfall_words(s: dict, unit: str) -> str:
     if s["diff"] <= -s["margin"]:
         return f"{said}; not shown within {m}: the measured shortfall is itself beyond it"
     need = s.get("items_needed")
-    return f"{said}; not shown within {m}" + (f": about {need:,} test items would settle it" if need else "")
+    return f"{said}; not shown within {m}" + (f": about {sig(need)} test items would settle it" if need else "")
 
 
 def technique_words(rec: dict, v: dict) -> str:
@@ -37,7 +37,7 @@ def technique_words(rec: dict, v: dict) -> str:
     if rec.get("action") == "inconclusive":
         need = rec.get("examples_needed")
         return (f"none yet: the gain is inconclusive; `{run}` leads"
-                + (f", about {need:,} test items would settle it" if need else ""))
+                + (f", about {sig(need)} test items would settle it" if need else ""))
     if run != choice.get("best", run):
         taken = next(s for s in considered if s["run"] == run)
         return f"{shortfall_words(taken, unit)} (`{taken['against']}` led on validation)"

@@ -20,6 +20,9 @@ td,th{border:1px solid #d0d7de;padding:3px 7px;text-align:right;white-space:nowr
 th{background:#f3f4f6}td:first-child,th:first-child{text-align:left}
 h2#answer+table{display:table;font-size:15px}h2#answer+table td,h2#answer+table th{white-space:normal;text-align:left}
 h2#answer+table td:first-child{white-space:nowrap}
+.answers table{display:table;width:100%}.answers td{white-space:normal;text-align:left;overflow-wrap:anywhere}
+.answers td:first-child{white-space:nowrap}.answers td:last-child{text-align:right}.answers th{text-align:left}
+pre{white-space:pre-wrap;background:#f6f7f9;padding:.5em;font-size:13px}
 code{background:#f3f4f6;padding:0 3px;border-radius:3px;font-size:92%}
 img{max-width:48%;vertical-align:top;margin:.3em .5%;border:1px solid #eee}
 details{margin:.6em 0}summary{cursor:pointer;color:#0550ae}

@@ -1,5 +1,5 @@
-"""The report's plots (PNG): quality against peak memory and against training time with the Pareto front, the loss
-curves, and quality per run with its interval."""
+"""The report's plots (PNG): quality against peak memory and against training time as measured here, with the
+Pareto front, quality per run with its interval, the pairwise differences, the trade-off and the data-value curve."""
 
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ def _pyplot():
     return plt
 
 
-def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict) -> None:
-    """Quality against training peak memory and against training wall time, the Pareto front dashed, the
-    prompting baselines as horizontal lines."""
+def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict,
+                          scope: dict) -> None:
+    """Quality against training peak memory and against training wall time as measured here (the small model on
+    this machine, not the target: the titles say so), the Pareto front dashed, the prompting baselines as
+    horizontal lines."""
     plt = _pyplot()
     for key, col, label in (("quality_vs_memory", mem_col, "training peak memory (MiB)"),
                             ("quality_vs_time", "train_wall_s", "training wall time (s)")):
@@ -48,29 +50,12 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
             ax.annotate(r["name"], (ax.get_xlim()[0], float(r["quality"])), fontsize=7, color="grey")
         ax.set_xlabel(label)
         ax.set_ylabel(metric)
-        ax.set_title(f"{metric} against {label.split(' (')[0]}")
+        here = f"{scope.get('model', 'the base model')}, {scope.get('machine', 'this machine')}"
+        ax.set_title(f"{metric} against {label.split(' (')[0]}, measured on {here}", fontsize=9)
         fig.tight_layout()
         paths[key] = out_dir / f"{key}.png"
         fig.savefig(paths[key], dpi=110)
         plt.close(fig)
-
-
-def _loss_curves(histories: dict[str, list[dict]], out_dir: Path, paths: dict) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    drawn = [name for name, h in histories.items() if h]
-    for name in drawn:
-        h = histories[name]
-        ax.plot([x["step"] for x in h], [x["loss"] for x in h], marker=".", label=name)
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("training loss")
-    ax.set_title("loss curves" if drawn else "loss curves (no variant recorded one)")
-    if drawn:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths["loss_curves"] = out_dir / "loss_curves.png"
-    fig.savefig(paths["loss_curves"], dpi=110)
-    plt.close(fig)
 
 
 def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> None:
@@ -176,9 +161,12 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict) -> None:
         ax.fill_between([b["rows"] for b in shown], [b["ci"][0] for b in shown], [b["ci"][1] for b in shown],
                         color=color, alpha=0.15)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("training rows (log scale)")
+    measured = sorted({r for a in curve["arms"].values() if a.get("status") == "ok" for r in a["rows"]})
+    ax.set_xticks(measured, [f"{r:,}" for r in measured], fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlabel("training rows (log scale; ticks at the rows measured)")
     ax.set_ylabel("quality on the test split")
-    title = "Quality against training rows" + ("; dashed: projected" if curve.get("reliable") else
+    title = "Quality against training rows, measured" + ("; dashed: projected" if curve.get("reliable") else
                                                "; back-test missed: no projection")
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
@@ -188,19 +176,18 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict) -> None:
     plt.close(fig)
 
 
-def plots(df: pd.DataFrame, histories: dict[str, list[dict]], out_dir: Path, metric: str,
-          pw: pd.DataFrame | None = None, curve: dict | None = None) -> dict[str, Path]:
-    """PNG plots: quality against peak memory and against training time (Pareto front marked), the loss curves,
+def plots(df: pd.DataFrame, out_dir: Path, metric: str, pw: pd.DataFrame | None = None, curve: dict | None = None,
+          scope: dict | None = None) -> dict[str, Path]:
+    """PNG plots: quality against peak memory and against training time (Pareto front marked),
     per-run quality bars with their intervals, the pairwise differences, the learning–forgetting trade-off and the
-    data-value curve."""
-
+    data-value curve. ``scope``: what was measured on (titles). The loss curves and the projected plots:
+    ``bakeoff.report.buyer_plots``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     ok = df[df["status"] == "ok"]
     reserved = "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any()
     mem_col = "train_peak_reserved_mb" if reserved else "train_peak_rss_mb"
-    _quality_against_cost(ok, mem_col, out_dir, metric, paths)
-    _loss_curves(histories, out_dir, paths)
+    _quality_against_cost(ok, mem_col, out_dir, metric, paths, scope or {})
     _quality_bars(ok, out_dir, metric, paths)
     if pw is not None and len(pw):
         _pairwise_heatmap(pw, out_dir, paths)

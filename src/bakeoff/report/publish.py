@@ -33,7 +33,8 @@ def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
                                         "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
                                         "recommendation": (v["recommendation"] or {}).get("line", ""),
                                         "quick_look": str(bool(params.verdict.quick_look)).lower()},
-                                  metrics={k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
+                                  metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
+                                           **where_metrics(d.evidence)},
                                   files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
                                   tables={"pairwise.json": d.pairwise})
     nested = tracking.nest_repro(params, parent, names)
@@ -42,6 +43,23 @@ def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
     champion = champion_of(params, v.get("recommendation") or {})
     if champion:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
+
+
+def where_metrics(e: dict | None) -> dict[str, float]:
+    """Where the gain comes from, as MLflow metrics: each arm's accuracy per field (``field_acc.<field>.<arm>``) and
+    the recommended run's gap over the best prompt per field (``field_gap.<field>``); nothing for other tasks (their
+    view is in metrics.json, an artifact of the same run)."""
+    import re
+
+    w = (e or {}).get("where") or {}
+    if w.get("kind") != "fields":
+        return {}
+
+    def safe(key: str) -> str:  # a user's field name may hold characters MLflow refuses in a metric name
+        return re.sub(r"[^\w\-. /]", "_", key)
+
+    out = {safe(f"field_acc.{f}.{n}"): x for n, row in w["table"].items() for f, x in row.items()}
+    return {**out, **{safe(f"field_gap.{f}"): g for f, g in w["gaps"].items()}}
 
 
 def say(paths: dict[str, Path], verbose: bool) -> None:

@@ -5,11 +5,11 @@ FLOP utilisation at the target and where it comes from, the target × variant pi
 from __future__ import annotations
 
 
-def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
+def sizing_lines(params, sized: dict, costs: dict | None = None, images: dict | None = None) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
-    from bakeoff.decide.recommend import sig, usd_range
     from bakeoff.decide.sizing import mfu_text
+    from bakeoff.report.tables import details
 
     calib = sized["calibration"]
     kind = calib.get("measured_on") or "this machine's peaks"
@@ -35,16 +35,6 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
     gpu = sized.get("gpu_check") or {}
     on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
     fits = sized["fits"]
-    variants = list(dict.fromkeys(f["variant"] for f in fits))
-    targets = list(dict.fromkeys(f["target"] for f in fits))
-    at = {(f["target"], f["variant"]): f for f in fits}
-
-    def row(t: str, v: str, f: dict) -> str:
-        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
-        cheap = f.get("cheapest_gpu") or "–"
-        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
-        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
-
     lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
                   f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
                   f"{on if gpu.get('overhead') else 'assumed'}), "
@@ -55,12 +45,35 @@ def sizing_lines(params, sized: dict, costs: dict | None = None) -> list[str]:
                   "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
                   "search and the parent. Every fit, with its utilisation and where it comes from: "
                   "`reports/sizing.json`." + memory_check_words(gpu)), "",
-              *speed_lines(fits, s.target), "",
-              "| target | variant | needs | smallest card | cheapest card | training there |",
-              "|---|---|---|---|---|---|"]
+              *speed_lines(fits, s.target), ""]
+    if images and "memory_at_target" in images:
+        lines += [f"![projected GPU memory per variant on {s.target} against the cards](plots/memory_at_target.png)",
+                  ""]
+    table = pivot(fits)
+    return lines + details(f"Every target and variant: memory, smallest and cheapest card ({len(table) - 2} fits)",
+                           table) + all_in_lines(costs) + [""]
+
+
+def pivot(fits: list[dict]) -> list[str]:
+    """Targets × variants: the memory each needs, the smallest card that holds it, the cheapest card for the whole
+    job and its training cost range there (projections)."""
+    from bakeoff.decide.recommend import sig, usd_range
+
+    variants = list(dict.fromkeys(f["variant"] for f in fits))
+    targets = list(dict.fromkeys(f["target"] for f in fits))
+    at = {(f["target"], f["variant"]): f for f in fits}
+
+    def row(t: str, v: str, f: dict) -> str:
+        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
+        cheap = f.get("cheapest_gpu") or "–"
+        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
+        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
+
+    table = ["| target | variant | needs | smallest card | cheapest card | training there |",
+             "|---|---|---|---|---|---|"]
     for t in targets:
-        lines += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
-    return lines + all_in_lines(costs) + [""]
+        table += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
+    return table
 
 
 def memory_check_words(gpu: dict) -> str:
