@@ -2,9 +2,9 @@
 
     python stages/compare.py reports
 
-Writes reports/comparison.{md,csv,html}, reports/metrics.json (DVC metrics), reports/sizing.json, reports/curve.json
-(the data-value curve), reports/plots/*.png (DVC plots), reports/flips/<variant>.jsonl, and a summary MLflow run
-holding them all.
+Writes reports/comparison.{md,csv,html}, reports/metrics.json, reports/sizing.json, reports/curve.json (the
+data-value curve), reports/plots/*.png, reports/flips/<variant>.jsonl, what DVC shows (reports/arms/<arm>.json for
+`dvc metrics show`, reports/dvc/*.csv for `dvc plots show`), and a summary MLflow run holding them all.
 """
 
 import sys
@@ -15,7 +15,7 @@ from bakeoff.core import runs
 from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
 from bakeoff.decide.decision import decide
-from bakeoff.report import publish
+from bakeoff.report import dvc_files, publish
 from bakeoff.report.buyer_plots import decision_plots
 
 
@@ -29,6 +29,7 @@ def main() -> None:
                           d.verdict.get("scope"))
     images.update(decision_plots(params, d, out / "plots"))
     paths = report.write_all(out, params, d, images, shipped)
+    dvc_files.write(out, d.runs, d.records, d.costs, d.curve)
     publish.to_mlflow(params, d, paths, out)
     publish.say(paths, VERBOSE)
 
