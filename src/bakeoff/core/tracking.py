@@ -11,11 +11,9 @@ Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …``
 current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
 ``bakeoff.superseded=true`` and nested under its own repro's parent, which is nested with runs from before parents
 existed under one ``earlier runs (superseded)`` holder: the experiment's top level shows the current answer and the
-holder, collapsed. The recommended run is
-registered as a version of the model named after the experiment, with the alias ``champion``
-(``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A variant's run
-spans its train stage only (its Duration); the evaluate stage logs into it and records its own time as
-``eval_stage_wall_s``.
+holder, collapsed. The recommended run is registered as a version of the model named after the experiment, alias
+``champion`` (``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A
+variant's run spans its train stage only (its Duration); the evaluate stage logs into it (``eval_stage_wall_s``).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import hashlib
 import json
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 from bakeoff.core.errors import UserError
 from bakeoff.core.runs import git_commit, repo_root
@@ -76,8 +75,7 @@ def check_reachable(uri: str, timeout: float = 10.0) -> None:
         source = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "tracking.uri"
         raise TrackingUnreachable(
             f"MLflow tracking server {without_secret(uri)} (from {source}) is unreachable: {type(e).__name__}. Start "
-            f"it "
-            f"(mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
+            f"it (mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
 
 
 # MLflow 3 opens an experiment without this tag in its GenAI view (traces); bakeoff's runs are model development
@@ -183,6 +181,20 @@ def log_to_run(run_id: str, metrics: dict, params=None) -> None:
     for k, v in metrics.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             client.log_metric(run_id, k, float(v))
+
+
+def log_splits(contexts: dict[str, str], folder: str = "data/prepared") -> None:
+    """Each prepared split named in ``contexts`` (``{"train": "training", "val": "validation"}``) as a dataset input
+    of the active run: its name, its file, a digest (SHA-256's first 16 hex digits) and its rows."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    for split, context in contexts.items():
+        if os.path.exists(path := f"{folder}/{split}.jsonl"):
+            blob = Path(path).read_bytes()
+            ds = MetaDataset(resolve_dataset_source(path), name=split, digest=hashlib.sha256(blob).hexdigest()[:16])
+            mlflow.log_input(ds, context=context, tags={"rows": str(blob.count(b"\n"))})
 
 
 def log_metrics(metrics: dict, step: int | None = None) -> None:

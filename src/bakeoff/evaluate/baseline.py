@@ -72,6 +72,8 @@ def evaluate_baseline(params, name: str) -> None:
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
     with tracking.run(params, name, "baseline", record["technique"], logged) as run:
         record["run_id"] = run.info.run_id
+        tracking.log_splits({**({"train": "shots"} if b.shots else {}), "val": "validation", "test": "testing"},
+                            str(runs.PREPARED))
         runs.guarded(record, remote or (lambda: local_work(params, b, name, inputs, to_prompt, record)))
         if record["status"] != "ok":
             write_jsonl(runs.predictions(name), [])

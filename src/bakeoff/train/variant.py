@@ -43,6 +43,46 @@ def run_variant(script: str, name: str, params) -> None:
     runs.finish(job.run(), runs.train_record(name))
 
 
+def live_curves() -> list:
+    """[a TrainerCallback] logging every logged training loss (``train_loss``) and every evaluation's loss
+    (``val_loss_during_training``) into the active MLflow run at its optimizer step while the run trains, from the
+    first process only; [] without an active run."""
+    import mlflow
+    from transformers import TrainerCallback
+
+    if mlflow.active_run() is None:
+        return []
+
+    NAMES = (("loss", "train_loss"), ("eval_loss", "val_loss_during_training"))
+
+    class _Curves(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            got = {name: float(logs[k]) for k, name in NAMES if isinstance((logs or {}).get(k), (int, float))}
+            if got and state.is_world_process_zero:
+                mlflow.log_metrics(got, step=state.global_step)
+
+    return [_Curves()]
+
+
+def link_trial(name: str, trial: int) -> str | None:
+    """Tag the active run (an adopted arm: its training ran as trial ``trial`` of its search) with the trial's MLflow
+    run, and say so in its description, so the UI leads from the short run to where it was measured."""
+    import mlflow
+
+    client, run = mlflow.MlflowClient(), mlflow.active_run()
+    found = client.search_runs([run.info.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+                               filter_string=f"tags.`bakeoff.name` = '{name}.tune' and tags.kind = 'trial' and "
+                                             f"attributes.run_name = '{name} trial {trial}'")
+    if not found:
+        return None
+    trial_run = found[0].info.run_id
+    mlflow.set_tags({"bakeoff.adopted_run_id": trial_run,
+                     "mlflow.note.content": f"Adopted: trial {trial} of the search trained this very run (the same "
+                                            f"values, seed, data and schedule); it was measured in run {trial_run} "
+                                            f"({name} trial {trial}, under {name}.tune)."})
+    return trial_run
+
+
 def _unsloth_first(v) -> str | None:
     """Unsloth before anything imports transformers, PEFT or TRL; on a CPU, not at all (the reason it is skipped)."""
     if v.backend != "unsloth":
@@ -105,10 +145,11 @@ class Job:
             return {**rec, "adopted_from_trial": trial,
                     "measured_in": f"tune@{name} (trial {trial}, the search's process)"}
         technique = get_technique(v.technique)
-        return train(technique, v, runs.BASE, technique.load_rows(runs.PREPARED), self.out,
-                     resolve_precision(v.train.precision), work_dir=runs.work_dir(name),
-                     parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=self.resume,
-                     val_rows=technique.val_rows(runs.PREPARED))
+        got = train(technique, v, runs.BASE, technique.load_rows(runs.PREPARED), self.out,
+                    resolve_precision(v.train.precision), work_dir=runs.work_dir(name),
+                    parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=self.resume,
+                    val_rows=technique.val_rows(runs.PREPARED), extra_callbacks=live_curves())
+        return {**got, "curves_logged": True}
 
     def run(self) -> dict:
         """Rank 0: the model folder, the MLflow run (resumed where a checkpoint is), the record."""
@@ -125,6 +166,7 @@ class Job:
         with opened as run:
             record["run_id"] = run.info.run_id
             runs.write_json(work / "resume.json", {"fingerprint": self.fp, "run_id": run.info.run_id})
+            tracking.log_splits({"train": "training", "val": "validation"}, str(runs.PREPARED))
             if self.resume:
                 tracking.mark_resumed(self.resume.name)
                 print(f"[{name}] resuming from {self.resume}", flush=True)
@@ -147,10 +189,12 @@ class Job:
         m = self.produce()
         record["history"] = m.pop("history")  # the loss curves, for the report's plot
         record["val_curve"] = m.pop("val_curve")
-        for h in record["history"]:
-            tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
-        for h in record["val_curve"]:
-            tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
+        if not m.pop("curves_logged", False):  # adopted: the trial trained it; its curves into this run, by step
+            for h in record["history"]:
+                tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
+            for h in record["val_curve"]:
+                tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
+            link_trial(self.name, m["adopted_from_trial"])
         record["kernel_choice"] = m.pop("kernel_choice")  # what ran the step (bakeoff.train.kernels)
         tracking.set_tags({"convergence": m["convergence"], "kernels": m["kernels"],
                            **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()}})
