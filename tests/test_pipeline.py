@@ -290,11 +290,28 @@ def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(re
     picked = last.data.tags["recommendation"].split("`")[1]
     version = client.get_model_version_by_alias("tickets", "champion")
     assert client.get_run(version.run_id).data.tags["bakeoff.name"] == picked
-    got = mlflow.artifacts.download_artifacts("models:/tickets@champion", dst_path=str(repo / "champion"))
-    files = {p.name for p in __import__("pathlib").Path(got).rglob("*")}
-    assert {"eval.json", "params.yaml", "predictions.jsonl"} <= files
-    if picked in ("lora", "dpo"):
-        assert "adapter_model.safetensors" in files
+    records = {a.path for a in client.list_artifacts(version.run_id, "records")}
+    assert {"records/eval.json", "records/params.yaml", "records/predictions.jsonl"} <= records
+    info = mlflow.models.get_model_info("models:/tickets@champion")
+    assert {"transformers", "python_function"} <= set(info.flavors)
+    assert info.flavors["transformers"]["inference_task"] == "llm/v1/chat"
+    answers_as_evaluated(repo, picked)
+
+
+def answers_as_evaluated(repo, picked: str) -> None:
+    """`mlflow.pyfunc.load_model("models:/tickets@champion")` answers a test item as the evaluated run did: the same
+    messages in, the same greedy answer out."""
+    import mlflow
+
+    first = json.loads((repo / "runs" / picked / "predictions.jsonl").read_text().splitlines()[0])
+    sent = json.loads((repo / "runs" / picked / "eval.json").read_text()).get("prompt_sent") or {}
+    items = [json.loads(line) for line in (repo / "data" / "prepared" / "test.jsonl").read_text().splitlines()]
+    messages = (sent["messages"] if sent.get("item") == first["id"]  # a prompt's shots and instruction
+                else next(r["messages"] for r in items if r["id"] == first["id"]))  # a variant: the item as prepared
+    model = mlflow.pyfunc.load_model("models:/tickets@champion")
+    out = model.predict({"messages": messages})
+    answer = out[0]["choices"][0]["message"]["content"]
+    assert answer.strip() == first["prediction"].strip(), (answer, first["prediction"])
 
 
 def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):

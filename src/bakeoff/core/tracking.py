@@ -323,28 +323,3 @@ def _holder(client, experiment_id: str) -> str:
                           tags={"kind": "superseded-holder", SUPERSEDED: "true", LATEST: "false"})
     client.set_terminated(r.info.run_id)
     return r.info.run_id
-
-
-def register_champion(params, run_id: str, files: dict, folder=None) -> dict:
-    """Register the recommended run as a version of the model named after the experiment, alias ``champion``.
-    ``folder``: its weights or adapter (logged under ``model/``, once per run); ``files``: artifact name → path
-    (its evaluation records, its params). Returns {name, version, source}."""
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    name = experiment_name(params)
-    run = client.get_run(run_id)
-    have = {f.path for f in client.list_artifacts(run_id, "model")}
-    if folder is not None and not have:
-        client.log_artifacts(run_id, str(folder), "model")
-    for path in files.values():
-        client.log_artifact(run_id, str(path), "model")
-    try:
-        client.get_registered_model(name)
-    except Exception:
-        client.create_registered_model(name, description="bakeoff's recommended run per repro (alias champion)")
-    source = f"{run.info.artifact_uri}/model"
-    version = client.create_model_version(name, source, run_id=run_id,
-                                          tags={"bakeoff.name": run.data.tags.get("bakeoff.name", "")})
-    client.set_registered_model_alias(name, "champion", version.version)
-    return {"name": name, "version": version.version, "source": source}

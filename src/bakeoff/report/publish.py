@@ -9,16 +9,22 @@ from bakeoff.core import runs, tracking
 
 
 def champion_of(params, rec: dict) -> dict | None:
-    """Register the recommended run (its weights or adapter, its records, params.yaml) as the champion."""
+    """Register the recommended run (its model with MLflow's transformers flavour, its records, params.yaml) as the
+    champion (``bakeoff.report.champion``)."""
+    from bakeoff.report import champion
+
     name = rec.get("run")
     ev = runs.read_json(runs.eval_record(name)) if name else None
     if not ev or not ev.get("run_id"):
         return None
+    dtype = (ev.get("metrics") or {}).get("serving_dtype")
+    if dtype not in ("fp32", "bf16", "fp16"):  # an endpoint baseline: no weights here to register
+        print(f"MLflow: no champion registered: `{name}` is served by an endpoint, not weights here")
+        return None
     files = {p.name: p for p in (runs.eval_record(name), runs.train_record(name), runs.tuned_record(name),
                                  runs.predictions(name), Path("params.yaml")) if p.exists()}
-    folder = runs.variant_dir(name) if name in params.variants and runs.variant_dir(name).exists() else None
     try:  # a store without a model registry, or a failed upload, leaves the report and the runs as they are
-        return tracking.register_champion(params, ev["run_id"], files, folder)
+        return champion.register(params, name, ev["run_id"], dtype, files)
     except Exception as e:
         print(f"MLflow: the champion was not registered ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
         return None
