@@ -6,6 +6,8 @@ choice without loading torch; a search that cannot run is the arm's note, and th
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from bakeoff.core.errors import UserError
 
 
@@ -37,22 +39,66 @@ def tune_arm(params, name: str) -> None:
 
 
 
-def trial_logger(name: str):
-    """Each trial as an MLflow child run of the `<name>.tune` run: its values, its score, its validation curve."""
-    from bakeoff.core import tracking
+class TrialLog:
+    """Each trial as an MLflow child run of the `<name>.tune` run. A training trial's run is opened before it trains
+    (``opened``): MLflow's system metrics sampled while it runs, its training and validation loss logged at each step
+    (``bakeoff.train.variant.live_curves``), its values as params, its score and state when it ends. A prompt's trial
+    (no training) is logged when it ends (``log(number, values, result)``)."""
 
-    def log_trial(number: int, values: dict, result: dict) -> None:
+    def __init__(self, name: str):
+        self.name = name
+
+    def _tags(self, state: str) -> dict:
+        return {"bakeoff.name": f"{self.name}.tune", "kind": "trial", "state": state}
+
+    @staticmethod
+    def _end(values: dict, result: dict, curves: bool) -> None:
         import mlflow
 
-        with mlflow.start_run(run_name=f"{name} trial {number}", nested=True,
-                              tags={"bakeoff.name": f"{name}.tune", "kind": "trial", "state": result["state"]}):
-            mlflow.log_params({k: str(v) for k, v in values.items()})
-            tracking.log_metrics({k: result[k] for k in ("value", "tokens_seen", "wall_s") if k in result})
-            for point in result.get("val_curve") or []:
-                tracking.log_metrics({"val_loss": point["loss"]}, step=point["step"])
-        print(f"[{name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+        from bakeoff.core import tracking
 
-    return log_trial
+        mlflow.set_tag("state", result["state"])
+        tracking.log_metrics({k: result[k] for k in ("value", "tokens_seen", "wall_s") if k in result})
+        if not curves:
+            for point in result.get("val_curve") or []:
+                tracking.log_metrics({"val_loss_during_training": point["loss"]}, step=point["step"])
+
+    def log(self, number: int, values: dict, result: dict) -> None:
+        import mlflow
+
+        with mlflow.start_run(run_name=f"{self.name} trial {number}", nested=True, tags=self._tags(result["state"])):
+            mlflow.log_params({k: str(v) for k, v in values.items()})
+            self._end(values, result, curves=False)
+        print(f"[{self.name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+
+    __call__ = log
+
+    @contextmanager
+    def opened(self, number: int, values: dict):
+        """The trial's run, open while it trains; yields {"callbacks": [...], "result": {...}} for the trial to fill."""
+        import mlflow
+
+        from bakeoff.train.variant import live_curves
+
+        held, stopped = {"callbacks": [], "result": {"state": "failed"}}, None
+        with mlflow.start_run(run_name=f"{self.name} trial {number}", nested=True, tags=self._tags("running"),
+                              log_system_metrics=True):
+            mlflow.log_params({k: str(v) for k, v in values.items()})
+            held["callbacks"] = live_curves()
+            try:
+                yield held
+            except BaseException as e:  # pruned or failed: its state says so, and its run ends FINISHED all the same
+                stopped = e
+            self._end(values, held["result"], curves=bool(held["callbacks"]))
+        result = held["result"]
+        if stopped is not None:
+            print(f"[{self.name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+            raise stopped
+        print(f"[{self.name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+
+
+def trial_logger(name: str) -> TrialLog:
+    return TrialLog(name)
 
 
 def _summarise(rec: dict) -> None:

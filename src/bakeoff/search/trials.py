@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from bakeoff.search.space import apply, run_identity, rung_steps, trial_variant
@@ -200,31 +201,37 @@ class VariantSearch:
         return into_new_region(best.params, widenings[len(before):], current)  # the next trial tries it
 
     def objective(self, trial):
-        """One trial: the variant at the drawn values, trained at full length unless pruned, its score."""
-        import optuna
-
-        from bakeoff.train.trainer import train
-
+        """One trial: the variant at the drawn values, trained at full length unless pruned, its score; inside its
+        MLflow run where the stage opens one per trial (``log_trial.opened``)."""
         v, study = self.v, self.study
         current = study.user_attrs.get("space") or self.space
         values = {k: suggest(trial, k, spec) for k, spec in current.items()}
         values_drawn()
         tv = trial_variant(v, self.tc, values)
-        out = Path(self.work_dir) / f"trial-{trial.number}"
-        result = {"state": "pruned"}
+        opened = getattr(self.log_trial, "opened", None)
+        with (opened(trial.number, values) if opened else nullcontext({"callbacks": [], "result": {}})) as held:
+            return self._trial(trial, v, tv, values, held)
+
+    def _trial(self, trial, v, tv, values: dict, held: dict):
+        import optuna
+
+        from bakeoff.train.trainer import train
+
+        out, study = Path(self.work_dir) / f"trial-{trial.number}", self.study
+        result = held["result"] = {"state": "pruned"}
         t_start = time.perf_counter()
         kept = False
         try:
             rec = train(self.technique, tv, self.base_dir, self.rows, out / "model", self.precision, out / "work",
                         parent_dir=self.parent, val_rows=self.val,
-                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise)],
+                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]],
                         judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
             # the loss of the weights the trial ends on: its best evaluation's where the variant's run keeps those
             losses = [p["loss"] for p in rec["val_curve"]]
             loss = (min(losses) if keeps_best(v) else losses[-1]) if losses else None
             value = loss if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
-            result = {"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
-                      "val_curve": rec["val_curve"]}
+            result.update({"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
+                           "val_curve": rec["val_curve"]})
             trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
             trial.set_user_attr("val_curve", [{"step": p["step"], "loss": round(p["loss"], 5)}
                                               for p in rec["val_curve"]])
@@ -242,7 +249,7 @@ class VariantSearch:
             result["wall_s"] = round(time.perf_counter() - t_start, 1)
             trial.set_user_attr("tokens_seen", result.get("tokens_seen") or 0)
             trial.set_user_attr("wall_s", result["wall_s"])
-            if self.log_trial:
+            if self.log_trial and not getattr(self.log_trial, "opened", None):
                 self.log_trial(trial.number, values, result)
             if not kept:
                 shutil.rmtree(out, ignore_errors=True)
