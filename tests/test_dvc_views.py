@@ -102,3 +102,22 @@ def test_dvc_plots_show_and_diff_render_the_loss_quality_and_curve(repo):
     assert {(p["rev"], p["quality"]) for p in quality if p["arm"] == "lora"} == {("HEAD~1", "0.8"), ("HEAD", "0.85")}
     changed = dvc(repo, "metrics", "diff", "HEAD~1", "HEAD").stdout
     assert "reports/arms/lora.json" in changed and "0.85" in changed
+
+
+def test_the_committed_run_reads_in_dvc_metrics_show_exp_show_and_plots_show():
+    """On the repository itself: every arm of the committed run is one row of at most ten numbers, `dvc exp show
+    --only-changed` fits a screen, and `dvc plots show` renders the three data plots beside the report's figures."""
+    shown = json.loads(dvc(ROOT, "metrics", "show", "--json").stdout)[""]["data"]
+    arms = json.loads((ROOT / "reports" / "metrics.json").read_text())["runs"]
+    assert {Path(p).stem for p in shown} == set(arms)
+    assert all(len(v["data"]) <= 10 and not v.get("error") for v in shown.values())
+    assert all(isinstance(x, (int, float)) for v in shown.values() for x in v["data"].values())
+    text = dvc(ROOT, "metrics", "show")
+    assert "failed to load" not in (text.stdout + text.stderr).lower()
+    exp = dvc(ROOT, "exp", "show", "--only-changed", "--no-pager", "--csv").stdout.splitlines()
+    assert len(exp[0].split(",")) <= 120, len(exp[0].split(","))
+    plots = json.loads(dvc(ROOT, "plots", "show", "--json").stdout)["data"]
+    assert {"reports/dvc/loss.csv", "reports/dvc/quality.csv", "reports/dvc/curve.csv"} <= set(plots)
+    loss = plots["reports/dvc/loss.csv"][0]["content"]["data"]["values"]
+    trained = {n for n, a in arms.items() if a.get("status") == "ok" and n not in ("zero_shot", "prompt_search")}
+    assert trained <= {p["arm"] for p in loss} and {p["split"] for p in loss} == {"train", "validation"}
