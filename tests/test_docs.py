@@ -182,7 +182,7 @@ def test_every_committed_picture_shows_the_reports_commit():
     from bakeoff.run import screenshots
 
     commit = screenshots.report_commit(ROOT)
-    pictures = [ROOT / screenshots.REPORT_PNG, ROOT / screenshots.MLFLOW_PNG]
+    pictures = [ROOT / screenshots.REPORT_PNG, ROOT / screenshots.MLFLOW_PNG, ROOT / screenshots.CURVES_PNG]
     shown = [p for p in pictures if p.exists()]
     assert ROOT / screenshots.REPORT_PNG in shown, "reports/comparison.png: run make screenshots"
     wrong = {str(p.relative_to(ROOT)): screenshots.stamped(p) for p in shown if screenshots.stamped(p) != commit}

@@ -1,12 +1,13 @@
 """`make screenshots`: the pictures of this run the README shows, taken in headless Chromium through Playwright.
 
-    make screenshots                      # after make repro: both pictures
+    make screenshots                      # after make repro: the three pictures
     python -m bakeoff.run.screenshots --only report
 
 - ``reports/comparison.png``: the first screen of ``reports/comparison.html``, the report's answer.
 - ``reports/mlflow_experiment.png``: the task's experiment in the MLflow UI, on a server this command starts on
   127.0.0.1 and stops: the newest repro run expanded (one row per arm), its quality, gain and interval columns shown,
   the side panels closed.
+- ``reports/mlflow_curves.png``: the recommended arm's run in the same UI, its training and validation loss per step.
 
 Each picture carries the commit of the report it shows (a PNG text chunk, ``bakeoff.commit``); the MLflow picture
 is refused when the store's newest repro run was made at another commit than the report, and
@@ -25,11 +26,14 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 COMMIT_KEY = "bakeoff.commit"
 REPORT_PNG = Path("reports/comparison.png")
 MLFLOW_PNG = Path("reports/mlflow_experiment.png")
+CURVES_PNG = Path("reports/mlflow_curves.png")
+CURVES = ("train_loss", "val_loss_during_training")  # logged at each step while the arm trains
 # the runs table's columns: what a reader decides on; the UI's own Dataset, Source and Models columns hidden
 SHOWN = ("quality", "val_quality", "gain", "ci_low", "ci_high", "train_wall_s", "train_peak_rss_mb")
 HIDDEN = ("Dataset", "Source", "Models")
@@ -88,9 +92,33 @@ def _newest_repro(client, experiment_id: str):
     return runs[0] if runs else None
 
 
-def mlflow_picture(p, params, commit: str, out: Path) -> None:
-    import mlflow
+@contextmanager
+def _ui(uri: str):
+    """The MLflow UI on 127.0.0.1 on the store ``uri``, started here and stopped on leaving; yields its address."""
     import requests
+
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(240):
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        else:
+            raise SystemExit("error: the MLflow UI did not answer within 2 minutes")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _repro_of(params, commit: str):
+    """(the store's URI, its client, the experiment, the newest repro run); refused when it is not the report's."""
+    import mlflow
 
     from bakeoff.core import tracking
     from bakeoff.core.schema import without_secret
@@ -107,22 +135,17 @@ def mlflow_picture(p, params, commit: str, out: Path) -> None:
     if made_at != commit:
         raise SystemExit(f"error: the store's newest repro run ({repro.info.run_name}) was made at {made_at[:12]}, the "
                          f"report at {commit[:12]}: the picture would not show this report's run")
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host",
-                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(240):
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        else:
-            raise SystemExit("error: the MLflow UI did not answer within 2 minutes")
+    return uri, client, exp, repro
+
+
+def mlflow_picture(p, params, commit: str, out: Path) -> None:
+    from bakeoff.core import tracking
+
+    uri, _, _, repro = _repro_of(params, commit)
+    with _ui(uri) as server:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": 1600, "height": 760})
-        page.goto(tracking.ui_url(params, f"http://127.0.0.1:{port}"))
+        page.goto(tracking.ui_url(params, server))
         row = f'[row-id="{repro.info.run_id}"]'
         page.wait_for_selector(row, timeout=60_000)
         for close in page.locator('button[aria-label="Close"]').all():  # the assistant's panel
@@ -142,9 +165,34 @@ def mlflow_picture(p, params, commit: str, out: Path) -> None:
         page.wait_for_timeout(1500)
         page.screenshot(path=str(out))
         browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+
+
+def curves_picture(p, params, commit: str, out: Path) -> str:
+    """The recommended arm's run page, its model metrics: training and validation loss per step. Returns the arm."""
+    uri, client, exp, repro = _repro_of(params, commit)
+    picked = (repro.data.tags.get("recommendation") or "").split("`")
+    if len(picked) < 2:
+        raise SystemExit("error: the repro run names no recommended run")
+    name = picked[1]
+    found = client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{name}' and "
+                               f"tags.`mlflow.parentRunId` = '{repro.info.run_id}'", max_results=1)
+    if not found:
+        raise SystemExit(f"error: no run of `{name}` under the repro run")
+    with _ui(uri) as server:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1600, "height": 900})
+        page.goto(f"{server}/#/experiments/{exp.experiment_id}/runs/{found[0].info.run_id}/model-metrics")
+        page.get_by_text(CURVES[0], exact=True).first.wait_for(timeout=60_000)
+        for close in page.locator('button[aria-label="Close"]').all():
+            if close.is_visible():
+                close.click()
+        search = page.get_by_placeholder(re.compile("Search metric", re.IGNORECASE))
+        if search.count():
+            search.first.fill("loss")  # the two curves first, the single-value metrics out of the way
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(out))
+        browser.close()
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from bakeoff.core.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("report", "mlflow"), help="one picture instead of both")
+    ap.add_argument("--only", choices=("report", "mlflow", "curves"), help="one picture instead of all three")
     a = ap.parse_args(argv)
     commit = report_commit()
     with sync_playwright() as p:
@@ -165,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             mlflow_picture(p, load_params(), commit, MLFLOW_PNG)
             stamp(MLFLOW_PNG, commit)
             print(f"wrote {MLFLOW_PNG} (the repro run at {commit[:12]})")
+        if a.only in (None, "curves"):
+            name = curves_picture(p, load_params(), commit, CURVES_PNG)
+            stamp(CURVES_PNG, commit)
+            print(f"wrote {CURVES_PNG} (`{name}`'s curves, the repro run at {commit[:12]})")
     return 0
 
 
