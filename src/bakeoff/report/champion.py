@@ -66,8 +66,11 @@ def register(params, name: str, run_id: str, dtype: str, files: dict[str, Path])
 
     from bakeoff.core.tracking import experiment_name
 
-    info, description = log_model(params, name, run_id, dtype)
     client = mlflow.MlflowClient()
+    before = client.get_run(run_id).info  # the run's own end: logging the model into it later does not move it
+    info, description = log_model(params, name, run_id, dtype)
+    if before.end_time:
+        client.set_terminated(run_id, before.status, end_time=before.end_time)
     for path in files.values():
         client.log_artifact(run_id, str(path), "records")
     registered = experiment_name(params)
