@@ -34,13 +34,13 @@ def log_model(params, name: str, run_id: str, dtype: str) -> tuple[object, str]:
     from bakeoff.core.models import DTYPES, load_model, load_tokenizer
 
     chat = {"task": "llm/v1/chat", "model_config": {"max_new_tokens": params.task.max_new_tokens, "do_sample": False},
-            "pip_requirements": _requirements(), "name": "model"}
+            "pip_requirements": _requirements(), "name": "model", "torch_dtype": DTYPES[dtype]}
     folder = runs.variant_dir(name) if name in params.variants else None
     base = runs.BASE.resolve()
     technique = params.variants[name].technique if folder else "prompting"
     with mlflow.start_run(run_id=run_id):
         if folder is not None and (folder / "config.json").exists():  # a full fine-tune: its whole checkpoint
-            return mlflow.transformers.log_model(str(folder), torch_dtype=DTYPES[dtype], **chat), (
+            return mlflow.transformers.log_model(str(folder), **chat), (
                 f"`{name}` ({technique}): the whole fine-tuned checkpoint, served in {dtype}")
         tok = load_tokenizer(base)
         model = load_model(base, dtype=DTYPES[dtype])
