@@ -29,16 +29,13 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 repro: setup
-	test -d .dvc || dvc init --quiet
-	$(PY) -m bakeoff.run.clock
-	@echo; echo "Report: reports/comparison.md   MLflow: make mlflow-ui"
+	$(VENV)/bin/bakeoff repro
 
 quick: setup
-	test -d .dvc || dvc init --quiet
-	$(PY) -m bakeoff.run.quick
+	$(VENV)/bin/bakeoff quick
 	@echo; echo "Quick look: quick/reports/comparison.md   The full bake-off: make repro"
 
-# one machine's share of a bake-off on several machines (README "Run it on several machines"):
+# one machine's share of a bake-off on several machines (docs/several-machines.md):
 #   make worker STAGES="evaluate@lora evaluate_from@dpo"     (no STAGES: every stage, restoring what others pushed)
 worker: setup
 	test -d .dvc || dvc init --quiet
@@ -46,10 +43,12 @@ worker: setup
 
 test: setup
 	$(VENV)/bin/ruff check src stages tests benchmarks
+	$(VENV)/bin/deptry .
 	$(PY) -m pytest
 
 test-fast: setup
 	$(VENV)/bin/ruff check src stages tests benchmarks
+	$(VENV)/bin/deptry .
 	$(PY) -m pytest -m "not slow"
 
 # benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 70 min on 2 CPU cores
@@ -72,5 +71,4 @@ screenshots: setup
 	$(PY) -m bakeoff.run.screenshots
 
 mlflow-ui: setup
-	@$(PY) -c "from bakeoff.core import config, tracking; print('open', tracking.ui_url(config.load_params()))"
-	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db) --port 5000
+	$(VENV)/bin/bakeoff ui

@@ -83,6 +83,45 @@ def test_every_link_in_the_readme_and_docs_leads_to_a_file_that_exists():
     assert not broken, broken
 
 
+def headings(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces to hyphens, a repeated
+    heading numbered (-1, -2); headings inside code blocks are none."""
+    seen, out, code = {}, set(), False
+    for line in page.read_text().splitlines():
+        code = code != line.startswith("```")
+        m = None if code else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            n = seen[slug] = seen.get(slug, -1) + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_anchors(page: Path) -> list[str]:
+    """Links from ``page`` to a heading (``#x`` on the page, ``other.md#x`` on another) that the target lacks."""
+    broken = []
+    for target, anchor in re.findall(r"\]\(\s*([^)#\s]*)#([^)\s]+)\)", page.read_text()):
+        dest = page if not target else page.parent / target
+        if dest.suffix == ".md" and dest.is_file() and anchor not in headings(dest):
+            broken.append(f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name} → {target}#{anchor}")
+    return broken
+
+
+def test_every_link_to_a_heading_finds_it_on_its_page_or_another():
+    broken = [b for p in PAGES for b in broken_anchors(p)]
+    assert not broken, broken
+
+
+def test_the_heading_check_catches_a_heading_that_was_renamed(tmp_path):
+    (tmp_path / "other.md").write_text("# Several GPUs and several machines\n\n## Several machines\n```\n# not\n```\n")
+    (tmp_path / "page.md").write_text("## Run `it`, twice!\n\n## Run `it`, twice!\n\n"
+                                      "[a](#run-it-twice) [b](#run-it-twice-1) [c](other.md#several-machines) "
+                                      "[d](other.md#run-it-on-several-machines) "
+                                      "[e](#not) [f](other.md#not)\n")
+    assert broken_anchors(tmp_path / "page.md") == ["page.md → other.md#run-it-on-several-machines",
+                                                    "page.md → #not", "page.md → other.md#not"]
+
+
 def test_the_readme_figures_are_the_committed_records():
     """The README's block is what ``python -m bakeoff.report.readme`` writes from reports/metrics.json and
     reports/clock.json; a stale or hand-typed figure fails here."""

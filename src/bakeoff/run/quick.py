@@ -151,15 +151,22 @@ def _copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
-def build(root: Path = Path("."), dest: Path | None = None) -> Path:
-    """quick/ with the project's pipeline, code and data, and the quick params.yaml; returns it."""
+HEADER = ("# The quick look's params (python -m bakeoff.run.quick wrote this from ../params.yaml; edit that one):\n"
+          "# the same pipeline on a small budget. The full bake-off: make repro in the project's root.\n")
+
+
+def build(root: Path = Path("."), dest: Path | None = None, source: Path | None = None, transform=None,
+          header: str = HEADER) -> Path:
+    """quick/ (or ``dest``) with the project's pipeline, code and data, and a params.yaml: ``source`` (default the
+    project's params.yaml) through ``transform`` (default the quick look's ``overrides``); returns it."""
     from bakeoff.core.config import load_params
     from bakeoff.decide.sizing import GPU_CHECK
 
     root = root.resolve()
     dest = (dest or root / QUICK_DIR).resolve()
-    load_params(root / "params.yaml")  # your params' own errors, with their lines, before anything is copied
-    raw = yaml.safe_load((root / "params.yaml").read_text()) or {}
+    source = Path(source) if source else root / "params.yaml"
+    load_params(source)  # your params' own errors, with their lines, before anything is copied
+    raw = yaml.safe_load(source.read_text()) or {}
     dest.mkdir(parents=True, exist_ok=True)
     for part in ("dvc.yaml", "stages", "src", "data", "configs"):
         _copy(root / part, dest / part)
@@ -171,9 +178,7 @@ def build(root: Path = Path("."), dest: Path | None = None) -> Path:
         path = (raw.get("task") or {}).get(key)
         if isinstance(path, str) and not Path(path).is_absolute() and not path.startswith("data/"):
             _copy(root / path, dest / path)
-    header = ("# The quick look's params (python -m bakeoff.run.quick wrote this from ../params.yaml; edit that one):\n"
-              "# the same pipeline on a small budget. The full bake-off: make repro in the project's root.\n")
-    (dest / "params.yaml").write_text(header + yaml.safe_dump(overrides(raw), sort_keys=False))
+    (dest / "params.yaml").write_text(header + yaml.safe_dump((transform or overrides)(raw), sort_keys=False))
     load_params(dest / "params.yaml")
     if not (dest / ".dvc").exists():
         subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=dest, check=True)
@@ -183,16 +188,25 @@ def build(root: Path = Path("."), dest: Path | None = None) -> Path:
     return dest
 
 
-def main() -> int:
+def absolute_uri(params_path: Path) -> str:
+    """The MLflow tracking URI ``params_path`` names, a relative SQLite file made absolute (a workspace of its own
+    runs in another folder and logs to the same store)."""
     from bakeoff.core import tracking
     from bakeoff.core.config import load_params
+
+    uri = tracking.tracking_uri(load_params(params_path))
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_absolute():
+        uri = f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+    return uri
+
+
+def main(params: str | Path = "params.yaml") -> int:
+    """The quick look of ``params`` (``bakeoff quick [--params FILE]``), in quick/."""
     from bakeoff.core.schema import without_secret
 
     t0 = time.perf_counter()
-    uri = tracking.tracking_uri(load_params())
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_absolute():
-        uri = f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
-    dest = build()
+    uri = absolute_uri(Path(params))
+    dest = build(source=Path(params))
     print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines ({TRIALS}-trial "
           f"searches) and one LoRA ({TRIALS} trials of ≤ {STEPS} steps of {BATCH} rows); MLflow: "
           f"{without_secret(uri)}", flush=True)

@@ -15,8 +15,8 @@ It is ``dvc repro --pull`` with the clock (``bakeoff.run.clock``) and three addi
 
 A machine that dies mid-stage loses that stage only: what it finished is on the remote, and its database session
 ends with it, releasing the lock. It needs a DVC default remote (``dvc remote add -d shared /mnt/shared/dvc``, or
-S3) and, across machines, ``tune.storage: postgresql://...`` and one ``MLFLOW_TRACKING_URI`` for all; README "Run
-it on several machines" has the recipe.
+S3) and, across machines, ``tune.storage: postgresql://...`` and one ``MLFLOW_TRACKING_URI`` for all;
+docs/several-machines.md has the recipe.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                             "(or an s3:// URL), and commit .dvc/config")
         if not is_postgres(url):
             print("[worker] tune.storage is not a PostgreSQL URL: stages are locked on this machine only, and each "
-                  "machine keeps its own studies (README: Run it on several machines)", flush=True)
+                  "machine keeps its own studies (docs/several-machines.md)", flush=True)
         print(f"[worker] remote {remote!r}; MLflow {without_secret(tracking_uri(params))}; studies and locks "
               f"{without_secret(url)}", flush=True)
         around = _stage_hook(repo, url, experiment_name(params))

@@ -1,0 +1,100 @@
+"""The card table before any training: one model you will really fine-tune, one technique, every card of the catalog
+(``bakeoff size``).
+
+    bakeoff size --model llama-3.1-8b --technique qlora --seq-len 2048 --micro-batch 1
+
+Each row is a card of ``sizing.gpus``: the memory one training process needs (projected by ``bakeoff.decide.memory``
+from the model's dimensions in ``sizing.targets``) against the card's less ``sizing.margin``, whether one card holds
+it (else how many, sharded), and the hours and dollars to train the tokens priced there at the technique's
+utilisation at that size (``bakeoff.decide.speed``: the GPU check's row where one was measured, else assumed) with
+the range's pessimistic end. Every figure is a projection, none is measured here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bakeoff.core.errors import UserError
+from bakeoff.decide.memory import Setup, Shape
+from bakeoff.decide.sizing import GPU, Fit, _resolved, catalog, fit, targets
+from bakeoff.decide.speed import Speed, measured_speeds, speed_at
+
+
+@dataclass
+class Cards:
+    """The table and what it was projected for."""
+
+    target: Shape
+    variant: str
+    technique: str
+    seq_len: int
+    micro_batch: int
+    tokens: float
+    tokens_from: str
+    speed: Speed
+    fits: list[tuple[GPU, Fit]]
+
+
+def pick(params, model: str, technique: str):
+    """The target shape named ``model`` and the variant that ``technique`` names (a variant's name, else the first
+    variant of that technique): its settings (rank, precision, levers) are what the memory depends on."""
+    shapes = {s.name.lower(): s for s in targets(params)}
+    shape = shapes.get(model.lower())
+    if shape is None:
+        raise UserError(f"--model {model}: not in sizing.targets of params.yaml (there: {', '.join(shapes)}); add "
+                        "its dimensions there (layers, hidden, intermediate, heads, kv_heads, vocab): nothing is "
+                        "downloaded")
+    variants = params.variants
+    if technique in variants:
+        return shape, technique, variants[technique]
+    named = [n for n, v in variants.items() if v.technique == technique]
+    if not named:
+        have = sorted({v.technique for v in variants.values()} | set(variants))
+        raise UserError(f"--technique {technique}: no variant of params.yaml has it (a technique or a variant's "
+                        f"name: {', '.join(have)}); add one under variants:")
+    return shape, named[0], variants[named[0]]
+
+
+def cards(params, model: str, technique: str, seq_len: int | None = None, micro_batch: int | None = None,
+          tokens: float | None = None, records: dict | None = None, speeds: list[dict] | None = None,
+          answer_tokens: int | None = None) -> Cards:
+    """Every card of the catalog for ``model`` trained with ``technique`` (``bakeoff size``). ``tokens``: what to
+    price (None: cost.train_tokens, else what the variant saw in this run's ``records``, else none: memory only);
+    ``answer_tokens``: the task's longest answer, the logits a labelled loss holds (None: every token's)."""
+    s = params.sizing
+    shape, name, v = pick(params, model, technique)
+    seq = int(seq_len or s.target_seq_len or v.train.max_seq_len)
+    mb = int(micro_batch or s.target_micro_batch or v.train.micro_batch)
+    setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=seq, micro_batch=mb,
+                               parent=params.variants.get(v.parent), answer_tokens=answer_tokens)
+    speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing,
+                     measured_speeds() if speeds is None else speeds)
+    seen = (((records or {}).get(name) or {}).get("metrics") or {}).get("tokens_seen")
+    priced, source = ((tokens, "--tokens") if tokens else (params.cost.train_tokens, "cost.train_tokens")
+                      if params.cost.train_tokens else (seen, f"what `{name}` trained on in runs/") if seen
+                      else (0.0, "none: pass --tokens to price the time"))
+    overhead = s.cuda_overhead_gb * 1024 ** 3
+    rows = [(g, fit(shape, setup, [g], s.margin, overhead, float(priced or 0), speed.mfu, name, speed.mfu_low))
+            for g in catalog(params)]
+    return Cards(shape, name, setup.technique, seq, mb, float(priced or 0), source, speed, rows)
+
+
+def lines(c: Cards, margin: float) -> list[str]:
+    """The table in Markdown, with what it was projected for above it and how below it."""
+    head = (f"Projected, not measured: `{c.target.name}` trained with `{c.variant}` ({c.technique}), "
+            f"{c.micro_batch} × {c.seq_len} tokens per forward pass, one process per card, {margin:.0%} of each "
+            f"card kept free; {c.tokens:,.0f} training tokens priced ({c.tokens_from}).")
+    out = [head, "",
+           "| card | card GB | need GB | holds it | est. hours | est. $ | est. $ at the low utilisation |",
+           "|---|---|---|---|---|---|---|"]
+    for g, f in c.fits:
+        holds = ("no" if f.gpu is None else "yes" if f.gpus == 1 else f"{f.gpus} cards, sharded")
+        hours = "–" if f.hours is None else f"{f.hours:,.2f}"
+        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
+        high = "–" if f.usd_high is None else f"{f.usd_high:,.2f}"
+        out.append(f"| {g.name} | {g.memory_gb:g} | {f.need_gb:.1f} | {holds} | {hours} | {usd} | {high} |")
+    other = ("; on every other card assumed the same" if c.speed.how == "measured" else "")
+    out += ["", (f"Utilisation {c.speed.mfu:.1%}, {c.speed.why}{other}; the low end {c.speed.mfu_low:.1%}. "
+                 "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
+                 "bakeoff.core.measure.")]
+    return out
