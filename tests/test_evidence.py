@@ -147,12 +147,38 @@ def test_the_data_value_curve_is_ticked_at_the_row_counts_measured(tmp_path):
     real_close = plt.close
     plt.close = kept.append                                            # keep the figure to read it back
     try:
-        plots._data_curve({"arms": {"lora": arm}, "reliable": False}, tmp_path, {})
+        plots._data_curve({"arms": {"lora": arm}, "reliable": False}, tmp_path, {}, {"model": "tiny"})
     finally:
         plt.close = real_close
     ax = kept[0].axes[0]
+    assert "measured on tiny" in ax.get_title()
     assert list(ax.get_xticks()) == [52, 104, 207, 414]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["52", "104", "207", "414"]
+
+
+def test_every_figure_of_the_runs_names_what_it_was_measured_on_in_its_title(tmp_path):
+    import importlib
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    plots = importlib.import_module("bakeoff.report.plots")
+    df = pd.DataFrame([
+        {"name": "p", "kind": "baseline", "status": "ok", "quality": 0.3, "quality_ci_low": 0.2,
+         "quality_ci_high": 0.4, "probe_acc": 0.5, "gain": float("nan")},
+        {"name": "v", "kind": "variant", "status": "ok", "quality": 0.8, "quality_ci_low": 0.7, "quality_ci_high": 0.9,
+         "train_peak_rss_mb": 900.0, "train_wall_s": 60.0, "probe_acc": 0.45, "gain": 0.5}])
+    pw = pd.DataFrame([{"a": "v", "b": "p", "diff": 0.5, "p_holm": 0.01}])
+    kept, real_close = [], plt.close
+    plt.close = kept.append
+    try:
+        paths = plots.plots(df, tmp_path, "exact_match", pw, None, {"model": "tiny-model", "split": "test", "n": 60,
+                                                                     "machine": "a CPU"})
+    finally:
+        plt.close = real_close
+    assert {"quality_vs_memory", "quality_vs_time", "quality_bars", "pairwise", "tradeoff"} <= set(paths)
+    titles = [f.axes[0].get_title() for f in kept]
+    assert len(titles) == len(paths) and all("measured on tiny-model" in t for t in titles), titles
 
 
 def test_a_baseline_records_the_turns_it_sent_and_the_report_shows_them(tmp_path, monkeypatch):

@@ -109,6 +109,8 @@ def test_another_configuration_runs_in_a_workspace_of_its_own(tmp_path):
     assert where == tmp_path / "work" / "other" and (where / "dvc.yaml").is_file()
     assert yaml.safe_load((where / "params.yaml").read_text())["verdict"]["min_gain"] == 0.11
     assert (tmp_path / "params.yaml").read_text() == before and env["MLFLOW_TRACKING_URI"].startswith("sqlite:////")
+    # dvc.yaml's stages run `python` from PATH: this interpreter's, though the venv is not activated
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
 
 
 def deptry(root: Path) -> subprocess.CompletedProcess:

@@ -110,7 +110,7 @@ def loss_curves(histories: dict[str, list[dict]], val_curves: dict[str, list[dic
             ax.plot([x["step"] for x in val], [x["loss"] for x in val], color=color, ls="--", marker=marker,
                     markerfacecolor="none", label=f"{n} validation")
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss (cross-entropy, log scale)")
+    ax.set_ylabel("loss (log scale): cross-entropy; DPO's: its preference loss")
     ax.set_yscale("log")
     where = f"\nmeasured on {scope.get('model')}, {scope.get('machine')}" if scope.get("model") else ""
     ax.set_title(("Training and validation loss" + where) if drawn else "loss curves (no variant recorded one)",

@@ -58,7 +58,14 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
         plt.close(fig)
 
 
-def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> None:
+def measured_on(scope: dict | None) -> str:
+    """What a figure's quality was measured on, for its title: "measured on <model>, test split (60 items)"."""
+    s = scope or {}
+    return (f"measured on {s.get('model', 'the base model')}, {s.get('split', 'test')} split"
+            + (f" ({s['n']} items)" if s.get("n") else ""))
+
+
+def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, scope: dict) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.4 * max(len(ok), 1)))
     names = list(ok["name"])
@@ -71,14 +78,14 @@ def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict) -> 
     ax.barh(names, q, xerr=err, color=colors, capsize=3)
     ax.invert_yaxis()
     ax.set_xlabel(f"{metric} (95% interval)")
-    ax.set_title("quality per run (grey: prompting)")
+    ax.set_title(f"Quality per run (grey: prompting), {measured_on(scope)}", fontsize=9)
     fig.tight_layout()
     paths["quality_bars"] = out_dir / "quality_bars.png"
     fig.savefig(paths["quality_bars"], dpi=110)
     plt.close(fig)
 
 
-def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict) -> None:
+def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None:
     """Row minus column in points, coloured by the difference, the Holm-adjusted p written in every cell."""
     import numpy as np
 
@@ -101,14 +108,14 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict) -> None:
     ax.set_xticks(range(n), names, rotation=45, ha="right")
     ax.set_yticks(range(n), names)
     fig.colorbar(im, ax=ax, label="row − column (points)")
-    ax.set_title("pairwise differences (Holm-adjusted p; bold < 0.05)")
+    ax.set_title(f"Pairwise differences (Holm-adjusted p; bold < 0.05)\n{measured_on(scope)}", fontsize=9)
     fig.tight_layout()
     paths["pairwise"] = out_dir / "pairwise.png"
     fig.savefig(paths["pairwise"], dpi=110)
     plt.close(fig)
 
 
-def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict) -> None:
+def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None:
     """The learning–forgetting trade-off: each variant's task gain over the best prompt (pp) against what it lost on
     the general-ability probe (pp below the base model); up and left is better."""
     from bakeoff.report.tables import base_probe
@@ -129,14 +136,14 @@ def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict) -> None:
     ax.axvline(0, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("general-ability loss (probe, pp below the base model)")
     ax.set_ylabel("task gain over the best prompt (pp)")
-    ax.set_title("learning against forgetting")
+    ax.set_title(f"Learning against forgetting, measured on {(scope or {}).get('model', 'the base model')}", fontsize=9)
     fig.tight_layout()
     paths["tradeoff"] = out_dir / "tradeoff.png"
     fig.savefig(paths["tradeoff"], dpi=110)
     plt.close(fig)
 
 
-def _data_curve(curve: dict | None, out_dir: Path, paths: dict) -> None:
+def _data_curve(curve: dict | None, out_dir: Path, paths: dict, scope: dict) -> None:
     """Both curves against training rows (log scale): measured points with intervals, the fit, its band, and the
     projection to 4× dashed."""
     if not curve or not any(a.get("status") == "ok" for a in curve["arms"].values()):
@@ -166,9 +173,9 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict) -> None:
     ax.minorticks_off()
     ax.set_xlabel("training rows (log scale; ticks at the rows measured)")
     ax.set_ylabel("quality on the test split")
-    title = "Quality against training rows, measured" + ("; dashed: projected" if curve.get("reliable") else
-                                               "; back-test missed: no projection")
-    ax.set_title(title)
+    title = (f"Quality against training rows, {measured_on(scope)}\n"
+             + ("dashed: projected" if curve.get("reliable") else "the back-test missed: no projection"))
+    ax.set_title(title, fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     paths["curve"] = out_dir / "curve.png"
@@ -188,9 +195,9 @@ def plots(df: pd.DataFrame, out_dir: Path, metric: str, pw: pd.DataFrame | None 
     reserved = "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any()
     mem_col = "train_peak_reserved_mb" if reserved else "train_peak_rss_mb"
     _quality_against_cost(ok, mem_col, out_dir, metric, paths, scope or {})
-    _quality_bars(ok, out_dir, metric, paths)
+    _quality_bars(ok, out_dir, metric, paths, scope or {})
     if pw is not None and len(pw):
-        _pairwise_heatmap(pw, out_dir, paths)
-    _tradeoff(ok, out_dir, paths)
-    _data_curve(curve, out_dir, paths)
+        _pairwise_heatmap(pw, out_dir, paths, scope or {})
+    _tradeoff(ok, out_dir, paths, scope or {})
+    _data_curve(curve, out_dir, paths, scope or {})
     return paths

@@ -75,17 +75,25 @@ def _params(arg: str) -> Path:
     return path
 
 
+def environment(**extra: str) -> dict:
+    """This process's environment with its interpreter's folder first on PATH: dvc.yaml's stages run ``python``
+    from PATH, which must be this one (``.venv/bin/bakeoff`` run without the venv activated)."""
+    env = {**os.environ, **extra}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
 def _workspace(root: Path, params: Path) -> tuple[Path, dict]:
     """Where a repro of ``params`` runs (the project itself for its own params.yaml, else work/<name>/) and the
     environment it runs with (one MLflow store for both)."""
     from bakeoff.run import quick
 
     if params.resolve() == (root / "params.yaml").resolve():
-        return root, dict(os.environ)
+        return root, environment()
     header = (f"# {params} as `bakeoff repro --params {params}` runs it (a copy: edit {params}, then run that "
               "command again).\n")
     dest = quick.build(root, root / WORK / params.stem, source=params, transform=lambda raw: raw, header=header)
-    return dest, {**os.environ, "MLFLOW_TRACKING_URI": quick.absolute_uri(params)}
+    return dest, environment(MLFLOW_TRACKING_URI=quick.absolute_uri(params))
 
 
 def _clock(root: Path, params: Path, args: list[str]) -> int:
@@ -104,8 +112,8 @@ def _clock(root: Path, params: Path, args: list[str]) -> int:
 def size(args) -> int:
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
-    from bakeoff.decide.cards import cards, lines
     from bakeoff.decide.sizing import longest_answer
+    from bakeoff.run.cards import cards, lines
 
     params = load_params(_params(args.params))
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}  # after a run, if any
@@ -143,6 +151,7 @@ def run(argv: list[str] | None = None) -> int:
     if args.command == "quick":
         from bakeoff.run import quick
 
+        os.environ["PATH"] = environment()["PATH"]  # the quick look's stages run this interpreter too
         return quick.main(params)
     return _clock(root, params, ["compare"] if args.command == "report" else ["-f"] if args.force else [])
 
