@@ -94,8 +94,9 @@ def test_outside_the_project_the_command_says_where_to_run_it(tmp_path):
     assert r.returncode == 2 and "no dvc.yaml" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_another_configuration_runs_in_a_workspace_of_its_own(tmp_path):
+def test_another_configuration_runs_in_a_workspace_of_its_own(tmp_path, monkeypatch):
     """``bakeoff repro --params FILE``: FILE's params in work/<name>/, the project's params.yaml untouched."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # params' store (a server URL set outside is kept as is)
     for part in ("dvc.yaml", "params.yaml", "stages", "src", "data", "configs"):
         src = ROOT / part
         (shutil.copytree(src, tmp_path / part, ignore=shutil.ignore_patterns("prepared*", "__pycache__"))
