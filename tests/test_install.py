@@ -60,6 +60,26 @@ def test_size_prints_every_card_for_the_model_and_technique_before_any_training(
     assert priced[0] < priced[1]  # the same hours at a lower price
 
 
+def test_the_card_table_projects_what_the_reports_sizing_projects():
+    """One projection, one way: each card's need and a card's hours and dollars are the report's sizing figures for
+    the same target, variant, shape and tokens (bakeoff.decide.sizing.table)."""
+    from dataclasses import replace
+
+    from bakeoff.core.config import load_params
+    from bakeoff.decide.sizing import table
+    from bakeoff.run.cards import cards
+
+    params = load_params(ROOT / "params.yaml")
+    params = replace(params, cost=replace(params.cost, train_tokens=1e7))
+    fits = {(f.target, f.variant): f for f in table(params, {n: 1e7 for n in params.variants}, speeds=[])}
+    for variant in ("full", "qlora", "lora_lowmem"):
+        c = cards(params, "llama-3.1-8b", variant, speeds=[])
+        report = fits[("llama-3.1-8b", variant)]
+        assert {f.need_gb for _, f in c.fits} == {report.need_gb}, variant
+        same = next(f for g, f in c.fits if g.name == report.cheapest_gpu)
+        assert (same.hours, same.usd) == (report.cheapest_hours, report.cheapest_usd), variant
+
+
 def test_size_says_what_to_change_when_the_model_or_technique_is_unknown(tmp_path):
     r = bakeoff("size", "--model", "llama-9b", "--technique", "qlora")
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bakeoff.core.errors import UserError
-from bakeoff.decide.memory import Setup, Shape
-from bakeoff.decide.sizing import GPU, Fit, _resolved, catalog, fit, targets
+from bakeoff.decide.memory import GB, Setup, Shape
+from bakeoff.decide.sizing import GPU, Fit, _resolved, catalog, fit, targets, train_tokens
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
 
 
@@ -69,14 +69,12 @@ def cards(params, model: str, technique: str, seq_len: int | None = None, micro_
                                parent=params.variants.get(v.parent), answer_tokens=answer_tokens)
     speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing,
                      measured_speeds() if speeds is None else speeds)
-    seen = (((records or {}).get(name) or {}).get("metrics") or {}).get("tokens_seen")
-    priced, source = ((tokens, "--tokens") if tokens else (params.cost.train_tokens, "cost.train_tokens")
-                      if params.cost.train_tokens else (seen, f"what `{name}` trained on in runs/") if seen
-                      else (0.0, "none: pass --tokens to price the time"))
-    overhead = s.cuda_overhead_gb * 1024 ** 3
-    rows = [(g, fit(shape, setup, [g], s.margin, overhead, float(priced or 0), speed.mfu, name, speed.mfu_low))
+    priced = train_tokens(params, records or {}, tokens)[name]  # the report's rule: the same tokens priced
+    source = ("--tokens" if tokens else "cost.train_tokens" if params.cost.train_tokens
+              else f"what `{name}` trained on in runs/" if priced else "none: pass --tokens to price the time")
+    rows = [(g, fit(shape, setup, [g], s.margin, s.cuda_overhead_gb * GB, priced, speed.mfu, name, speed.mfu_low))
             for g in catalog(params)]
-    return Cards(shape, name, setup.technique, seq, mb, float(priced or 0), source, speed, rows)
+    return Cards(shape, name, setup.technique, seq, mb, priced, source, speed, rows)
 
 
 def lines(c: Cards, margin: float) -> list[str]:

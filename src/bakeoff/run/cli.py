@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=float, default=None, help="training tokens to price (default cost.train_tokens, "
                    "else what the variant trained on in runs/)")
     command("report", "The report again from the runs' records (dvc repro compare): after a change to verdict:, "
-                      "cost: or sizing:, no arm retrains.")
+                      "cost: or sizing: only compare runs; a stage whose own inputs changed runs first, as DVC "
+                      "does (the plan is printed before anything runs).")
     p = command("ui", "The MLflow UI on this run's experiment (http://127.0.0.1:PORT).")
     p.add_argument("--port", type=int, default=5000)
     return ap
