@@ -4,7 +4,8 @@
 
 Writes reports/comparison.{md,csv,html}, reports/metrics.json, reports/sizing.json, reports/curve.json (the
 data-value curve), reports/plots/*.png, reports/flips/<variant>.jsonl, what DVC shows (reports/arms/<arm>.json for
-`dvc metrics show`, reports/dvc/*.csv for `dvc plots show`), and a summary MLflow run holding them all.
+`dvc metrics show`, reports/dvc/*.csv for `dvc plots show`), a git-tracked copy of the runs' records
+(reports/records/, since DVC caches the records themselves), and a summary MLflow run holding them all.
 """
 
 import sys
@@ -30,6 +31,7 @@ def main() -> None:
     images.update(decision_plots(params, d, out / "plots"))
     paths = report.write_all(out, params, d, images, shipped)
     dvc_files.write(out, d.runs, d.records, d.costs, d.curve)
+    dvc_files.records(out, runs.RUNS, out / "shipped.json")
     publish.to_mlflow(params, d, paths, out)
     publish.say(paths, VERBOSE)
 

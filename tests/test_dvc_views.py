@@ -58,6 +58,25 @@ def test_an_arm_removed_from_the_params_leaves_no_metrics_file_behind(tmp_path):
     assert (tmp_path / "dvc" / "curve.csv").read_text().strip() == "arm,rows,quality"  # no curve: its header alone
 
 
+def test_the_records_are_copied_for_git_and_a_removed_arm_leaves_none(tmp_path):
+    runs_dir, out = tmp_path / "runs", tmp_path / "reports"
+    for arm, files in {"lora": ("tuned", "train", "eval"), "zero_shot": ("tuned", "eval")}.items():
+        (runs_dir / arm).mkdir(parents=True)
+        for f in files:
+            (runs_dir / arm / f"{f}.json").write_text(json.dumps({"arm": arm, "file": f}))
+    (runs_dir / "lora" / "predictions.jsonl").write_text("{}\n")  # predictions stay in DVC's cache
+    (out / "shipped.json").parent.mkdir()
+    (out / "shipped.json").write_text('{"shipped": "lora"}')
+    dest = dvc_files.records(out, runs_dir, out / "shipped.json")
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == ["lora/eval.json", "lora/train.json", "lora/tuned.json", "shipped.json",
+                   "zero_shot/eval.json", "zero_shot/tuned.json"]
+    assert json.loads((dest / "lora" / "train.json").read_text()) == {"arm": "lora", "file": "train"}
+    shutil.rmtree(runs_dir / "zero_shot")
+    dvc_files.records(out, runs_dir, None)
+    assert sorted(p.name for p in dest.iterdir()) == ["lora"]
+
+
 def dvc(repo: Path, *args: str) -> subprocess.CompletedProcess:
     r = subprocess.run([DVC, *args], cwd=repo, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -121,3 +140,5 @@ def test_the_committed_run_reads_in_dvc_metrics_show_exp_show_and_plots_show():
     loss = plots["reports/dvc/loss.csv"][0]["content"]["data"]["values"]
     trained = {n for n, a in arms.items() if a.get("status") == "ok" and n not in ("zero_shot", "prompt_search")}
     assert trained <= {p["arm"] for p in loss} and {p["split"] for p in loss} == {"train", "validation"}
+    copied = {p.name for p in (ROOT / "reports" / "records").iterdir() if p.is_dir()}
+    assert copied == set(arms), "reports/records/ holds git's copy of every arm's records"

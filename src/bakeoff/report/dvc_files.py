@@ -10,8 +10,11 @@ behind ``dvc plots show`` and ``dvc plots diff`` (dvc.yaml's top-level ``plots:`
     reports/dvc/curve.csv     arm, rows, quality: the data-value curve's measured points
 
 Every other record (the runs' records, reports/metrics.json) is an ``outs:`` record: what the report reads, not a
-column of ``dvc metrics show``. Each number is the one the report prints (``bakeoff.decide.figures``); a figure a
-run does not have is left out (DVC shows "-").
+column of ``dvc metrics show``. The runs' records (runs/<arm>/{tuned,train,eval}.json, reports/shipped.json) are
+cached outs, so DVC's run-cache keeps their stages; git cannot track a cached out, so ``records`` copies them to
+reports/records/ (an uncached out of compare, committed): a clone without the DVC cache still reads every record.
+Each number is the one the report prints (``bakeoff.decide.figures``); a figure a run does not have is left out (DVC
+shows "-").
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 
-ARMS_DIR, PLOTS_DIR = "arms", "dvc"
+ARMS_DIR, PLOTS_DIR, RECORDS_DIR = "arms", "dvc", "records"
 # name in the metrics file → the run table's column (bakeoff.decide.figures)
 COLUMNS = {"quality": "quality", "ci_low": "quality_ci_low", "ci_high": "quality_ci_high", "gain": "gain",
            "gain_ci_low": "gain_ci_low", "train_s": "train_wall_s", "eval_s": "gen_wall_s"}
@@ -87,3 +91,16 @@ def write(out_dir: Path, runs, records: dict, costs: dict | None, curve: dict | 
               for rows, q in zip(a.get("rows") or [], a.get("quality") or [])]
     paths["curve"] = _csv(plots / "curve.csv", ["arm", "rows", "quality"], points)
     return paths
+
+
+def records(out_dir: Path, runs_dir: Path, shipped: Path | None = None) -> Path:
+    """Copy each arm's records (runs/<arm>/*.json) and the export's checks into reports/records/, emptied first."""
+    dest = out_dir / RECORDS_DIR
+    shutil.rmtree(dest, ignore_errors=True)
+    for src in sorted(runs_dir.glob("*/*.json")):
+        (dest / src.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / src.parent.name / src.name)
+    if shipped is not None and shipped.is_file():
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(shipped, dest / shipped.name)
+    return dest
