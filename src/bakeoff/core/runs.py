@@ -73,10 +73,12 @@ def provenance(stats: dict, base_dir: Path | None = None) -> dict:
 
 
 def device_name() -> str:
-    """What the figures were measured on, in words: the CUDA card, else the CPU's model name, its cores and the
-    bf16 features that change its speed (AMX, AVX512-BF16), read from /proc/cpuinfo (no torch import)."""
-    import os
+    """What the figures were measured on, in words: the CUDA card, else the CPU's model name, its physical cores (and
+    logical CPUs where they differ), the bf16 features that change its speed (AMX, AVX512-BF16), read from
+    /proc/cpuinfo (no torch import), and the threads torch computes with (``bakeoff.core.threads``)."""
     import shutil
+
+    from bakeoff.core import threads
 
     if shutil.which("nvidia-smi"):
         try:
@@ -89,11 +91,17 @@ def device_name() -> str:
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return f"{os.cpu_count()}-core CPU"
+        return f"{threads.logical()}-CPU machine, {_threads(threads.in_use())}"
     name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "CPU")
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
     feats = "AMX" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags else "no bf16 units"
-    return f"{name}, {len(os.sched_getaffinity(0))} cores ({feats})"
+    n, cpus = threads.cores(info), threads.logical()
+    where = f"{n} {'core' if n == 1 else 'cores'}" + ("" if n == cpus else f", {cpus} logical CPUs")
+    return f"{name}, {where} ({feats}), {_threads(threads.in_use())}"
+
+
+def _threads(n: int) -> str:
+    return f"{n} torch {'thread' if n == 1 else 'threads'}"
 
 
 SEVERAL = "several machines: "
