@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -193,7 +194,10 @@ def log_splits(contexts: dict[str, str], folder: str = "data/prepared") -> None:
     for split, context in contexts.items():
         if os.path.exists(path := f"{folder}/{split}.jsonl"):
             blob = Path(path).read_bytes()
-            ds = MetaDataset(resolve_dataset_source(path), name=split, digest=hashlib.sha256(blob).hexdigest()[:16])
+            with warnings.catch_warnings():  # MLflow registers its local-file source twice ("" and file:) and says so
+                warnings.filterwarnings("ignore", "The specified dataset source can be interpreted in multiple ways")
+                source = resolve_dataset_source(path)
+            ds = MetaDataset(source, name=split, digest=hashlib.sha256(blob).hexdigest()[:16])
             mlflow.log_input(ds, context=context, tags={"rows": str(blob.count(b"\n"))})
 
 
