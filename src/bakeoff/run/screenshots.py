@@ -182,13 +182,16 @@ def curves_picture(p, params, commit: str, out: Path) -> str:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": 1600, "height": 900})
         page.goto(f"{server}/#/experiments/{exp.experiment_id}/runs/{found[0].info.run_id}/model-metrics")
-        page.get_by_text(CURVES[0], exact=True).first.wait_for(timeout=60_000)
-        for close in page.locator('button[aria-label="Close"]').all():
+        search = page.get_by_placeholder(re.compile("Search metric", re.IGNORECASE)).first
+        search.wait_for(timeout=60_000)
+        for close in page.locator('button[aria-label="Close"]').all():  # the assistant's panel
             if close.is_visible():
                 close.click()
-        search = page.get_by_placeholder(re.compile("Search metric", re.IGNORECASE))
-        if search.count():
-            search.first.fill("loss")  # the two curves first, the single-value metrics out of the way
+        # the two curves alone (the search takes a regular expression): the charts are in name order, and the
+        # single-value metrics would push them below the fold
+        search.fill(f"^({'|'.join(CURVES)})$")
+        for curve in CURVES:
+            page.get_by_text(curve, exact=True).first.wait_for(timeout=60_000)
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out))
         browser.close()
