@@ -41,14 +41,16 @@ def test_the_users_omp_num_threads_wins(monkeypatch):
 
 
 def test_a_stage_on_one_cpu_computes_with_one_thread_and_says_so():
-    """A process confined to one CPU (as a 1-core machine or a pinned job is) imports bakeoff, then torch: torch
-    computes with one thread, and the machine line a record carries says one core and one thread."""
+    """A process confined to one CPU (as a 1-core machine or a pinned job is) that set torch to 4 threads before it
+    imported bakeoff computes with one thread once bakeoff loads, and the machine line its records carry says one
+    core and one torch thread."""
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "import bakeoff, torch; from bakeoff.core.runs import device_name; "
-            "print(torch.get_num_threads()); print(device_name())")
+            "import torch; torch.set_num_threads(4); "
+            "import bakeoff; from bakeoff.core.runs import device_name; "
+            "print(torch.get_num_threads()); print(os.environ['OMP_NUM_THREADS']); print(device_name())")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
-    n, line = r.stdout.splitlines()[-2:]
-    assert n == "1", r.stdout
+    n, omp, line = r.stdout.splitlines()[-3:]
+    assert (n, omp) == ("1", "1"), r.stdout
     if not shutil.which("nvidia-smi"):  # on a CUDA machine the line names the card
         assert ", 1 core (" in line and line.endswith(", 1 torch thread"), line
