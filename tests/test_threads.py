@@ -6,6 +6,7 @@ the user's OMP_NUM_THREADS first, and named in the machine line every record and
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -40,17 +41,21 @@ def test_the_users_omp_num_threads_wins(monkeypatch):
     assert threads.count() == min(threads.cores(), threads.quota() or threads.cores())
 
 
-def test_a_stage_on_one_cpu_computes_with_one_thread_and_says_so():
+def test_a_stage_on_one_cpu_computes_with_one_thread_and_says_so(tmp_path):
     """A process confined to one CPU (as a 1-core machine or a pinned job is) that set torch to 4 threads before it
-    imported bakeoff computes with one thread once bakeoff loads, and the machine line its records carry says one
-    core and one torch thread."""
+    imported bakeoff computes with one thread once bakeoff loads; the record it writes says one torch thread beside a
+    device of one core, and the clock's machine line says both."""
+    record = tmp_path / "eval.json"
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
             "import torch; torch.set_num_threads(4); "
-            "import bakeoff; from bakeoff.core.runs import device_name; "
-            "print(torch.get_num_threads()); print(os.environ['OMP_NUM_THREADS']); print(device_name())")
+            "import bakeoff; from pathlib import Path; from bakeoff.core import runs; "
+            f"runs.finish({{'name': 'x', 'status': 'ok', 'metrics': {{}}}}, Path({str(record)!r})); "
+            "print(torch.get_num_threads()); print(os.environ['OMP_NUM_THREADS']); print(runs.machine_line())")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
     n, omp, line = r.stdout.splitlines()[-3:]
     assert (n, omp) == ("1", "1"), r.stdout
-    if not shutil.which("nvidia-smi"):  # on a CUDA machine the line names the card
-        assert ", 1 core (" in line and line.endswith(", 1 torch thread"), line
+    rec = json.loads(record.read_text())
+    assert rec["torch_threads"] == 1 and line == f"{rec['device']}, 1 torch thread", (rec, line)
+    if not shutil.which("nvidia-smi"):  # on a CUDA machine the device is the card
+        assert ", 1 core (" in rec["device"], rec["device"]

@@ -16,7 +16,7 @@ REFERENCE = {"model": 25, "data": 8, "tune_prompt": 170, "baseline": 72, "baseli
 REFERENCE_PARAMS = 134_515_008
 
 
-REFERENCE_CPU = "AMD EPYC, 2 cores (AVX512-BF16, no AMX), 2 torch threads"
+REFERENCE_CPU = "AMD EPYC, 2 cores (AVX512-BF16, no AMX)"
 
 
 SPEED_BAND = 0.2  # the speed probe (bakeoff.core.measure.speed_probe) varies up to 18% between processes here
