@@ -105,6 +105,11 @@ def quiet_trainer(trainer) -> None:
 
 quiet()
 
+# torch's CPU threads: one per physical core (bakeoff.core.threads), set before any stage loads torch
+from bakeoff.core.threads import apply as _apply_threads
+
+_apply_threads()
+
 # MLflow's credentials out of its URI, before anything (MLflow's links, a traceback, a record) can print it
 from bakeoff.core.secrets import move_tracking_credentials
 

@@ -73,10 +73,13 @@ def provenance(stats: dict, base_dir: Path | None = None) -> dict:
 
 
 def device_name() -> str:
-    """What the figures were measured on, in words: the CUDA card, else the CPU's model name, its cores and the
-    bf16 features that change its speed (AMX, AVX512-BF16), read from /proc/cpuinfo (no torch import)."""
-    import os
+    """What the figures were measured on, in words: the CUDA card, else the CPU's model name, its physical cores (and
+    logical CPUs where they differ) and the bf16 features that change its speed (AMX, AVX512-BF16), read from
+    /proc/cpuinfo (no torch import). The threads torch computes with are a record's ``torch_threads`` and the
+    clock's machine line (``machine_line``), so a record's device names the hardware alone."""
     import shutil
+
+    from bakeoff.core import threads
 
     if shutil.which("nvidia-smi"):
         try:
@@ -89,11 +92,29 @@ def device_name() -> str:
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return f"{os.cpu_count()}-core CPU"
+        return f"{threads.logical()}-CPU machine"
     name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "CPU")
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
     feats = "AMX" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags else "no bf16 units"
-    return f"{name}, {len(os.sched_getaffinity(0))} cores ({feats})"
+    n, cpus = threads.cores(info), threads.logical()
+    where = f"{n} {'core' if n == 1 else 'cores'}" + ("" if n == cpus else f", {cpus} logical CPUs")
+    return f"{name}, {where} ({feats})"
+
+
+def stamp_device(record: dict) -> dict:
+    """What a record's figures were measured on: ``device`` (the hardware) and ``torch_threads``."""
+    from bakeoff.core import threads
+
+    record["device"], record["torch_threads"] = device_name(), threads.in_use()
+    return record
+
+
+def machine_line() -> str:
+    """The device and the threads torch computes with in this process: the clock's machine line."""
+    from bakeoff.core import threads
+
+    n = threads.in_use()
+    return f"{device_name()}, {n} torch {'thread' if n == 1 else 'threads'}"
 
 
 SEVERAL = "several machines: "
@@ -203,7 +224,7 @@ def guarded(record: dict, work) -> dict:
 def finish(record: dict, path: Path) -> None:
     """A stage's last step: the machine its figures were measured on (``bakeoff.run.worker``: per machine), the
     record written to ``path``, its one line printed."""
-    record["device"] = device_name()
+    stamp_device(record)
     write_json(path, record)
     print(f"[{record['name']}] {record['status']}: {summary(record)}")
 

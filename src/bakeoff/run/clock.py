@@ -151,14 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     from dvc.repo.reproduce import _reproduce_stage
 
     from bakeoff import VERBOSE
-    from bakeoff.core.runs import device_name
+    from bakeoff.core.runs import machine_line
 
     if not VERBOSE:  # DVC's own progress lines (Running stage, the command, Updating lock file): the clock says it
         logging.getLogger("dvc").setLevel(logging.WARNING)
         logging.getLogger("dvc.output").addFilter(_EmptyPredictions())
     record_path = Path(args.record)
     rec = read_record(record_path)
-    machine = device_name()
+    machine = machine_line()
     rec["machine"] = machine
     from bakeoff.core.measure import speed_probe
 

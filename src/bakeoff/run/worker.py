@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bakeoff import VERBOSE
     from bakeoff.core.config import load_params
-    from bakeoff.core.runs import device_name
+    from bakeoff.core.runs import machine_line
     from bakeoff.core.tracking import experiment_name, tracking_uri
     from bakeoff.run import clock, estimate
     from bakeoff.search.locks import is_postgres
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{without_secret(url)}", flush=True)
         around = _stage_hook(repo, url, experiment_name(params))
         rec = clock.read_record(Path(args.record))
-        machine = device_name()
+        machine = machine_line()
         rec["machine"] = machine
         from bakeoff.core.measure import speed_probe
 

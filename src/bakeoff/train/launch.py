@@ -73,7 +73,7 @@ def record_failed_launch(params, name: str, v, rc: int, t0: float) -> dict:
     with tracking.resume(params, run_id, name, "variant", v.technique, {}) as run:
         record["run_id"] = run.info.run_id
         tracking.mark(record)
-    record["device"] = runs.device_name()
+    runs.stamp_device(record)
     runs.write_json(runs.train_record(name), record)
     print(f"[{name}] {status}: {error.splitlines()[0]}", flush=True)
     return record
