@@ -368,6 +368,22 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     assert shipped["served"]["identical_share"] >= 0.9 and shipped["served"]["failed_items"] == 0
     rows = shipped["serving"]["rows"]
     assert [r["concurrency"] for r in rows] == [1, 4] and all(r["tokens_per_s"] > 0 for r in rows)
+    # export.gguf: null (the quick look's export): the adapter and the merged model, re-scored; no GGUF, no server
+    written = (repo / "params.yaml").read_text()
+    params = yaml.safe_load(written)
+    params["export"].update(gguf=None, serve=False)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        out = sh("python stages/export.py exports_nogguf", repo)
+    finally:
+        (repo / "params.yaml").write_text(written)
+    plain = json.loads((repo / "reports" / "shipped.json").read_text())["variants"]["lora"]
+    d = repo / "exports_nogguf" / "lora"
+    assert plain["status"] == "ok" and set(plain["files"]) == {"adapter", "merged"}, out.stdout[-2000:]
+    assert not list(d.glob("*.gguf")) and not (d / "Modelfile").exists() and "served" not in plain
+    assert plain["merged"]["identical"] == shipped["merged"]["identical"]
+    serve = (d / "SERVE.md").read_text()
+    assert "--lora-modules lora=./adapter" in serve and "llama-server" not in serve and "No GGUF" in serve
 
 
 def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even():

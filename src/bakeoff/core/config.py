@@ -271,7 +271,10 @@ def parse_params(raw: dict, src: Source) -> Params:
                                  else {}, list(variants)):
         raise src.error(key, msg)
     export = build(ExportConfig, raw.get("export"), "export", src)
-    check(export.gguf in ("f16", "q8_0", "bf16"), src, "export.gguf", f"must be f16, q8_0 or bf16; got {export.gguf!r}")
+    check(export.gguf in ("f16", "q8_0", "bf16", None), src, "export.gguf",
+          f"must be f16, q8_0, bf16 or null; got {export.gguf!r}")
+    check(export.gguf or not export.serve, src, "export.serve",
+          "serving needs a GGUF: set export.gguf, or serve: false")
     for n in export.variants or []:
         check(n in variants, src, "export.variants", f"{n!r} is not a variant" + suggest(str(n), list(variants)))
     curve = _curve(raw, baselines, variants, src)

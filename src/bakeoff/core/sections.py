@@ -152,7 +152,7 @@ class CostConfig:
 @dataclass(frozen=True)
 class ExportConfig:
     variants: list | None = None  # null: the recommended variant (none when prompting is recommended)
-    gguf: str = "f16"  # f16 | q8_0 | bf16: llama.cpp's converter's --outtype
+    gguf: str | None = "f16"  # f16 | q8_0 | bf16: llama.cpp's converter's --outtype; null: no GGUF (nor serving)
     serve: bool = True  # serve the GGUF with llama.cpp's server and re-score it on the test split
     concurrency: int = 4  # requests in flight for the serving figure beside batch 1
 

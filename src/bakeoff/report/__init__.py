@@ -61,9 +61,15 @@ def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
     arms = ", ".join(f"`{x}`" for x in [*params.baselines, *params.variants])
     changed = params.verdict.quick_look_changes
     budget = f" Changed from your params for speed: {'; '.join(changed)}." if changed else ""
-    return [(f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, each "
-            f"search {params.tune.trials} trials.{budget}{width} The full bake-off, every technique with its full "
+    return [(f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, "
+            f"{searched(params.tune.trials)}.{budget}{width} The full bake-off, every technique with its full "
             "search: `make repro`."), ""]
+
+
+def searched(trials: int) -> str:
+    """How far a quick look searched: one trial an arm is the arm as written (or its grid's first point)."""
+    return ("one trial an arm, so no search: each arm as written" if trials == 1 else
+            f"each search {trials} trials" if trials else "no search")
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:

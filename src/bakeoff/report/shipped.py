@@ -42,8 +42,9 @@ def _agreement_lines(name: str, s: dict, shipped: dict, n: int | None) -> list[s
     out = [f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
            + ", ".join(f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
                        for k, v in s["files"].items())
-           + f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
-             f"tokenizer {s.get('gguf_tokenizer', '')}.", "",
+           + (f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
+              f"tokenizer {s.get('gguf_tokenizer', '')}." if s.get("gguf_type") else
+              ", and `SERVE.md` with the commands for vLLM. No GGUF (`export.gguf: null`)."), "",
            f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
            + (f" ({n} items)" if n else "") + f": each artifact's answers against the answers `{name}` gave "
            "when it was evaluated in-framework (serving dtype "

@@ -199,8 +199,9 @@ def modelfile(gguf_name: str, stop: list[str]) -> str:
     return "\n".join(lines + [f'PARAMETER stop "{s}"' for s in stop]) + "\n"
 
 
-def serve_md(variant: str, files: dict, gguf_name: str, alias: str) -> str:
-    """SERVE.md: the exact commands for vLLM (adapter on its base), llama.cpp and Ollama, run from this folder."""
+def serve_md(variant: str, files: dict, gguf_name: str | None, alias: str) -> str:
+    """SERVE.md: the exact commands for vLLM (adapter on its base), llama.cpp and Ollama (with a GGUF), run from this
+    folder."""
     vllm = ("vllm serve <the base model: the hub id or folder you trained on> --enable-lora "
             f"--lora-modules {alias}=./adapter --max-lora-rank <r or more>") if files.get("adapter") else \
         "vllm serve ./merged"
@@ -218,7 +219,20 @@ Made by bakeoff's `export` stage. Every command runs from this folder (`exports/
 vllm serve ./merged            # or the merged bf16 model, no adapter
 ```
 
-## llama.cpp
+{_gguf_md(gguf_name, alias)}
+## Ask it (the OpenAI-compatible API)
+```bash
+curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\
+  -d '{{"model": "{alias}", "temperature": 0, "messages": [{{"role": "user", "content": "..."}}]}}'
+```
+"""
+
+
+def _gguf_md(gguf_name: str | None, alias: str) -> str:
+    """SERVE.md's llama.cpp and Ollama sections (none without a GGUF: ``export.gguf: null``)."""
+    if not gguf_name:
+        return "No GGUF was made (`export.gguf: null`), so no llama.cpp or Ollama commands.\n"
+    return f"""## llama.cpp
 ```bash
 llama-server -m ./{gguf_name} --host 127.0.0.1 --port 8080 --temp 0
 python -m llama_cpp.server --model ./{gguf_name} --model_alias {alias} --host 127.0.0.1 --port 8080   # llama-cpp-python
@@ -228,12 +242,6 @@ python -m llama_cpp.server --model ./{gguf_name} --model_alias {alias} --host 12
 ```bash
 ollama create {alias} -f Modelfile
 ollama run {alias}
-```
-
-## Ask it (any of the three; the OpenAI-compatible API)
-```bash
-curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\
-  -d '{{"model": "{alias}", "temperature": 0, "messages": [{{"role": "user", "content": "..."}}]}}'
 ```
 """
 

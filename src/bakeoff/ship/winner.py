@@ -79,6 +79,9 @@ def _artifacts(params, name: str, vdir: Path, dest: Path, t: dict, t0: float):
     export.merge(runs.BASE, vdir, dest / "merged")
     files["merged"] = "merged/"
     t["merge_s"] = time.perf_counter() - t0
+    if not params.export.gguf:  # export.gguf: null: the adapter and the merged model only
+        (dest / "SERVE.md").write_text(export.serve_md(name, files, None, name))
+        return files, None, None
     gguf = dest / f"{name}-{params.export.gguf}.gguf"
     source = export.source_gguf(runs.BASE)
     export.to_gguf(dest / "merged", gguf.with_suffix(".converted") if source else gguf, params.export.gguf,
@@ -106,6 +109,8 @@ def _checks(params, name: str, dest: Path, inputs: EvalInputs, files: dict, gguf
     out = {"status": "ok", "files": files, "sizes_mb": {k: round(_size(dest / v) / 1e6, 1) for k, v in files.items()},
            "gguf_type": params.export.gguf, "serving_dtype": serving,
            "gguf_tokenizer": f"from the base's GGUF ({source.name})" if source else "llama.cpp's converter"}
+    if gguf is None:
+        out.pop("gguf_tokenizer")
     # merge fidelity: the merged files, loaded as a user would, answer the test split in-framework
     model = load_for_eval(dest / "merged", precision=serving)
     preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"{name} merged")
