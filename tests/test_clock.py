@@ -188,18 +188,41 @@ def test_a_curve_share_is_estimated_at_the_arms_whole_training_run_under_the_ste
     from bakeoff.core.config import load_params
 
     default = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    params = replace(default, curve=replace(default.curve, schedule="steps"))
+    params = replace(default, curve=replace(default.curve, schedule="steps"), tune=replace(default.tune, trials=0))
     monkeypatch.chdir(tmp_path)
     never = {"stages": {}, "runs": []}
     est = Estimator(never, params)
     small, half = est("curve@recommended-0.125"), est("curve@recommended-0.5")
     assert small == half and small[1] == "throughput estimate"
-    assert small[0] > est("train@lora")[0]  # the arm's whole run, and its answers besides
+    assert small[0] > est("train@lora")[0]  # the arm's whole run (no search to adopt from), and its answers besides
     prompt = est("curve@best_prompt-0.125")[0]
-    assert prompt < small[0] / 3
+    assert prompt < small[0] / 2
     est = Estimator(never, default)
     assert default.curve.schedule == "epochs"
     assert est("curve@recommended-0.125")[0] <= est("curve@recommended-0.5")[0] < half[0]
     assert est("curve@best_prompt-0.125")[0] == prompt
     timed = {"stages": {"curve@recommended-0.125": {"actual_s": 480.0}}, "runs": []}  # then its own time
     assert Estimator(timed, params)("curve@recommended-0.125") == (480.0, "last run")
+
+
+def test_a_first_estimate_adds_up_what_the_stage_will_do_at_this_machines_speed(tmp_path, monkeypatch):
+    """Nothing measured here: an arm that searched adopts its trial (seconds), an arm that takes another's search
+    trains in full; the quick look's budget (one trial, no GGUF, no side checks) is priced below the full run's; a
+    machine whose speed probe is twice the reference's doubles the estimate and says so."""
+    import yaml
+
+    from bakeoff.core.config import Source, load_params, parse_params
+    from bakeoff.run import quick
+    from bakeoff.run.estimate import REFERENCE_PROBE
+
+    root = Path(__file__).resolve().parents[1]
+    full = load_params(root / "params.yaml")
+    small = parse_params(quick.overrides(yaml.safe_load((root / "params.yaml").read_text())), Source("q", {}))
+    monkeypatch.chdir(tmp_path)  # no record, no data stage's counts, no searches stored
+    never = {"stages": {}, "runs": []}
+    est, q = Estimator(never, full, REFERENCE_PROBE), Estimator(never, small, REFERENCE_PROBE)
+    assert est("train@lora")[0] < 10 and 100 < est("train@qlora")[0] < est("train@lora_lowmem")[0]
+    assert q("tune@lora")[0] < est("tune@lora")[0] / 4 and q("export")[0] < est("export")[0] / 3
+    assert q("evaluate@lora")[0] < est("evaluate@lora")[0] / 2 and q("baseline@zero_shot")[1] == "throughput estimate"
+    slow = Estimator(never, full, 2 * REFERENCE_PROBE)("tune@lora")
+    assert slow[0] == pytest.approx(2 * est("tune@lora")[0]) and "x2.00 for this machine's speed" in slow[1]

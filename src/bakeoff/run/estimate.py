@@ -7,10 +7,27 @@ import json
 import sqlite3
 from pathlib import Path
 
-# seconds per stage kind for the default (SmolLM2-135M, 414 train / 46 val / 60 test rows, 40 steps, 4 trials) on the
-# reference machine (AMD EPYC, 2 cores, AVX512-BF16): the last resort when nothing was measured here
-REFERENCE = {"model": 25, "data": 8, "tune_prompt": 170, "baseline": 72, "baseline_shots": 210, "tune": 350,
-             "tune_from": 900, "train": 160, "train_from": 230, "evaluate": 72, "export": 60, "compare": 8, "other": 30}
+# the last resort when nothing was measured here: seconds of each part of a stage for the default model
+# (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
+# `make repro` (every stage) and `make quick` (the small budget) and scaled by the probe here now
+COST = {"start": 10.0,         # a stage's process start, imports and model load
+        "model": 28.0, "data": 6.0, "compare": 12.0, "other": 30.0,
+        "answer": 0.28,        # an item answered by the base without shots (test or validation), greedy to its end
+        "shot": 0.08,          # each shot in the prompt adds this to an answer
+        "tuned_answer": 0.17,  # an item answered by a trained variant (short answers), with its loss on validation
+        "prefs": 9.0, "probe": 7.5, "lm_eval": 0.5,   # the side checks, when on
+        "latency": 16.0,       # eval.latency_requests timed one at a time (16 there), per timing
+        "interleaved": 7.5,    # the export's timing of each evaluated arm again, interleaved in one process
+        "row_step": 0.14,      # a row through one supervised optimizer step, and the validation passes at its rate
+        "dpo_row_step": 0.45,  # a preference pair through one DPO step (chosen, rejected, the reference model)
+        "trial": 8.0,          # a search trial's own start: its model load and its first validation pass
+        "dpo_trial": 20.0,     # a DPO trial's: the reference model too, and the task metric on validation
+        "merge": 3.0, "gguf": 11.0, "serve": 32.0, "rescore": 0.13}   # export's parts; rescore: a test item
+SLOWER = {"full": 1.2, "qlora": 2.2, "lowmem": 2.6}   # a row-step against LoRA's: every weight; a 4-bit base
+#                                                        dequantized on CPU; checkpointing with an 8-bit optimizer
+
+
+REFERENCE_PROBE = 0.0254
 
 
 REFERENCE_PARAMS = 134_515_008
@@ -56,9 +73,10 @@ class Estimator:
         except (OSError, ValueError, KeyError, TypeError):
             pass
         try:
-            self.n_test = json.loads(Path("data/prepared/stats.json").read_text())["splits"]["test"]
+            splits = json.loads(Path("data/prepared/stats.json").read_text())["splits"]
+            self.n_test, self.n_val = splits["test"], splits["val"]
         except (OSError, ValueError, KeyError, TypeError):
-            self.n_test = None
+            self.n_test = self.n_val = None
 
     def __call__(self, name: str) -> tuple[float, str]:
         kind, key = _kind(name)
@@ -72,7 +90,8 @@ class Estimator:
             f, said = self.speed(entry)
             return float(entry["actual_s"]) * f, "last run" + (
                 f", on {where}" if where and where != self.record.get("machine") else "") + said
-        return self._throughput(kind, key), "throughput estimate"
+        f, said = self.speed({"probe_s": REFERENCE_PROBE})
+        return self._throughput(kind, key) * f, "throughput estimate" + said.replace("speed now", "speed")
 
     def speed(self, entry: dict) -> tuple[float, str]:
         """(factor, words): the probe now over the probe when ``entry`` was timed, within 0.4 to 2.5; 1 within
@@ -104,49 +123,114 @@ class Estimator:
             return 10.0, "its study is stored here, so reused"
         return None
 
-    def _steps(self, key: str | None) -> float:
-        """The variant's optimizer steps over the reference's (a derived variant, DPO, has 20 there, the others 40);
-        1 for a role or a name that is no variant."""
+    def _rows(self, split: str) -> float:
+        """The items of a split the stages answer: the data stage's count, else what params.yaml asks (the default's
+        60 test and 46 validation rows where it does not say); the test split capped at eval.max_examples."""
+        p, got = self.params, self.n_test if split == "test" else self.n_val
+        if got is None:
+            want = getattr(p.task, f"{split}_size", None) if p is not None else None
+            got = want if isinstance(want, int | float) and want >= 1 else (60 if split == "test" else 46)
+        if split == "test" and p is not None and p.eval.max_examples:
+            got = min(got, p.eval.max_examples)
+        return float(got)
+
+    def _row_steps(self, key: str | None) -> float:
+        """A training run's rows through optimizer steps (steps × effective batch; the default's 40 × 16 for a role
+        or a name that is no variant)."""
         v = self.params.variants.get(key) if self.params is not None and key else None
-        return (v.train.max_steps / (20.0 if v.parent else 40.0)) if v is not None else 1.0
+        return float(v.train.max_steps * v.train.effective_batch) if v is not None else 640.0
+
+    def _side(self, zero_shot: bool, timings: int) -> float:
+        """The side checks an evaluation runs: the probe, lm-eval, latency (``timings`` timings of it), and the
+        preference pairs (scored on the base's zero-shot run and on each variant)."""
+        p = self.params
+        if p is None:
+            return COST["probe"] + COST["lm_eval"] + COST["latency"] * timings + COST["prefs"]
+        latency = COST["latency"] * timings * p.eval.latency_requests / 16.0
+        return (COST["probe"] * bool(p.eval.probe) + COST["lm_eval"] * (p.eval.lm_eval != "off")
+                + latency + COST["prefs"] * (bool(p.task.prefs) and zero_shot))
+
+    def _answers(self, shots: float, items: float) -> float:
+        return items * (COST["answer"] + COST["shot"] * shots)
 
     def _throughput(self, kind: str, key: str | None) -> float:
+        """A stage's seconds on the reference machine, added up from its parts (``COST``), for the model's size."""
         p = self.params
-        test = (self.n_test or 60) / 60.0
-        if p is not None and p.eval.max_examples:
-            test = min(test, p.eval.max_examples / 60.0)
-        trials = (p.tune.trials if p is not None else 4) / 4.0
-        if kind in ("model", "data", "export", "compare"):
-            return REFERENCE[kind] * (self.size if kind in ("model", "export") else 1.0)
+        trials = p.tune.trials if p is not None else 4
+        if kind in ("model", "data", "compare"):
+            return COST[kind] * (self.size if kind == "model" else 1.0)
+        if kind == "export":
+            return self._export() * self.size
         if kind in ("baseline", "tune_prompt"):
             b = (p.baselines.get(key) if p is not None and key else None)
             if b is not None and getattr(b, "endpoint", None):
-                return REFERENCE["other"]
+                return COST["other"]
             if kind == "tune_prompt":
-                return REFERENCE["tune_prompt"] * trials * self.size if b is not None and b.search else 5.0
+                if b is None or not b.search or not trials:
+                    return 1.0
+                grid = b.search.get("shots") or [b.shots]
+                return (COST["start"] + trials * self._answers(sum(grid) / len(grid), self._rows("val"))) * self.size
             shots = b.shots if b is not None else 0
-            return REFERENCE["baseline_shots" if shots else "baseline"] * test * self.size
-        if kind == "curve" and key:  # a share's training run and its answers to the test split
-            arm, _, share = key.rpartition("-")
-            try:
-                f = float(share)
-            except ValueError:
-                return REFERENCE["other"]
-            trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
-            # curve.schedule steps: every share trains the arm's own steps, so it costs the arm's whole training
-            # run whatever its share; epochs (the default): the share's part of it, at least curve.min_steps (as
-            # bakeoff.evaluate.curve.steps_at trains it)
-            epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
-            v = p.variants.get(arm) if p is not None else None
-            most = (v.train.max_steps if v is not None else p.train_defaults.max_steps) if p is not None else 0
-            part = min(1.0, max(f, p.curve.min_steps / most)) if epochs and most else 1.0
-            return ((REFERENCE["train"] * self._steps(arm) * part if trains else 0.0) + REFERENCE["evaluate"] * test / 3
-                    + 15.0) * self.size
-        steps = self._steps(key)
+            work = self._answers(shots, self._rows("test") + self._rows("val"))
+            return (COST["start"] + work + self._side(key == "zero_shot", 1)) * self.size
+        if kind == "curve" and key:
+            return self._curve(key)
+        if self._skipped(key):
+            return 6.0
+        dpo = kind.endswith("_from")
         if kind in ("tune", "tune_from"):
-            return REFERENCE[kind] * trials * steps * self.size if (p is None or p.tune.trials) else 5.0
+            if not trials:
+                return 5.0
+            trial = COST["dpo_trial" if dpo else "trial"] + self._train(key, dpo)
+            return (COST["start"] + trials * trial) * self.size
         if kind in ("train", "train_from"):
-            return REFERENCE[kind] * steps * self.size
+            share = getattr(getattr(p, "tune", None), "share", None) or {}
+            if trials and share.get(key, key) == key:  # it adopts its search's trial at its own values
+                return 6.0
+            return (COST["start"] + self._train(key, dpo)) * self.size
         if kind in ("evaluate", "evaluate_from"):
-            return REFERENCE["evaluate"] * test * self.size
-        return REFERENCE["other"]
+            work = COST["tuned_answer"] * (self._rows("test") + self._rows("val"))
+            return (COST["start"] + work + self._side(True, 2)) * self.size
+        return COST["other"]
+
+    def _train(self, key: str | None, dpo: bool) -> float:
+        v = self.params.variants.get(key) if self.params is not None and key else None
+        slower = 1.0
+        if v is not None:
+            lowmem = v.train.gradient_checkpointing is True and "8bit" in v.train.optimizer
+            slower = SLOWER["lowmem"] if lowmem else SLOWER.get(v.technique, 1.0)
+        return self._row_steps(key) * COST["dpo_row_step" if dpo else "row_step"] * slower
+
+    def _skipped(self, key: str | None) -> bool:
+        """A variant whose backend needs CUDA (Unsloth), on a machine without an NVIDIA driver: its stages record
+        `skipped` in seconds."""
+        v = self.params.variants.get(key) if self.params is not None and key else None
+        return v is not None and v.backend == "unsloth" and not Path("/proc/driver/nvidia").exists()
+
+    def _export(self) -> float:
+        """Merge, GGUF, the merged model re-scored, the served re-score, and every evaluated arm's latency timed
+        again interleaved."""
+        p = self.params
+        if p is None:
+            return COST["start"] + COST["merge"] + COST["gguf"] + COST["serve"] + 60 * COST["rescore"]
+        arms = sum(not self._skipped(n) for n in p.variants) + len(p.baselines)
+        return (COST["start"] + COST["merge"] + COST["gguf"] * bool(p.export.gguf)
+                + COST["serve"] * bool(p.export.serve) + self._rows("test") * COST["rescore"]
+                + COST["interleaved"] * arms * p.eval.latency_requests / 16.0)
+
+    def _curve(self, key: str) -> float:
+        """A share's training run (its part of the arm's under curve.schedule epochs, at least curve.min_steps; the
+        arm's whole run under steps) and its answers to the test split; a prompt's share trains nothing."""
+        p = self.params
+        arm, _, share = key.rpartition("-")
+        try:
+            f = float(share)
+        except ValueError:
+            return COST["other"]
+        trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
+        epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
+        v = p.variants.get(arm) if p is not None else None
+        most = (v.train.max_steps if v is not None else p.train_defaults.max_steps) if p is not None else 0
+        part = min(1.0, max(f, p.curve.min_steps / most)) if epochs and most else 1.0
+        train = self._train(arm if v is not None else None, False) * part if trains else 0.0
+        return (COST["start"] + train + COST["tuned_answer"] * 4 * self._rows("test")) * self.size
