@@ -46,10 +46,10 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     lines = quick_look_lines(p, pd.DataFrame({"n_test": [30, 30]}), {"ci_low": 0.3, "ci_high": 0.8})
     text = " ".join(lines)
     assert "Quick look" in text and "30 test items" in text and "[+30.0, +80.0]" in text and "make repro" in text
-    assert "`zero_shot`, `prompt_search`, `lora` only" in text and "only, one trial an arm, so no search" in text
+    assert "`zero_shot`, `prompt_search`, `lora` only" in text and "only, no search: each arm as written" in text
     # what the quick look changed from the user's params stands beside its figures
     high, lr = raw["tune"]["spaces"]["lora"]["lr"]["high"], raw["train_defaults"]["lr"]
-    assert "shots of your" not in text  # its one trial takes the shots as written (3), which the quick budget keeps
+    assert "shots of your" not in text  # no search: the shots as written (3), which the quick budget keeps
     assert f"`lora`'s rate raised to {high:g} (your {lr:g})" in text, text
     assert f"`lora` at most {quick.STEPS} steps of {quick.BATCH} rows" in text
     full = parse_params(raw, Source("params.yaml", {}))

@@ -68,8 +68,8 @@ def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
 
 def searched(trials: int) -> str:
     """How far a quick look searched: one trial an arm is the arm as written (or its grid's first point)."""
-    return ("one trial an arm, so no search: each arm as written" if trials == 1 else
-            f"each search {trials} trials" if trials else "no search")
+    return ("no search: each arm as written, one trial" if trials == 1 else
+            f"each search {trials} trials" if trials else "no search: each arm as written")
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:

@@ -6,9 +6,9 @@ The same dvc.yaml, stages and code as the full run, in a workspace of its own (`
 never touches the full run's results, dvc.lock or searches. Its params.yaml is yours with a smaller budget:
 
 - the base as it is and your prompting baselines (endpoint baselines left out: they cost money per call), each search
-  at most 3 shots, capped at ``TRIALS`` trial (one: the prompt's first grid point, no search);
-- one LoRA variant (your ``lora``, else your first LoRA variant, else a default one), ``TRIALS`` trial of at most
-  ``STEPS`` steps of ``BATCH`` rows at the top of its searched learning-rate range (a short schedule wants it);
+  at most 3 shots, as written (``TRIALS`` trials: no search);
+- one LoRA variant (your ``lora``, else your first LoRA variant, else a default one), as written but at most ``STEPS``
+  steps of ``BATCH`` rows at the top of its searched learning-rate range (a short schedule wants it), no search;
   no derived variants (DPO, so no preference pairs), no other techniques;
 - ``EXAMPLES`` test items and ``VAL`` validation rows (when val is carved from train), no forgetting probe and no
   lm-eval cross-check, no latency timing, the export without its GGUF and served re-score.
@@ -101,7 +101,7 @@ def quick_baselines(raw: dict, changes: list[str]) -> dict:
         if isinstance(search, dict) and isinstance(search.get("shots"), list):
             small = [s for s in search["shots"] if isinstance(s, int) and s <= SHOTS]
             b["search"] = {**search, "shots": small or [min(search["shots"])]}
-            if b["search"]["shots"] != search["shots"] and TRIALS > 1:  # one trial takes the shots as written
+            if b["search"]["shots"] != search["shots"] and TRIALS:  # no search: the shots as written
                 changes.append(f"`{name}` searched {b['search']['shots']} shots of your {search['shots']}")
         if isinstance(b.get("shots"), int) and b["shots"] > SHOTS:
             changes.append(f"`{name}` at {SHOTS} shots, not your {b['shots']}")
@@ -119,8 +119,8 @@ def overrides(raw: dict) -> dict:
     defaults = raw.get("train_defaults") or {}
     steps = v.get("max_steps") or defaults.get("max_steps") or STEPS
     v["max_steps"] = min(int(steps), STEPS)
-    v["eval_steps"] = max(1, v["max_steps"] // 2)  # two judgements a trial: enough to stop early, half the cost
-    # fewer, smaller steps: a batch of BATCH rows (no accumulation) and the rate its one trial trains at raised to the
+    v["eval_steps"] = max(1, v["max_steps"] // 2)  # two judgements a run: enough to stop early, half the cost
+    # fewer, smaller steps: a batch of BATCH rows (no accumulation) and the rate it trains at raised to the
     # top of the technique's searched range (a short schedule wants the higher end; the full run searches lower)
     v["effective_batch"] = v["micro_batch"] = min(int(v.get("effective_batch") or defaults.get("effective_batch")
                                                       or BATCH), BATCH)
@@ -207,8 +207,8 @@ def main(params: str | Path = "params.yaml") -> int:
     t0 = time.perf_counter()
     uri = absolute_uri(Path(params))
     dest = build(source=Path(params))
-    print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines ({TRIALS} trial "
-          f"each) and one LoRA ({TRIALS} trial of ≤ {STEPS} steps of {BATCH} rows); MLflow: "
+    print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines (as written, "
+          f"no search) and one LoRA (≤ {STEPS} steps of {BATCH} rows, no search); MLflow: "
           f"{without_secret(uri)}", flush=True)
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock"], cwd=dest, env=env, check=False).returncode
