@@ -2,6 +2,7 @@
 records is what the pipeline's own records say."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,16 +36,19 @@ def test_the_default_models_tokenizer_ships_with_the_benchmarks():
 @pytest.mark.slow
 def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     out = tmp_path / "gpu.json"
-    # the stage commands in dvc.yaml's order, as on the lent GPU's image (no dvc there); dvc repro is test_pipeline's
+    # the stage commands in dvc.yaml's order, as on the lent GPU's image (no dvc there), two stages of a level at once
+    # as the device call runs them (`--jobs`), one torch thread each; dvc repro is test_pipeline's
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--runner",
-                        "commands", "--parts", "env,pipeline,8b,unsloth,mfu,profile", "--out", str(out)],
-                       capture_output=True, text=True, timeout=1200, check=False)
+                        "commands", "--jobs", "2", "--parts", "env,pipeline,8b,unsloth,mfu,profile", "--out", str(out)],
+                       capture_output=True, text=True, timeout=1200, check=False,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["env"]["cuda"] is False and res["env"]["versions"]["torch"]
     pipe = res["pipeline"]
-    assert pipe["status"] == "ok" and pipe["how"] == "stage commands", json.dumps(pipe)[-3000:]
-    assert pipe["stages"] == 29  # model, data, a baseline's search and run, 7 arms x 3, export, 2 curve points, compare
+    assert pipe["status"] == "ok" and pipe["how"] == "stage commands, 2 at a time", json.dumps(pipe)[-3000:]
+    # the databases made first, model, data, a baseline's search and run, 7 arms x 3, export, 2 curve points, compare
+    assert pipe["stages"] == 30
     runs = pipe["runs"]
     for name in ("full", "lora", "qlora", "lora_lowmem", "dpo"):
         assert runs[name]["train"] == "ok" and runs[name]["eval"] == "ok", (name, runs[name])
