@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import faults
+import pytest
 import yaml
 from conftest import make_dvc_repo
 
 
+@pytest.mark.slow  # a whole pipeline: dvc repro of every stage
 def test_an_arm_killed_by_sigkill_is_its_status_the_others_finish_and_the_report_names_it(tmp_path, tiny_model_dir):
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -336,6 +336,35 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
         lp(p)
 
 
+def test_a_derived_arm_searches_within_the_tokens_its_parents_search_trained(tmp_path, monkeypatch):
+    """DPO is judged on the task metric, which has no value at the pruning rungs, so none of its trials is cut short:
+    under ``budget: trials`` its search stops once it trained the tokens of the search of the arm it continues (as
+    ``tune.budget: tokens`` stops every arm), and says where the figure came from; an arm of its own has no cap."""
+    from bakeoff.core.config import load_params
+    from bakeoff.search.space import token_budget
+
+    params = load_params(ROOT / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    dpo, lora = params.variant("dpo"), params.variant("lora")
+    assert dpo.parent == "lora" and token_budget(params.tune, dpo) == (None, None)  # lora not searched yet
+    (tmp_path / "runs" / "lora").mkdir(parents=True)
+    (tmp_path / "runs" / "lora" / "tuned.json").write_text(json.dumps({"tune_tokens": 215064}))
+    assert token_budget(params.tune, dpo) == (215064.0, "lora's search")
+    assert token_budget(params.tune, lora) == (None, None)
+    tokens = replace(params.tune, budget="tokens", budget_tokens=1000)
+    assert token_budget(tokens, dpo) == token_budget(tokens, lora) == (1000, "tune.budget_tokens")
+    # the report's budget section says so, beside the arm's own row
+    import pandas as pd
+
+    from bakeoff.report.sections import derived_budget_words
+
+    (tmp_path / "runs" / "dpo").mkdir()
+    (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({"token_budget": 215064.0,
+                                                                      "token_budget_from": "lora's search"}))
+    words = derived_budget_words(pd.DataFrame({"name": ["lora", "dpo"]}))
+    assert words.startswith("`dpo`'s trials") and "215,064 tokens lora's search trained" in words
+
+
 def test_the_study_is_new_when_the_pruner_the_seed_or_the_trial_code_changes(tmp_path, monkeypatch):
     """Everything that changes a trial's outcome names the study: another pruner, seed or trainer code never reuses
     the old trials; a report-only setting does not start a new study."""

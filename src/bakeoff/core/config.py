@@ -23,6 +23,7 @@ from bakeoff.core.schema import (
     build,
     check,
     check_endpoint,
+    check_export,
     check_no_password,
     check_sizing,
     check_tracking_uri,
@@ -271,12 +272,7 @@ def parse_params(raw: dict, src: Source) -> Params:
                                  else {}, list(variants)):
         raise src.error(key, msg)
     export = build(ExportConfig, raw.get("export"), "export", src)
-    check(export.gguf in ("f16", "q8_0", "bf16", None), src, "export.gguf",
-          f"must be f16, q8_0, bf16 or null; got {export.gguf!r}")
-    check(export.gguf or not export.serve, src, "export.serve",
-          "serving needs a GGUF: set export.gguf, or serve: false")
-    for n in export.variants or []:
-        check(n in variants, src, "export.variants", f"{n!r} is not a variant" + suggest(str(n), list(variants)))
+    check_export(export, list(variants), src)
     curve = _curve(raw, baselines, variants, src)
     return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
                   tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, curve=curve,

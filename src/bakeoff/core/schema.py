@@ -198,6 +198,15 @@ SHAPE_KEYS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "
 GPU_KEYS = ("name", "memory_gb", "usd_per_hour", "bf16_tflops")
 
 
+def check_export(export, variants: list[str], src: Source) -> None:
+    """What the export ships: a GGUF type or none (then no server), variants that exist."""
+    check(export.gguf in ("f16", "q8_0", "bf16", None), src, "export.gguf",
+          f"must be f16, q8_0, bf16 or null; got {export.gguf!r}")
+    check(export.gguf or not export.serve, src, "export.serve", "serving needs a GGUF: set export.gguf or serve: false")
+    for n in export.variants or []:
+        check(n in variants, src, "export.variants", f"{n!r} is not a variant" + suggest(str(n), variants))
+
+
 def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
     """params.yaml's ``sizing:`` section (a ``SizingConfig``) and ``cost.serve_gpu``, which names one of its cards."""
     check(s.mfu_from in ("gpu_check", "params"), src, "sizing.mfu_from",

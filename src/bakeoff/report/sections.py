@@ -158,6 +158,18 @@ def cost_lines(v: dict, c: dict) -> list[str]:
     return out
 
 
+def derived_budget_words(df: pd.DataFrame) -> str:
+    """A derived arm's search capped at its parent's search's tokens (``bakeoff.search.space.token_budget``)."""
+    out = []
+    for name in df["name"]:
+        rec = runs.read_json(runs.tuned_record(name)) or {}
+        if str(rec.get("token_budget_from", "")).endswith("'s search"):
+            out.append(f"`{name}`'s trials are judged on the task metric, which has no value at the pruning rungs, "
+                       f"so none is cut short: its search stopped once it trained the {rec['token_budget']:,.0f} "
+                       f"tokens {rec['token_budget_from']} trained. ")
+    return "".join(out)
+
+
 def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None) -> list[str]:
     """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share;
     then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored."""
@@ -192,6 +204,7 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = No
                 "`tune.budget_tokens` gives every arm the same training tokens instead). " if tc.budget == "trials" else
                 f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
                 "(`tune.budget: tokens`). ")
+    rule += derived_budget_words(df)
     return ["## Searches and their budget", "",
             rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are "
                    "the "

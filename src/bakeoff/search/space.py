@@ -200,3 +200,19 @@ def study_name(params, name: str, space: dict, data_hash: str) -> str:
                       + ([params.tune.budget, params.tune.budget_tokens] if params.tune.budget != "trials" else []),
                       sort_keys=True, default=str)
     return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def token_budget(tc, v) -> tuple[float | None, str | None]:
+    """The tokens variant ``v``'s search may train, and where the figure comes from: ``tune.budget_tokens`` under
+    ``tune.budget: tokens``; for a derived arm (DPO) under ``budget: trials``, the tokens the search of the arm it
+    continues trained (its pruned trials counted as far as they ran), so that it trains no more than that search did
+    while its task-metric objective leaves nothing to prune at the rungs; else none."""
+    from bakeoff.core import runs
+
+    if tc.budget == "tokens":
+        return tc.budget_tokens, "tune.budget_tokens"
+    if v.parent:
+        parent = (runs.read_json(runs.tuned_record(v.parent)) or {}).get("tune_tokens")
+        if parent:
+            return float(parent), f"{v.parent}'s search"
+    return None, None

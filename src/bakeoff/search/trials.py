@@ -16,7 +16,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from bakeoff.search.space import apply, run_identity, rung_steps, trial_variant
+from bakeoff.search.space import apply, run_identity, rung_steps, token_budget, trial_variant
 from bakeoff.search.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
 
 
@@ -258,7 +258,8 @@ class VariantSearch:
     def run(self) -> dict:
         """The study's trials (across every worker), then the record: the choice, the recipe's trial, adoption."""
         tc, space, study, recipe = self.tc, self.space, self.study, self.recipe
-        rec = run_study(study, self.objective, tc.trials, tc.budget_tokens if tc.budget == "tokens" else None,
+        budget, budget_from = token_budget(tc, self.v)
+        rec = run_study(study, self.objective, tc.trials, budget,
                         url=self.storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, self.rung, n)[0],
                         recipe=recipe, grid=grid_order(space, tc.seed, recipe) if finite(space) else None,
                         propose=self.widen)
@@ -266,7 +267,8 @@ class VariantSearch:
         out = {"variant": self.name, "storage": self.storage.split("://")[0],
                "searched": study.user_attrs.get("space") or space, "space_written": space,
                "widened": outside(study.user_attrs.get("widened") or [], rec["trials"]), "objective": self.judged_by,
-               "trial_steps": self.v.train.max_steps, "rung_steps": self.rung, **rec}
+               "trial_steps": self.v.train.max_steps, "rung_steps": self.rung, **rec,
+               **({"token_budget": budget, "token_budget_from": budget_from} if budget else {})}
         if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
             out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
             out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
