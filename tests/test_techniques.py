@@ -107,6 +107,26 @@ def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path,
     assert (tmp_path / "d" / "out" / "adapter_model.safetensors").exists()
 
 
+def test_dpo_under_group_by_length_trains_its_pairs_in_random_order(tiny_model_dir, tickets, tmp_path, monkeypatch,
+                                                                    capsys):
+    """train_defaults.batching: group_by_length groups the supervised rows; transformers groups by an input_ids
+    column that TRL's tokenized pairs lack, so DPO draws its pairs in random order and says so, not a crash."""
+    from dataclasses import replace
+
+    from bakeoff.data.examples import Pair
+
+    grouped = lambda v: replace(v, train=replace(v.train, batching="group_by_length"))
+    sft_dir = tmp_path / "sft"
+    train(get_technique("lora"), grouped(_variant("lora", r=4, alpha=8)), tiny_model_dir, read_examples(tickets)[:16],
+          sft_dir, "fp32", tmp_path / "w0")
+    pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion + " x")
+             for e in read_examples(tickets)[:8]]
+    _, _, before, after = _train_watched("dpo", grouped(_variant("dpo", init_from="lora")), tiny_model_dir, pairs,
+                                         tmp_path / "d", monkeypatch, parent_dir=sft_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in before if "lora_" in k)
+    assert "preference pairs are drawn in random order" in capsys.readouterr().out
+
+
 def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_reference(tiny_model_dir, tickets,
                                                                                         tmp_path, monkeypatch):
     """precompute_ref: the frozen reference's log-probabilities are computed before the first step of the first run

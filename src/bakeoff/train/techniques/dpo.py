@@ -54,7 +54,12 @@ class Dpo(Technique):
     def trainer_parts(self, variant, precision, output_dir, evaluate=False, keep_best=False):
         from trl import DPOConfig
 
-        return cached_ref_trainer(), DPOConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
+        args = common_args(variant.train, precision, output_dir, evaluate, keep_best)
+        if args["train_sampling_strategy"] == "group_by_length":  # transformers groups by an `input_ids` column,
+            args["train_sampling_strategy"] = "random"           # which TRL's tokenized pairs do not have
+            print(f"[{variant.name}] batching group_by_length: preference pairs are drawn in random order (TRL's "
+                  "tokenized pairs have no input_ids column for transformers' length grouping)", flush=True)
+        return cached_ref_trainer(), DPOConfig(**args,
                                      beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
                                      max_length=variant.train.max_seq_len,
                                      precompute_ref_log_probs=bool(variant.options.get("precompute_ref", True)))
