@@ -47,11 +47,11 @@ def human(seconds: float) -> str:
     s = round(seconds)
     if s < 60:
         return f"{s} s"
-    if s < 3600:
+    if s < 600:
         m, r = divmod(s, 60)
-        return f"{m} min {r} s" if r and m < 10 else f"{m} min"
-    h, r = divmod(s, 3600)
-    return f"{h} h {r // 60} min"
+        return f"{m} min {r} s" if r else f"{m} min"
+    m = round(seconds / 60)  # to the nearest minute, as the README writes the committed run's time
+    return f"{m // 60} h {m % 60} min" if m >= 60 else f"{m} min"
 
 
 def about(seconds: float) -> str:
