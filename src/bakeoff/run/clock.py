@@ -50,8 +50,9 @@ def human(seconds: float) -> str:
     if s < 600:
         m, r = divmod(s, 60)
         return f"{m} min {r} s" if r else f"{m} min"
-    m = round(seconds / 60)  # to the nearest minute, as the README writes the committed run's time
-    return f"{m // 60} h {m % 60} min" if m >= 60 else f"{m} min"
+    from bakeoff.report.readme import duration  # to the nearest minute: the README's way, defined there once
+
+    return duration(seconds)
 
 
 def about(seconds: float) -> str:
