@@ -109,3 +109,13 @@ def test_lm_eval_mode(tmp_path, value, want):
 def test_bad_lm_eval_mode_names_its_line(tmp_path):
     with pytest.raises(ParamsError, match=r"params\.yaml:10: eval\.lm_eval: must be reuse, generate or off"):
         load_params(_write(tmp_path, BASE + "eval:\n  lm_eval: twice\n"))
+
+
+def test_export_without_a_gguf_loads_and_serving_it_is_refused_with_its_line(tmp_path):
+    """export.gguf: null ships the adapter and merged model only; asking to serve a GGUF that is not made names
+    export.serve and its line, and an unknown GGUF type names export.gguf."""
+    assert load_params(_write(tmp_path, BASE + "export:\n  gguf: null\n  serve: false\n")).export.gguf is None
+    with pytest.raises(ParamsError, match=r"params\.yaml:\d+: export\.serve: serving needs a GGUF"):
+        load_params(_write(tmp_path, BASE + "export:\n  gguf: null\n"))
+    with pytest.raises(ParamsError, match=r"export\.gguf: must be f16, q8_0, bf16 or null; got 'q4'"):
+        load_params(_write(tmp_path, BASE + "export:\n  gguf: q4\n"))

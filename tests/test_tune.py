@@ -257,7 +257,13 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     # lr 1e-9 leaves the policy on its reference: DPO's loss on every val pair is log 2; 1e-2 learns the training
     # pairs, so it does worse than log 2 on their swapped copies
     assert values[1e-9] == pytest.approx(math.log(2), abs=1e-4) and values[1e-2] > math.log(2) + 1e-3
-    assert rec["values"] == {"lr": 1e-9}
+    assert rec["values"] == {"lr": 1e-9} and "token_budget" not in rec  # lora's search not recorded: no cap
+    # lora's search recorded as having trained 1 token: DPO's search stops after the trial that passes it
+    (tmp_path / "runs" / "lora").mkdir(parents=True)
+    (tmp_path / "runs" / "lora" / "tuned.json").write_text(json.dumps({"tune_tokens": 1}))
+    capped = replace(params, tune=replace(params.tune, storage=f"sqlite:///{tmp_path / 'capped.db'}"))
+    one = search(capped, "dpo", tiny_model_dir, data, tmp_path / "work_capped")
+    assert len(one["trials"]) == 1 and (one["token_budget"], one["token_budget_from"]) == (1.0, "lora's search")
     (data / "prefs_val.jsonl").unlink()
     off = search(params, "dpo", tiny_model_dir, data, tmp_path / "work2")
     assert off["values"] == {} and off["skipped"] == "dpo has no validation rows to judge trials on"
@@ -359,10 +365,11 @@ def test_a_derived_arm_searches_within_the_tokens_its_parents_search_trained(tmp
     from bakeoff.report.sections import derived_budget_words
 
     (tmp_path / "runs" / "dpo").mkdir()
-    (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({"token_budget": 215064.0,
-                                                                      "token_budget_from": "lora's search"}))
+    (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({
+        "token_budget": 215064.0, "token_budget_from": "lora's search", "tune_tokens": 257034, "trials": [{}] * 3}))
     words = derived_budget_words(pd.DataFrame({"name": ["lora", "dpo"]}))
-    assert words.startswith("`dpo`'s trials") and "215,064 tokens lora's search trained" in words
+    assert words.startswith("`dpo`'s trials") and "past the 215,064 tokens lora's search trained" in words
+    assert "(257,034 in 3 trials)" in words
 
 
 def test_the_study_is_new_when_the_pruner_the_seed_or_the_trial_code_changes(tmp_path, monkeypatch):

@@ -67,9 +67,8 @@ def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
 
 
 def searched(trials: int) -> str:
-    """How far a quick look searched: one trial an arm is the arm as written (or its grid's first point)."""
-    return ("no search: each arm as written, one trial" if trials == 1 else
-            f"each search {trials} trials" if trials else "no search: each arm as written")
+    """How far a quick look searched (configs/quick.yaml's tune.trials)."""
+    return f"each search {trials} trial{'s' if trials != 1 else ''}" if trials else "no search: each arm as written"
 
 
 def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:

@@ -165,8 +165,9 @@ def derived_budget_words(df: pd.DataFrame) -> str:
         rec = runs.read_json(runs.tuned_record(name)) or {}
         if str(rec.get("token_budget_from", "")).endswith("'s search"):
             out.append(f"`{name}`'s trials are judged on the task metric, which has no value at the pruning rungs, "
-                       f"so none is cut short: its search stopped once it trained the {rec['token_budget']:,.0f} "
-                       f"tokens {rec['token_budget_from']} trained. ")
+                       f"so none is cut short: its search stopped at the first trial that took it past the "
+                       f"{rec['token_budget']:,.0f} tokens {rec['token_budget_from']} trained "
+                       f"({rec.get('tune_tokens', 0):,.0f} in {len(rec.get('trials') or [])} trials). ")
     return "".join(out)
 
 
