@@ -395,9 +395,10 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
         levels = [[f"{py} stages/model.py models/base"], [f"{py} stages/data.py models/base data/prepared"],
                   *([[f'{py} -c "{prime}"']] if jobs > 1 else []), run("tune", *names, *own),
                   run("baseline", *names) + run("tune", *shared) + run("train", *own),
-                  run("train", *shared) + run("evaluate", *own) + run("tune", "dpo"),
+                  run("tune", "dpo") + run("train", *shared) + run("evaluate", *own),  # the longest first
                   run("evaluate", *shared) + run("train", "dpo"), run("evaluate", "dpo"),
-                  [f"{py} stages/export.py exports"], run("curve", *[f"{a} 0.5" for a in params["curve"]["arms"]]),
+                  # the export and the curve's points read the runs, not each other
+                  run("curve", *[f"{a} 0.5" for a in params["curve"]["arms"]]) + [f"{py} stages/export.py exports"],
                   [f"{py} stages/compare.py reports"]]
     cmds = [c for level in levels for c in level]
 
@@ -452,15 +453,26 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
     return out
 
 
-def part_steps(work: Path, shape: str, seq: int, deadline: float, batch: int = 1) -> dict:
+def side_by_side(rows_: dict, jobs: int) -> dict:
+    """Each row's result, ``jobs`` rows at a time: 1 on CUDA (each peak its own); on CPU the tiny shape's rows only
+    prove they start and run (their speeds are then not figures), so ``--jobs`` runs them together as it does the
+    pipeline's stages."""
+    if jobs <= 1:
+        return {name: run() for name, run in rows_.items()}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {name: pool.submit(run) for name, run in rows_.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def part_steps(work: Path, shape: str, seq: int, deadline: float, batch: int = 1, jobs: int = 1) -> dict:
     """The 8B rows: each technique's step in its own process, where it fits."""
     gone = missing("trl", "peft", "bitsandbytes")
     if gone:
         return {"status": f"missing: {', '.join(gone)}"}
     model = make_model(shape, work / f"{shape}-model")
-    rows_ = {}
-    for name, technique, extra in EIGHT_B:
-        rows_[name] = sub_step(model, technique, "hf", extra, batch, seq, 3, work / name, deadline - time.time())
+    rows_ = side_by_side({name: lambda t=technique, x=extra, n=name: sub_step(model, t, "hf", x, batch, seq, 3,
+                                                                            work / n, deadline - time.time())
+                          for name, technique, extra in EIGHT_B}, jobs)
     shutil.rmtree(model, ignore_errors=True)
     return {"status": "ok", "shape": shape, "seq": seq, "rows": rows_}
 
@@ -478,7 +490,7 @@ def part_unsloth(work: Path, shape: str, seq: int, deadline: float, steps: int =
     return {"status": "ok", "steps": steps, "rows": got}
 
 
-def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) -> dict:
+def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4, jobs: int = 1) -> dict:
     from bakeoff.core.config import load_params
     from bakeoff.core.flops import mfu
 
@@ -491,24 +503,25 @@ def part_mfu(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) 
         gpus = load_params(ROOT / "params.yaml").sizing.gpus
         peak = next((g["bf16_tflops"] * 1e12 for g in sorted(gpus, key=lambda g: -len(g["name"]))
                      if g["name"].lower().split("-")[0] in name), None)
-    got = {}
-    for name, technique, extra in (("full", "full", {}), ("lora", "lora", {}), ("qlora", "qlora", {}),
-                                   ("lora, all logits", "lora", {"loss_logits": "all"})):
-        r = sub_step(model, technique, "hf", extra, batch, seq, 8, work / f"mfu-{name}", (deadline - time.time()) / 3)
+    techniques = {"full": ("full", {}), "lora": ("lora", {}), "qlora": ("qlora", {}),
+                  "lora, all logits": ("lora", {"loss_logits": "all"})}
+    got = side_by_side({name: lambda n=name, t=t, x=x: sub_step(model, t, "hf", x, batch, seq, 8, work / f"mfu-{n}",
+                                                               (deadline - time.time()) / 3)
+                        for name, (t, x) in techniques.items()}, jobs)
+    for name, r in got.items():
         if peak and r.get("tokens_per_s"):
-            r["mfu"] = round(mfu(r["tokens_per_s"], r["flop_params"], technique, peak), 3)
-        got[name] = r
+            r["mfu"] = round(mfu(r["tokens_per_s"], r["flop_params"], techniques[name][0], peak), 3)
     shutil.rmtree(model, ignore_errors=True)
     return {"status": "ok", "peak_tflops": peak and peak / 1e12, "rows": got}
 
 
-def part_profile(work: Path, shape: str, seq: int, deadline: float, batch: int = 4) -> dict:
+def part_profile(work: Path, shape: str, seq: int, deadline: float, batch: int = 4, jobs: int = 1) -> dict:
     """Where the 1B step's time goes (the MFU rows' shape and batch): full fine-tuning and LoRA, one steady-state
     step each under torch.profiler; its tokens/s are not figures (the profiler slows the step it watches)."""
     model = make_model(shape, work / f"{shape}-profile")
-    got = {name: sub_step(model, technique, "hf", {"profile": True}, batch, seq, 4, work / f"profile-{name}",
-                          (deadline - time.time()) / 2)
-           for name, technique in (("full", "full"), ("lora", "lora"))}
+    got = side_by_side({name: lambda n=name: sub_step(model, n, "hf", {"profile": True}, batch, seq, 4,
+                                                      work / f"profile-{n}", (deadline - time.time()) / 2)
+                        for name in ("full", "lora")}, jobs)
     shutil.rmtree(model, ignore_errors=True)
     return {"status": "ok", "rows": {k: {"status": r.get("status"), "error": r.get("error"), **(r.get("profile") or {})}
                                      for k, r in got.items()}}
@@ -634,7 +647,8 @@ def main() -> None:
     ap.add_argument("--runner", choices=("auto", "dvc", "commands"), default="auto",
                     help="the pipeline part: dvc repro, the stage commands in dvc.yaml's order, or dvc where installed")
     ap.add_argument("--jobs", type=int, default=1, help="the pipeline's stage commands: how many of one level of "
-                    "dvc.yaml's graph run at once (a device call too short for them one by one)")
+                    "dvc.yaml's graph run at once (a device call too short for them one by one); with --shape tiny "
+                    "also how many rows of 8b, mfu and profile")
     ap.add_argument("--resume", help="a gpu.json from an earlier call: its parts are kept, those in --parts rerun")
     ap.add_argument("--rescore", nargs="+", metavar="GPU_JSON",
                     help="no GPU needed: these records merged (a later one's parts over an earlier one's, except a "
@@ -672,13 +686,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     parts = args.parts.split(",")
     seq = 64 if tiny else 1024
+    row_jobs = args.jobs if tiny else 1  # on a GPU each row's peak is its own: one row at a time
     plan = {"env": lambda: part_env(),
             "pipeline": lambda: part_pipeline(work, "tiny" if tiny else "pipeline", deadline, args.runner,
                                               args.jobs),
-            "8b": lambda: part_steps(work, "tiny" if tiny else "8b", seq, deadline),
+            "8b": lambda: part_steps(work, "tiny" if tiny else "8b", seq, deadline, jobs=row_jobs),
             "unsloth": lambda: part_unsloth(work, "tiny" if tiny else "1b", seq, deadline),
-            "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline),
-            "profile": lambda: part_profile(work, "tiny" if tiny else "1b", seq, deadline)}
+            "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs),
+            "profile": lambda: part_profile(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for part in parts:

@@ -68,7 +68,8 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     assert res["env"]["process_start_s"] > 0
     for name, prof in res["profile"]["rows"].items():  # one profiled step each: where its time went
         assert prof["on"] == "CPU ops" and 0 < prof["busy_s"] and 0 < prof["busy_share"] <= 1.05, (name, prof)
-        assert abs(sum(prof["groups"].values()) - 1) < 0.01 and "matmul" in list(prof["groups"])[:2], (name, prof)
+        # at 64 wide the groups are close (matmul 20% and fourth, measured): the matmuls found and counted
+        assert abs(sum(prof["groups"].values()) - 1) < 0.01 and prof["groups"].get("matmul", 0) >= 0.1, (name, prof)
     met = {t["name"]: t["met"] for t in res["targets"]}
     assert met == {"parts_failed": True, "pipeline_statuses_wrong": True}, res["targets"]  # CPU: the CUDA ones absent
 

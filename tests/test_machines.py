@@ -11,6 +11,7 @@ studies and locks), an MLflow server, a DVC remote folder. Clones of one project
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -234,6 +235,17 @@ def timings_masked(md: str) -> str:
     return "\n".join(out)
 
 
+@contextlib.contextmanager
+def _reaped(proc: subprocess.Popen):
+    """``proc`` killed on the way out if it still runs (a failed assertion does not leave a machine working)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _stage_lines(log: str, word: str) -> list[str]:
     return sorted(re.findall(rf"\] (\S+) — {word}", log))
 
@@ -258,9 +270,11 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     single = tmp_path / "single"
     text = (single / "params.yaml").read_text()
     (single / "params.yaml").write_text(text.replace(split, pg.create("single")))  # its own studies
-    sh("python -m bakeoff.run.clock", single)                                             # its own local MLflow store
+    # its own local MLflow store; it runs beside A and B (a machine of its own: nothing shared with theirs)
+    alone = subprocess.Popen([sys.executable, "-m", "bakeoff.run.clock"], cwd=single, env=_env(), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
-    with MlflowServer(tmp_path / "mlflow") as server:
+    with MlflowServer(tmp_path / "mlflow") as server, _reaped(alone):
         env = _env(MLFLOW_TRACKING_URI=server.uri)
         a = subprocess.Popen([sys.executable, "-m", "bakeoff.run.worker", "evaluate@lora"], cwd=tmp_path / "a", env=env,
                              text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -275,6 +289,8 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
         (tmp_path / "c.log").write_text(c_log)
         runs = mlflow.MlflowClient(server.uri).search_runs(
             [mlflow.MlflowClient(server.uri).get_experiment_by_name("tickets").experiment_id], max_results=1000)
+        single_log = alone.communicate(timeout=1200)[0]
+        assert alone.returncode == 0, single_log[-4000:]
 
     both = logs["a"] + logs["b"]
     for stage in ("model", "data", "tune@lora", "train@lora", "evaluate@lora"):  # both planned it: one ran it
