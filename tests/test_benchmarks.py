@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import gpu_check
+import gpu_record
+import gpu_step
 
 
 @pytest.mark.parametrize("shape, low, high", [("8b", 7.9e9, 8.1e9), ("1b", 1.2e9, 1.3e9)])
@@ -22,14 +23,14 @@ def test_the_shapes_are_the_models_they_stand_for(shape, low, high):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     with torch.device("meta"):
-        model = LlamaForCausalLM(LlamaConfig(**gpu_check.SHAPES[shape]))
+        model = LlamaForCausalLM(LlamaConfig(**gpu_step.SHAPES[shape]))
     assert low < sum(p.numel() for p in model.parameters()) < high
 
 
 def test_the_default_models_tokenizer_ships_with_the_benchmarks():
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(gpu_check.ensure_tokenizer())  # DVC-tracked; rebuilt where absent
+    tok = AutoTokenizer.from_pretrained(gpu_step.ensure_tokenizer())  # DVC-tracked; rebuilt where absent
     assert len(tok) == 49152 and tok.chat_template and "<|im_start|>" in tok.chat_template
 
 
@@ -104,7 +105,7 @@ def test_the_gpu_checks_cuda_targets_miss_on_figures_that_miss_them(capsys):
            "mfu": {"status": "ok", "rows": rows(full={"mfu": 0.40, "measured_gb": 20.0},
                                                 lora={"measured_gb": 10.0}, qlora={"measured_gb": 7.0})}}
     t = Targets()
-    gpu_check.check_targets(res, t, tiny=False)
+    gpu_record.check_targets(res, t, tiny=False)
     missed = set(t.missed)
     assert missed == {"pipeline_statuses_wrong", "qlora_8b_peak_gib", "qlora_over_lora_peak_8b",
                       "qlora_over_lora_peak_1b", "sizing_error_8b_qlora_+_checkpointing", "mfu_1b_lora"}, t.results
@@ -119,14 +120,14 @@ def test_one_gpu_run_over_two_device_calls_keeps_what_each_measured():
     first = {"env": {"status": "ok"}, "unsloth": {"status": "ok", "rows": {"hf": {"status": "ok"}}},
              "pipeline": {"status": "timeout"}, "table": ["old"], "sizing": {"mfu": {}}}
     second = {"pipeline": {"status": "ok", "runs": {}}, "unsloth": {"status": "not run: the 360-s limit was reached"}}
-    got = gpu_check.merged([first, second])
+    got = gpu_record.merged([first, second])
     assert got["pipeline"] == {"status": "ok", "runs": {}} and got["unsloth"] == first["unsloth"]
     assert "table" not in got and "sizing" not in got
     # a call resumed from the committed record, rescored with it: the three device calls, each once
     committed = {**first, "rescored": {"from": ["call1", "call2"]}}
-    third = {**gpu_check.merged([committed]), "pipeline": {"status": "ok", "runs": {}}}
+    third = {**gpu_record.merged([committed]), "pipeline": {"status": "ok", "runs": {}}}
     assert "rescored" not in third
-    assert gpu_check.rescored_from(["gpu.json", "call3.json"], [committed, third]) == ["call1", "call2", "call3.json"]
+    assert gpu_record.rescored_from(["gpu.json", "call3.json"], [committed, third]) == ["call1", "call2", "call3.json"]
     t = Targets()
-    gpu_check.check_targets(first, t, tiny=True)
+    gpu_record.check_targets(first, t, tiny=True)
     assert {r["name"]: r["value"] for r in t.results}["parts_failed"] == 1

@@ -138,10 +138,10 @@ def test_the_committed_gpu_check_is_what_todays_memory_model_predicts():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import copy
 
-    import gpu_check
+    import gpu_record
 
     committed = json.loads((ROOT / "reports" / "bench" / "gpu.json").read_text())
-    again = gpu_check.rescore(copy.deepcopy(committed))
+    again = gpu_record.rescore(copy.deepcopy(committed))
     rows = {(part, name): r for part in ("8b", "mfu", "unsloth") for name, r in again[part]["rows"].items()
             if r.get("measured_gb")}
     assert len(rows) == 9
