@@ -328,10 +328,10 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     from peft import LoraConfig, get_peft_model
 
     from bakeoff.core.models import load_for_eval, load_model, load_tokenizer
+    from bakeoff.core.scoring import score
     from bakeoff.data.examples import load_examples
     from bakeoff.evaluate.generation import generate
     from bakeoff.evaluate.local import rows_of
-    from bakeoff.evaluate.scoring import score
 
     repo, _, _ = project
     torch.manual_seed(0)

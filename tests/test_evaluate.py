@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from bakeoff.core.models import load_model, load_tokenizer
+from bakeoff.core.scoring import exact_match, loose_match
 from bakeoff.data.examples import Example, Pair, read_examples
 from bakeoff.data.prompts import NearestShots, few_shot_messages, shot_picker
 from bakeoff.evaluate.generation import generate
 from bakeoff.evaluate.local import EvalPlan, evaluate_examples
 from bakeoff.evaluate.logprobs import preference_margins
-from bakeoff.evaluate.scoring import exact_match, loose_match
 
 
 def ex(text: str, answer: str = "x", i: int = 0) -> Example:
@@ -105,9 +105,9 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     test, val = rows[:6], rows[6:10]
     pairs = [Pair(e.messages, e.completion, "nope", id=i) for i, e in enumerate(val)]
     metrics, out = evaluate_examples(model, tok, test, val, EvalPlan("exact_match", 8, 4, None, 3), pairs=pairs)
+    from bakeoff.core.scoring import json_valid
     from bakeoff.data.prompts import encode, render_prompt
     from bakeoff.evaluate.logprobs import completion_loss
-    from bakeoff.evaluate.scoring import json_valid
 
     # each figure has the value it must: recomputed here from the rows and the model, not read back
     preds = [r["prediction"] for r in out]
@@ -244,7 +244,7 @@ def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     ("refund", "card_arrival", False),            # wrong in substance
 ])
 def test_format_only_misses(pred, ref, want):
-    from bakeoff.evaluate.scoring import format_only_miss
+    from bakeoff.core.scoring import format_only_miss
 
     assert format_only_miss(pred, ref) is want
 

@@ -173,7 +173,7 @@ def test_params_accept_labels_auto_and_max_new_tokens_auto(tmp_path):
 # ---------------------------------------------------------------- 10. exact match keeps JSON's syntax
 
 def test_exact_match_compares_json_as_json():
-    from bakeoff.evaluate.scoring import exact_match, loose_match
+    from bakeoff.core.scoring import exact_match, loose_match
 
     ref = '{"category": "bug", "product": "payflow", "urgency": "high"}'
     flat = "category: bug; product: payflow; urgency: high"

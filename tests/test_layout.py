@@ -93,7 +93,7 @@ def test_dvc_deps_cover_every_module_a_stage_imports(stage):
 def test_the_deps_check_catches_a_missing_module(tmp_path):
     # the check above, on a stage that imports through two levels and a function-local import
     files = closure(ROOT / "stages" / "compare.py")
-    assert LIB / "decide" / "verdict.py" in files and LIB / "evaluate" / "scoring.py" in files  # verdict → scoring
+    assert LIB / "decide" / "verdict.py" in files and LIB / "core" / "scoring.py" in files  # verdict → scoring
     assert LIB / "core" / "models.py" in files  # sizing.calibration imports it inside a function
     assert LIB / "report" / "__init__.py" in files and LIB / "report" / "plots.py" in files
     assert LIB / "train" / "trainer.py" not in files  # compare never trains
@@ -203,7 +203,7 @@ def test_an_import_circle_is_found():
 
 def test_params_load_without_torch():
     code = ("import sys; from bakeoff.core.config import load_params; load_params('params.yaml'); "
-            "import bakeoff.decide.verdict, bakeoff.evaluate.scoring, bakeoff.decide.sizing, bakeoff.data.prompts; "
+            "import bakeoff.decide.verdict, bakeoff.core.scoring, bakeoff.decide.sizing, bakeoff.data.prompts; "
             "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False", "the params schema or a pure module imports torch"

@@ -5,9 +5,7 @@ import math
 import pytest
 
 from bakeoff.core.measure import LatencyLog
-from bakeoff.decide.figures import flips
-from bakeoff.decide.statistics import bootstrap_ci
-from bakeoff.evaluate.scoring import (
+from bakeoff.core.scoring import (
     METRICS,
     OTHER,
     all_metrics,
@@ -24,6 +22,8 @@ from bakeoff.evaluate.scoring import (
     rouge_l,
     score,
 )
+from bakeoff.decide.figures import flips
+from bakeoff.decide.statistics import bootstrap_ci
 
 
 @pytest.mark.parametrize("pred, ref, want, loose", [
@@ -37,7 +37,7 @@ from bakeoff.evaluate.scoring import (
     ("card arrival", "card_arrival", 0.0, 0.0),                       # underscore is punctuation: "cardarrival"
 ])
 def test_exact_match(pred, ref, want, loose):
-    from bakeoff.evaluate.scoring import loose_match
+    from bakeoff.core.scoring import loose_match
 
     assert exact_match(pred, ref) == want and loose_match(pred, ref) == loose
 
@@ -164,6 +164,6 @@ def test_flips_name_direction():
     ("", "Lima", 0.0),
 ])
 def test_contains_reference(pred, ref, want):
-    from bakeoff.evaluate.scoring import contains_reference
+    from bakeoff.core.scoring import contains_reference
 
     assert contains_reference(pred, ref) == want

@@ -115,8 +115,8 @@ def test_html_is_one_self_contained_page(tmp_path):
 def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge():
     """A baseline answering in sentences that hold the right city scores 0 on exact match: the diagnosis says the
     base model knows the answers and names the fixes not tried; a baseline that answers in form gets none."""
+    from bakeoff.core.scoring import all_metrics
     from bakeoff.core.sections import BaselineConfig
-    from bakeoff.evaluate.scoring import all_metrics
 
     caps = {"Peru": "Lima", "France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Chile": "Santiago"}
     refs = list(caps.values())
@@ -157,10 +157,10 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
 
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
+    from bakeoff.core.scoring import all_metrics
     from bakeoff.core.sections import BaselineConfig
+    from bakeoff.core.spaces import as_run
     from bakeoff.decide import decision  # what the compare stage hands the diagnosis
-    from bakeoff.evaluate.scoring import all_metrics
-    from bakeoff.search.space import as_run
 
     params = load_params(ROOT / "params.yaml")
     search = {"shots": [3, 8], "selection": ["fixed", "nearest"], "instruction": [None, "City only."]}

@@ -4,9 +4,9 @@ Hand-computed numbers; no models."""
 import pandas as pd
 import pytest
 
+from bakeoff.core.scoring import METRICS
 from bakeoff.decide import recommend
 from bakeoff.decide.statistics import holm, mcnemar_exact, paired_permutation_p
-from bakeoff.evaluate.scoring import METRICS
 
 
 def test_exact_mcnemar_from_discordant_counts():

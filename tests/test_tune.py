@@ -10,8 +10,9 @@ import pytest
 from bakeoff.core.config import load_params
 from bakeoff.core.schema import ParamsError
 from bakeoff.core.sections import TrainConfig, VariantConfig
+from bakeoff.core.spaces import TuneConfig, apply, as_run
 from bakeoff.data.examples import read_examples, write_jsonl
-from bakeoff.search.space import TuneConfig, apply, as_run, trial_variant
+from bakeoff.search.space import trial_variant
 from bakeoff.search.trials import search_variant as search
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

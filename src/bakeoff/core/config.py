@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from bakeoff.core import techniques as technique_options
 from bakeoff.core.runs import repo_root
 from bakeoff.core.schema import (
     ParamsError,
@@ -31,6 +32,7 @@ from bakeoff.core.schema import (
     renamed,
     suggest,
 )
+from bakeoff.core.scoring import METRICS
 from bakeoff.core.sections import (
     CURVE_ROLES,
     BaselineConfig,
@@ -47,9 +49,7 @@ from bakeoff.core.sections import (
     VariantConfig,
     VerdictConfig,
 )
-from bakeoff.evaluate.scoring import METRICS
-from bakeoff.search.space import TuneConfig, check_prompt_search, check_spaces
-from bakeoff.train import options as technique_options
+from bakeoff.core.spaces import TuneConfig, check_prompt_search, check_spaces
 
 ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.train.kernels
 LOSS_LOGITS = ("auto", "labelled", "all")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bakeoff.core.schema import ParamsError, suggest
-from bakeoff.search.space import TuneConfig
+from bakeoff.core.spaces import TuneConfig
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "qu
 
 
 def report_data(params, df) -> dict | None:
-    from bakeoff.evaluate.scoring import METRICS
+    from bakeoff.core.scoring import METRICS
 
     c = params.curve
     if c is None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
-from bakeoff.search.space import as_run
 
 
 def baselines_as_run(params) -> dict:

@@ -86,7 +86,7 @@ def by_field(df: pd.DataFrame, ok: list[str], fields: list[str], a: str, b: str)
 def by_label(pa: dict, pb: dict, labels: list[str], a: str, b: str, top: int = 5) -> dict:
     """Per true label: how many items each run gets right; the ``top`` labels where they differ most; and each run's
     commonest confusions (true → answered), with counts."""
-    from bakeoff.evaluate.scoring import to_label
+    from bakeoff.core.scoring import to_label
 
     right: dict[str, list[int]] = {}
     wrong = {a: Counter(), b: Counter()}

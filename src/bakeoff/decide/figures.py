@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.core.scoring import METRICS
 from bakeoff.decide.statistics import bootstrap_ci
-from bakeoff.evaluate.scoring import METRICS
 
 
 def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bakeoff.core.scoring import METRICS, mean
 from bakeoff.decide.figures import as_number, choosing_split, correctness, primary_items, prompting_quality
-from bakeoff.evaluate.scoring import METRICS, mean
 
 ALPHA = 0.05  # the level of every "different" / "as good as the best" claim, after Holm's adjustment
 

@@ -10,10 +10,10 @@ from dataclasses import asdict
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
+from bakeoff.core.spaces import as_run
 from bakeoff.data.examples import Example, write_jsonl
 from bakeoff.data.prompts import few_shot_messages, shot_picker
 from bakeoff.evaluate.local import EvalInputs, evaluate_examples, run_lm_eval, side_check
-from bakeoff.search.space import as_run
 
 BASE = runs.BASE
 

@@ -72,14 +72,14 @@ def run_point(params, arm: str, share: float, name: str | None, why: str) -> dic
 
 def _measure(params, name: str, share: float, record: dict, out: Path) -> dict:
     from bakeoff.core.models import load_tokenizer, resolve_precision
+    from bakeoff.core.scoring import score
     from bakeoff.data.examples import write_jsonl
     from bakeoff.evaluate.generation import generate
     from bakeoff.evaluate.local import EvalInputs, rows_of
-    from bakeoff.evaluate.scoring import score
 
     inputs = EvalInputs.load(runs.PREPARED, params)
     if name in params.baselines:
-        from bakeoff.search.space import as_run
+        from bakeoff.core.spaces import as_run
 
         if not as_run(params, name)[0].shots:  # a prompt that reads no training row: its own run's answers
             return _no_shots(name, share, inputs, out)
@@ -140,8 +140,8 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
 def _trained(params, name: str, share: float, labels, serving: str):
     """The variant trained on the share at its searched values on ``curve.schedule``; the model as served."""
     from bakeoff.core.models import resolve_precision
+    from bakeoff.core.spaces import apply, as_run
     from bakeoff.data.subsets import nested_subset
-    from bakeoff.search.space import apply, as_run
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import train
 
@@ -173,9 +173,9 @@ def _trained(params, name: str, share: float, labels, serving: str):
 def _prompted(params, name: str, share: float, train_rows: list, labels, serving: str):
     """The base model prompted as the baseline's own run, its shots drawn from the share."""
     from bakeoff.core.models import load_for_eval
+    from bakeoff.core.spaces import as_run
     from bakeoff.data.prompts import few_shot_messages, shot_picker
     from bakeoff.data.subsets import nested_subset
-    from bakeoff.search.space import as_run
 
     b, _ = as_run(params, name)
     if b.endpoint:

@@ -229,8 +229,8 @@ def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc:
     """An endpoint arm scored like a local one: the same prompts, greedy, the same metrics on test and val, and
     with a label set, label choice through the server's log-probabilities where it gives them (``label_choice``
     says which). Validation loss and preference pairs need every token's log-probability: left out."""
+    from bakeoff.core.scoring import all_metrics, score
     from bakeoff.evaluate.local import rows_of
-    from bakeoff.evaluate.scoring import all_metrics, score
 
     prompts, refs = [to_prompt(e) for e in test], [e.completion for e in test]
     answers = ep.complete(prompts, plan.max_new_tokens, sequential=plan.latency_requests, desc=desc)
@@ -255,7 +255,7 @@ def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc:
 
 
 def _label_choice(ep: Endpoint, prompts, refs, val, to_prompt, plan, rows, metrics, desc) -> str:
-    from bakeoff.evaluate.scoring import score
+    from bakeoff.core.scoring import score
 
     chosen, mode = ep.choose(prompts, plan.labels, desc=f"{desc} label choice")
     if mode.startswith("generation only"):

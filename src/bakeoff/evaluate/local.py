@@ -2,7 +2,7 @@
 preference pairs, label choice), latency at batch 1.
 
 Greedy decoding, batched with left padding (prompts sorted by length so a batch pads little), in the base
-model's chat template. The primary metric (``bakeoff.evaluate.scoring``) is named by ``task.metric``; every run also
+model's chat template. The primary metric (``bakeoff.core.scoring``) is named by ``task.metric``; every run also
 gets the validation
 loss of the completion given that run's own prompt (a few-shot baseline is scored with its shots).
 """
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bakeoff.core.runs import Resume
+from bakeoff.core.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
 from bakeoff.data.examples import Example, Pair
 from bakeoff.data.prompts import render_prompt
 from bakeoff.evaluate.generation import StepTimes, generate, latency
@@ -28,7 +29,6 @@ from bakeoff.evaluate.logprobs import (
     kl_of,
     preference_margins,
 )
-from bakeoff.evaluate.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
 
 # ---------------------------------------------------------------- generation
 

@@ -1,6 +1,6 @@
 """The comparison as text: the Markdown report, its CSV, and reports/metrics.json (DVC metrics), each written once.
 
-Every figure shown is defined in ``bakeoff.core.measure`` (speed, memory, intervals) or ``bakeoff.evaluate.scoring``
+Every figure shown is defined in ``bakeoff.core.measure`` (speed, memory, intervals) or ``bakeoff.core.scoring``
 (quality).
 """
 

@@ -141,9 +141,9 @@ def val_metric(params):
     def score_fn(variant, out_dir) -> float:
         from bakeoff.core import runs
         from bakeoff.core.models import load_tokenizer, resolve_precision
+        from bakeoff.core.scoring import score
         from bakeoff.evaluate.generation import generate
         from bakeoff.evaluate.local import EvalInputs
-        from bakeoff.evaluate.scoring import score
         from bakeoff.train.techniques import get_technique
 
         inputs = EvalInputs.load(runs.PREPARED, params)

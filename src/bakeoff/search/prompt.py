@@ -88,9 +88,9 @@ class PromptSearch:
 
     def score(self, trial, prompts: list[list[dict]]) -> float:
         """The primary metric on validation: free generation, or label choice where labels exist and it is better."""
+        from bakeoff.core.scoring import score
         from bakeoff.evaluate.generation import generate
         from bakeoff.evaluate.logprobs import choose_labels
-        from bakeoff.evaluate.scoring import score
 
         plan, metric, refs = self.inputs.plan, self.params.task.metric, [e.completion for e in self.inputs.val]
         preds, _ = generate(self.model, self.tok, prompts, plan.max_new_tokens, plan.batch_size,

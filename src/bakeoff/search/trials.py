@@ -2,7 +2,7 @@
 pruned on validation loss and judged on the validation split (the test split is never read).
 
     rec = search(params, "lora", runs.BASE, runs.PREPARED, runs.work_dir("lora.tune"))
-    rec["values"]   # {"lr": 0.0012}: what train@lora trains with (bakeoff.search.space.apply)
+    rec["values"]   # {"lr": 0.0012}: what train@lora trains with (bakeoff.core.spaces.apply)
 
 Samplers: a finite space (every dimension a list of choices) is tried point by point (grid); otherwise TPE, seeded.
 The study lives in ``tune.storage`` (a local SQLite file by default): a killed search continues where it stopped, a
@@ -16,7 +16,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from bakeoff.search.space import apply, run_identity, rung_steps, token_budget, trial_variant
+from bakeoff.core.spaces import apply, run_identity
+from bakeoff.search.space import rung_steps, token_budget, trial_variant
 from bakeoff.search.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
 
 

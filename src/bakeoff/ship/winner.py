@@ -12,13 +12,13 @@ from pathlib import Path
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
+from bakeoff.core.scoring import METRICS, score
 from bakeoff.decide import decision
 from bakeoff.decide.figures import correctness
 from bakeoff.decide.statistics import bootstrap_ci, mcnemar_exact
 from bakeoff.evaluate import endpoint
 from bakeoff.evaluate.generation import generate
 from bakeoff.evaluate.local import EvalInputs
-from bakeoff.evaluate.scoring import METRICS, score
 from bakeoff.ship import export
 
 

@@ -17,13 +17,12 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bakeoff.core import runs
-from bakeoff.search import space
+from bakeoff.core import runs, spaces
 
 
 def run_variant(script: str, name: str, params) -> None:
     """The train stage: launch the ranks, or train (or adopt) this variant and write its record."""
-    v, tuned = space.as_run(params, name)  # with the tune stage's choice, judged on validation
+    v, tuned = spaces.as_run(params, name)  # with the tune stage's choice, judged on validation
     if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:  # every rank's failure is the arm's status
         from bakeoff.train.launch import launch
 
@@ -117,7 +116,7 @@ class Job:
         from bakeoff.train.trainer import fingerprint, resumable
 
         data_hash = runs.read_json(runs.PREPARED / "stats.json")["data_hash"]
-        logged = space.run_identity(v, tuned)
+        logged = spaces.run_identity(v, tuned)
         parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
         fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
         resume, resume_run_id = resumable(runs.work_dir(name), fp, v.train.checkpoint_steps)

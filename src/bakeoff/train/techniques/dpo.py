@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bakeoff.core import techniques as technique_options
 from bakeoff.core.errors import UserError
 from bakeoff.core.runs import Skipped
-from bakeoff.train import options as technique_options
 from bakeoff.train.techniques.base import Technique, common_args
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bakeoff.train import options as technique_options
+from bakeoff.core import techniques as technique_options
 from bakeoff.train.techniques.base import Technique
 
 

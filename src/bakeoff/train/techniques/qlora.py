@@ -5,8 +5,8 @@ paper), and gradient checkpointing on by default (``gradient_checkpointing: auto
 
 from __future__ import annotations
 
+from bakeoff.core import techniques as technique_options
 from bakeoff.core.runs import Skipped
-from bakeoff.train import options as technique_options
 from bakeoff.train.techniques.lora import Lora
 
 
