@@ -54,6 +54,7 @@ from bakeoff.core.spaces import TuneConfig, check_prompt_search, check_spaces
 ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.train.kernels
 LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
+BATCHING = ("padded", "group_by_length", "padding_free", "sequential")  # TrainConfig.batching
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
             "verdict", "cost", "sizing", "export", "curve")
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
@@ -75,7 +76,7 @@ def _check_train(t: TrainConfig, key: str, src: Source) -> None:
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
     for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
                        ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS),
-                       ("batching", ("padded", "group_by_length", "padding_free", "sequential"))):
+                       ("batching", BATCHING)):
         check(getattr(t, k) in allowed, src, f"{key}.{k}",
               f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}")
     check(t.gradient_checkpointing in (True, False, "auto"), src, f"{key}.gradient_checkpointing",

@@ -17,8 +17,7 @@ import pandas as pd
 
 from bakeoff.core.scoring import METRICS, mean
 from bakeoff.decide.figures import as_number, choosing_split, correctness, primary_items, prompting_quality
-
-ALPHA = 0.05  # the level of every "different" / "as good as the best" claim, after Holm's adjustment
+from bakeoff.decide.rule import ALPHA  # the level of every "different" / "as good as the best" claim
 
 
 def _binary(items: list) -> bool:

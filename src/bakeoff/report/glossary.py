@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bakeoff.decide.rule import ALPHA
+
 GLOSSARY = [
     ("arm", "one contender of the bake-off: a prompting baseline or a trained variant"),
     ("points / pp", "percentage points: a difference of two shares of the test items (90% against 60% is +30 points)"),
@@ -14,9 +16,9 @@ GLOSSARY = [
      "a variant's gain over the prompting baseline best on validation, in points, with its interval"),
     ("flips −/+", "test items that went right → wrong / wrong → right against that baseline (`reports/flips/`)"),
     ("group (rank group)", ("runs the test split cannot tell apart from the group's leader: exact McNemar test, "
-                           "Holm-adjusted over every pair, p ≥ 0.05; a display, never a reason to recommend")),
+                           f"Holm-adjusted over every pair, p ≥ {ALPHA}; a display, never a reason to recommend")),
     ("McNemar test", "the exact test of a paired 0/1 difference: it counts only the items where the two runs disagree"),
-    ("Holm", "a step-down adjustment of p-values over all pairs, so every \"different\" holds at 0.05 together"),
+    ("Holm", f"a step-down adjustment of p-values over all pairs, so every \"different\" holds at {ALPHA} together"),
     ("cannot be told apart on N items", "the test did not reject a difference; it says nothing of sameness"),
     ("shown within k points",
      ("a cheaper run's shortfall from the best, shown smaller than `verdict.max_loss`: the lower end of the paired "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bakeoff.decide.rule import ALPHA
+
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats: lower cost (x) and higher quality (y)."""
@@ -104,11 +106,11 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict)
         for j in range(n):
             if i != j:
                 ax.text(j, i, f"{diff[i, j]:+.0f}\np={p[i, j]:.2g}", ha="center", va="center", fontsize=7,
-                        fontweight="bold" if p[i, j] < 0.05 else "normal")
+                        fontweight="bold" if p[i, j] < ALPHA else "normal")
     ax.set_xticks(range(n), names, rotation=45, ha="right")
     ax.set_yticks(range(n), names)
     fig.colorbar(im, ax=ax, label="row − column (points)")
-    ax.set_title(f"Pairwise differences (Holm-adjusted p; bold < 0.05)\n{measured_on(scope)}", fontsize=9)
+    ax.set_title(f"Pairwise differences (Holm-adjusted p; bold < {ALPHA})\n{measured_on(scope)}", fontsize=9)
     fig.tight_layout()
     paths["pairwise"] = out_dir / "pairwise.png"
     fig.savefig(paths["pairwise"], dpi=110)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.statistics import round_sig
 from bakeoff.report.choice import against_best_lines, technique_words
 from bakeoff.report.tables import _fmt, image, search_lines
@@ -21,14 +22,14 @@ def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | Non
     names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
     cell = {}
     for _, r in pw.iterrows():
-        real = r["p_holm"] < 0.05
+        real = r["p_holm"] < ALPHA
         p = f" (p {r['p_holm']:.2g})" if real else ""
         for a, b, d in ((r["a"], r["b"], r["diff"]), (r["b"], r["a"], -r["diff"] + 0.0)):
             cell[(a, b)] = f"**{d * 100:+.1f}**{p}" if real else f"{d * 100:+.1f}"
     test = ", ".join(sorted(set(pw["test"])))
     lines = ["## Which differences are real", "",
              (f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
-             f"the {test} test adjusted by Holm over all {len(pw)} pairs where it is below 0.05 (**bold**: "
+             f"the {test} test adjusted by Holm over all {len(pw)} pairs where it is below {ALPHA} (**bold**: "
              "different); a plain figure is a difference the test split cannot tell from chance. Every p-value, "
              "adjusted and raw, and the discordant counts: `reports/pairwise.csv`. This adjusted test decides "
              "every \"different\" and every rank group here; the bootstrap intervals elsewhere are each one "
@@ -116,7 +117,7 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
         lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
     if v.get("rank_groups"):
         lines += [(f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
-                  f"p ≥ {v.get('alpha', 0.05)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
+                  f"p ≥ {v.get('alpha', ALPHA)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
                   f"{v['rank_groups']}"), ""]
     return lines
 
@@ -241,7 +242,7 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[
             said.append(f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
                         f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
                         f"(Holm-adjusted {h['p_holm']:.2g}): "
-                        + ("different." if h["p_holm"] < 0.05
+                        + ("different." if h["p_holm"] < ALPHA
                            else f"they cannot be told apart on {int(h['n'])} items."))
         ma, mb = a.get("pref_margins"), b.get("pref_margins")
         if isinstance(ma, list) and isinstance(mb, list) and len(ma) == len(mb) and ma:
