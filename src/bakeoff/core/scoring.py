@@ -211,3 +211,12 @@ def preference_metrics(margins: list[float]) -> dict[str, float]:
         return {}
     return {"pref_accuracy": round(sum(m > 0 for m in margins) / len(margins), 4),
             "pref_margin": round(sum(margins) / len(margins), 4), "n_pref": len(margins)}
+
+
+def by_label_choice(figures, split: str = "test") -> bool:
+    """The one label-choice rule: a prompting baseline is judged by its choice among the task's labels where that
+    scored better than its free generation on the choosing split (``val`` or ``test``). ``figures``: a run's metrics,
+    a record's or a table row's; a figure missing or not a number loses."""
+    pre = "val_" if split == "val" else ""
+    num = lambda x: float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else float("-inf")
+    return num(figures.get(f"{pre}quality_label_choice")) > num(figures.get(f"{pre}quality"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bakeoff.core import runs
 from bakeoff.core.runs import curve_point_dir as point_dir
+from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
 from bakeoff.decide.curve import Points, crossover, fit_arm, resample_indices, verdict_at
 
@@ -80,9 +81,7 @@ def arm_points(params, df, arm: str, full_items: dict) -> dict:
         return {**entry, "status": "skipped",
                 "reason": f"no finished run for `{arm}`" if name is None else f"`{name}` did not finish"}
     row = df[df["name"] == name].iloc[0]
-    pre = "val_" if figures.choosing_split(df) == "val" else ""
-    choice = (row["kind"] == "baseline" and figures.as_number(row.get(f"{pre}quality_label_choice"))
-              > figures.as_number(row.get(f"{pre}quality")))
+    choice = row["kind"] == "baseline" and by_label_choice(row, figures.choosing_split(df))
     ids = sorted(full)
     ns, items, names = [], [], []
     for share, r in recs:

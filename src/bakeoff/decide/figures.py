@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
-from bakeoff.core.scoring import METRICS
+from bakeoff.core.scoring import METRICS, by_label_choice
 from bakeoff.decide.statistics import bootstrap_ci
 
 
@@ -149,13 +149,12 @@ def flips(items: dict, base: dict) -> list[dict]:
 def primary_items(df: pd.DataFrame) -> dict[str, dict | None]:
     """Every finished run's per-example items of the primary metric on the test split; a baseline answers by label
     choice where that scored better on the choosing split."""
-    pre = "val_" if choosing_split(df) == "val" else ""
+    split = choosing_split(df)
     items = {}
     for _, r in df.iterrows():
         if r["status"] != "ok":
             continue
-        use_choice = (r["kind"] == "baseline"
-                      and as_number(r.get(f"{pre}quality_label_choice")) > as_number(r.get(f"{pre}quality")))
+        use_choice = r["kind"] == "baseline" and by_label_choice(r, split)
         items[r["name"]] = _items(r["name"], "choice_score" if use_choice else "score")
     return items
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.runs import curve_point_dir as point_dir
+from bakeoff.core.scoring import by_label_choice as label_choice_wins
 
 
 def digest(rows: list) -> str:
@@ -114,17 +115,13 @@ def _measure(params, name: str, share: float, record: dict, out: Path) -> dict:
 
 
 def by_label_choice(params, name: str, labels) -> bool:
-    """Whether a baseline's own run is judged by its choice among the labels (it scored better so on the choosing
-    split, as ``bakeoff.decide.figures.primary_items`` has it): its points are scored the same way, and only so."""
+    """Whether a baseline's own run is judged by its choice among the labels (``bakeoff.core.scoring.
+    by_label_choice``, as ``bakeoff.decide.figures.primary_items`` applies it): its points are scored the same way,
+    and only so."""
     if name not in params.baselines or not labels:
         return False
     own = (runs.read_json(runs.eval_record(name)) or {}).get("metrics") or {}
-    pre = "val_" if "val_quality" in own else ""
-
-    def num(x):
-        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("-inf")
-
-    return num(own.get(f"{pre}quality_label_choice")) > num(own.get(f"{pre}quality"))
+    return label_choice_wins(own, "val" if "val_quality" in own else "test")
 
 
 def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
