@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bakeoff.decide.rule import decision_of
+
 MULTIPLES = (2, 4)  # the projections: 2× and 4× the rows of the full-size point
 B_MAX = 3.0
 SEED = 0
@@ -309,5 +311,5 @@ def verdict_at(ft: Points, pr: Points, draws: np.ndarray, multiple: float, min_g
     g = a.at(n) - b.at(n)
     ci = _interval(a.boot_at(n)[:, 0] - b.boot_at(n)[:, 0])
     lo, hi = ci if ci else (g, g)
-    decision = "fine-tune" if lo > min_gain else "prompting is enough" if hi < min_gain else "inconclusive"
-    return {"multiple": multiple, "rows": round(n), "gain": round(g, 4), "gain_ci": ci, "decision": decision}
+    return {"multiple": multiple, "rows": round(n), "gain": round(g, 4), "gain_ci": ci,
+            "decision": decision_of(lo, hi, min_gain)}

@@ -18,6 +18,13 @@ from dataclasses import asdict, dataclass, field
 ALPHA = 0.05  # one-sided level of every "within the margin" claim, after Holm over the comparisons with the best
 
 
+def decision_of(low: float, high: float, min_gain: float) -> str:
+    """The verdict on fine-tuning from a gain's 95% interval against ``verdict.min_gain``: ``fine-tune`` when all of
+    it is above, ``prompting is enough`` when all of it is below, else ``inconclusive``; the measured verdict
+    (``decide.verdict``) and the curve's projected one (``decide.curve``) alike."""
+    return "fine-tune" if low > min_gain else "prompting is enough" if high < min_gain else "inconclusive"
+
+
 @dataclass(frozen=True)
 class Shortfall:
     """One contender against the best on the same test items (fractions of the primary metric)."""

@@ -22,6 +22,7 @@ from bakeoff.decide.figures import (
     choosing_split,
     prompting_quality,
 )
+from bakeoff.decide.rule import decision_of
 
 LN2 = math.log(2)
 MOVE_TOL = 0.01  # nats: a preference loss this close to ln 2 (where DPO starts) without a standard error of its own
@@ -76,11 +77,12 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     t = out.get("tie")
     lead = (f"`{top['name']}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top['name'])}` at {t['at']:.1%} on "
             f"{t['split']}; {t['rule']})" if t else f"`{top['name']}`")
-    if lo > min_gain:
+    decision = decision_of(lo, hi, min_gain)
+    if decision == "fine-tune":
         out.update(decision="fine-tune",
                    reason=f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval "
                           f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
-    elif hi < min_gain:
+    elif decision == "prompting is enough":
         out.update(decision="prompting is enough",
                    reason=f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, "
                           f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
