@@ -7,8 +7,8 @@ Open it with ``mlflow ui --backend-store-uri sqlite:///$(pwd)/mlflow.db``.
 A name (``lora``, ``zero_shot``) can be run many times; the newest run of each name carries the tag
 ``bakeoff.latest=true`` and older ones are re-tagged ``false``, never deleted.
 
-Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report): the
-current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
+Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report; made by
+``bakeoff.report.publish``, the compare stage's alone): the current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
 ``bakeoff.superseded=true`` and nested under its own repro's parent, which is nested with runs from before parents
 existed under one ``earlier runs (superseded)`` holder: the experiment's top level shows the current answer and the
 holder, collapsed. The recommended run is registered as a version of the model named after the experiment, alias
@@ -240,90 +240,3 @@ def mark_resumed(checkpoint: str) -> None:
     import mlflow
 
     mlflow.set_tag("bakeoff.resumed_from", checkpoint)
-
-
-def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict,
-                tables: dict | None = None) -> str:
-    """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``): the report's files and folders as
-    artifacts, the verdict as tags and metrics, ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows
-    (``mlflow.log_table``). Returns its run id (``nest_repro`` puts the arms under it)."""
-    import datetime
-
-    import mlflow
-
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with run(params, "comparison", "repro", "-", {"runs": names},
-             run_name=f"repro {git_commit()[:7]} {when}") as r:
-        mlflow.set_tags(tags)
-        for name, table in (tables or {}).items():
-            mlflow.log_table(table, artifact_file=name)
-        log_metrics(metrics)
-        for p in files:
-            mlflow.log_artifact(str(p))
-        for dest, folder in folders.items():
-            mlflow.log_artifacts(str(folder), dest)
-    return r.info.run_id
-
-
-SUPERSEDED = "bakeoff.superseded"
-PARENT_TAG = "mlflow.parentRunId"
-
-
-def nest_repro(params, parent_id: str, names: list[str]) -> dict:
-    """Put the current run of every arm in ``names`` (the newest of each ``bakeoff.name``, its ``.tune`` run too)
-    under ``parent_id``, the run of this repro; tag every other top-level run superseded and nest it out of the way
-    (under its own repro's parent, or one ``earlier runs`` holder). Nothing is deleted. Returns the counts."""
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    exp = client.get_experiment_by_name(experiment_name(params))
-    runs = client.search_runs([exp.experiment_id], max_results=50000)
-    wanted = set(names) | {f"{n}.tune" for n in names}
-    current = {r.info.run_id for r in runs if r.data.tags.get("bakeoff.name") in wanted
-               and r.data.tags.get(LATEST) == "true" and r.data.tags.get("kind") not in ("trial", "seed")}
-    parents = {r.info.run_id for r in runs if r.data.tags.get("kind") == "repro"}
-    nested = superseded = 0
-    holder = None
-
-    def supersede(rid: str, tags: dict) -> None:
-        nonlocal superseded
-        if tags.get(SUPERSEDED) != "true":
-            client.set_tag(rid, SUPERSEDED, "true")
-            superseded += 1
-
-    for r in runs:
-        rid, tags = r.info.run_id, r.data.tags
-        under = tags.get(PARENT_TAG)
-        if rid == parent_id or tags.get("kind") == "superseded-holder":
-            continue
-        if rid in current:  # this repro's answer, trained now or cached from an earlier one
-            if under != parent_id:
-                client.set_tag(rid, PARENT_TAG, parent_id)
-                nested += 1
-            if tags.get(SUPERSEDED) == "true":
-                client.set_tag(rid, SUPERSEDED, "false")
-        elif rid in parents:  # an earlier repro: its arms stay under it, and it under the holder, collapsed
-            supersede(rid, tags)
-            if under is None:
-                holder = holder or _holder(client, exp.experiment_id)
-                client.set_tag(rid, PARENT_TAG, holder)
-        elif under in current:  # a trial of a current search, a seed of a current variant
-            continue
-        elif under:  # nested under an earlier run: it stays there
-            supersede(rid, tags)
-        else:  # a top-level run of before parents existed, or an arm this repro no longer has
-            supersede(rid, tags)
-            holder = holder or _holder(client, exp.experiment_id)
-            client.set_tag(rid, PARENT_TAG, holder)
-    return {"nested": nested, "superseded": superseded, "current": len(current)}
-
-
-def _holder(client, experiment_id: str) -> str:
-    """The one run that earlier, parentless runs are nested under (created once)."""
-    found = client.search_runs([experiment_id], filter_string="tags.kind = 'superseded-holder'", max_results=1)
-    if found:
-        return found[0].info.run_id
-    r = client.create_run(experiment_id, run_name="earlier runs (superseded)",
-                          tags={"kind": "superseded-holder", SUPERSEDED: "true", LATEST: "false"})
-    client.set_terminated(r.info.run_id)
-    return r.info.run_id
