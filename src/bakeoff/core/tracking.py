@@ -8,12 +8,13 @@ A name (``lora``, ``zero_shot``) can be run many times; the newest run of each n
 ``bakeoff.latest=true`` and older ones are re-tagged ``false``, never deleted.
 
 Each ``dvc repro`` ends in one parent run (the ``compare`` stage's ``repro …`` run, holding the report; made by
-``bakeoff.report.publish``, the compare stage's alone): the current run of every arm (trained now or cached from before) is nested under it, and every earlier run is tagged
-``bakeoff.superseded=true`` and nested under its own repro's parent, which is nested with runs from before parents
-existed under one ``earlier runs (superseded)`` holder: the experiment's top level shows the current answer and the
-holder, collapsed. The recommended run is registered as a version of the model named after the experiment, alias
-``champion`` (``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A
-variant's run spans its train stage only (its Duration); the evaluate stage logs into it (``eval_stage_wall_s``).
+``bakeoff.report.publish``, the compare stage's alone): the current run of every arm (trained now or cached from
+before) is nested under it, and every earlier run is tagged ``bakeoff.superseded=true`` and nested under its own
+repro's parent, which is nested with runs from before parents existed under one ``earlier runs (superseded)``
+holder: the experiment's top level shows the current answer and the holder, collapsed. The recommended run is
+registered as a version of the model named after the experiment, alias ``champion``
+(``models:/<experiment>@champion``: its weights or adapter, its evaluation records, its params). A variant's run
+spans its train stage only (its Duration); the evaluate stage logs into it (``eval_stage_wall_s``).
 """
 
 from __future__ import annotations
