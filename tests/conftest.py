@@ -79,7 +79,7 @@ def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -
 
     import yaml
 
-    for item in ("dvc.yaml", "stages", ".gitignore", "configs"):
+    for item in ("dvc.yaml", "stages", ".gitignore", ".dvcignore", "configs"):
         src = ROOT / item
         shutil.copytree(src, repo / item) if src.is_dir() else shutil.copy(src, repo / item)
     (repo / "data" / "raw").mkdir(parents=True)

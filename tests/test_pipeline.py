@@ -255,6 +255,46 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
                    "train_from@dpo", "tune@full", "tune@lora", "tune@unsloth", "tune_from@dpo"]
 
 
+def test_a_one_line_edit_reruns_only_the_stages_that_load_the_file(repo):
+    """`dvc status` after one comment line added to a file of report/, of decide/ and of train/ in turn (in a copy of
+    the library put in place of the project's link to it, so the tree is untouched): each makes stale exactly the
+    stages whose script loads the file, as dvc.yaml's generated deps say."""
+    repo, _ = repo
+    link = repo / "src"
+    assert "Running stage" not in sh("dvc repro", repo)  # the lock is current
+
+    def stale(text: str) -> set[str]:
+        return {ln[:-1] for ln in text.splitlines() if ln.endswith(":") and not ln[0].isspace()}
+
+    def after_edit(rel: str) -> set[str]:
+        f = link / "bakeoff" / rel
+        before = f.read_text()
+        f.write_text(before + "# an edit\n")
+        try:
+            return stale(sh("dvc status", repo))
+        finally:
+            f.write_text(before)
+
+    link.unlink()
+    shutil.copytree(ROOT / "src", link, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    try:
+        assert stale(sh("dvc status", repo)) == set()
+        assert after_edit("report/tables.py") == {"compare"}
+        # the curve's fit: the comparison, the export (it reads the decision) and the curve's points (they draw
+        # the recommended run from it); no search, training or evaluation
+        decided = after_edit("decide/curve.py")
+        assert "compare" in decided and "export" in decided, decided
+        assert not {s for s in decided if s.startswith(("tune", "train", "evaluate", "baseline"))}, decided
+        # the training loop: every search and training run and the curve's points; no evaluation, no report
+        trained = after_edit("train/trainer.py")
+        assert "train@lora" in trained and "tune@lora" in trained, trained
+        assert not {s for s in trained if s.startswith(("evaluate", "baseline", "compare", "export", "model",
+                                                         "data"))}, trained
+    finally:
+        shutil.rmtree(link)
+        link.symlink_to(ROOT / "src")
+
+
 def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(repo):
     """Read back through MlflowClient after three repros (the last two in the test above, one of which retrained
     lora): the newest repro run holds every current arm, the earlier repro and lora's first run are tagged
