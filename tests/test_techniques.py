@@ -190,7 +190,7 @@ def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_pat
 
 def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_path):
     from bakeoff.core.runs import guarded
-    from bakeoff.train.trainer import MemoryBudgetExceeded
+    from bakeoff.train.callbacks import MemoryBudgetExceeded
 
     v = _variant("lora", r=4, alpha=8)
     v = VariantConfig(name="tight", technique="lora", options=v.options,

@@ -17,71 +17,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import torch
-
 from bakeoff import quiet_trainer
-from bakeoff.core.measure import MB, PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.core.measure import PeakMemory, StepLog, count_params, dir_mb
 from bakeoff.core.runs import Skipped
 from bakeoff.train import kernels
 from bakeoff.train.stopping import EarlyStop, convergence, loss_drop, row_stats
 from bakeoff.train.techniques.base import Technique
-
-
-class MemoryBudgetExceeded(MemoryError):
-    """The run passed ``memory_budget_gb``: it stands for a card that would have run out of memory."""
-
-
-def _measured(trainer_cls, log: StepLog, mem: PeakMemory, budget_gb: float | None, evaluate: bool = False,
-              loss_logits: str = "all", val_rows: list | None = None):
-    """``trainer_cls`` feeding every micro-batch and optimizer step into ``log``, and enforcing the budget;
-    ``loss_logits="labelled"``: the SFT loss with the output head at labelled tokens only (``kernels.labelled_loss``);
-    ``val_rows``: a list each evaluation appends its per-row validation losses to (SFT only)."""
-    from transformers import Trainer, TrainerCallback
-    from trl import SFTTrainer
-
-    def check_budget():
-        if budget_gb is not None and mem.peak_now_bytes() > budget_gb * 1024 * MB:
-            raise MemoryBudgetExceeded(f"peak memory {mem.peak_now_bytes() / MB:.0f} MB passed "
-                                       f"memory_budget_gb {budget_gb} (out of memory on a card of that size)")
-
-    class Steps(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            log.begin_step()
-
-        def on_substep_end(self, args, state, control, **kw):
-            check_budget()
-
-        def on_step_end(self, args, state, control, **kw):
-            log.end_step()
-            check_budget()
-            if evaluate and state.global_step >= state.max_steps:  # the last step is always judged (and kept)
-                control.should_evaluate = True
-                control.should_save = control.should_save or args.load_best_model_at_end
-
-    class Measured(trainer_cls):
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            log.add_micro_batch(inputs)
-            return super().training_step(model, inputs, num_items_in_batch)
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if val_rows is not None and not model.training and "labels" in inputs and isinstance(self, SFTTrainer):
-                with self.accelerator.autocast():  # per-row losses for the stopping rule, and the same mean loss
-                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch, rows=val_rows)
-                return (loss, {"loss": loss}) if return_outputs else loss
-            if loss_logits == "labelled" and "labels" in inputs:
-                with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
-                    loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
-                return (loss, {"loss": loss}) if return_outputs else loss
-            if torch.cuda.is_available() or not isinstance(self, SFTTrainer):
-                return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                            num_items_in_batch=num_items_in_batch)
-            # On CPU, SFT uses the model's own loss: it sums over completion tokens and divides by the tokens of
-            # the whole accumulated batch (num_items_in_batch), as TRL's does, without TRL's per-step entropy
-            # and token accuracy over the full logits, which cost a CPU dearly (huggingface/trl#7066).
-            return Trainer.compute_loss(self, model, {**inputs, "use_cache": False}, return_outputs,
-                                        num_items_in_batch)
-
-    return Measured, Steps()
 
 
 def last_checkpoint(work_dir: Path) -> Path | None:
@@ -213,17 +154,19 @@ def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_call
     """The training window, measured: the model is loaded, the trainer not yet built, to the last step."""
     log = StepLog(warmup_steps_excluded=t.warmup_steps_excluded)
     row_losses: list = []  # this evaluation's per-row validation losses (the stopping rule reads them)
+    from bakeoff.train.callbacks import BudgetSteps, StopOnRule, measured
+
     with PeakMemory() as mem:
         try:
-            cls, steps_cb = _measured(built.trainer_cls, log, mem, t.memory_budget_gb, evaluate,
-                                      built.chosen["loss_logits"], row_losses if built.per_row else None)
             # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
-            callbacks = [steps_cb, *([Stopping(rule, row_losses, bool(t.early_stopping_patience))] if evaluate else []),
-                         *extra_callbacks]
+            callbacks = [BudgetSteps(log, mem, t.memory_budget_gb, evaluate),
+                         *([StopOnRule(rule, row_losses, bool(t.early_stopping_patience), _gather)] if evaluate
+                           else []), *extra_callbacks]
             t0 = time.perf_counter()  # from the trainer's setup: DPO's reference pass is part of its training
-            trainer = cls(model=built.model, args=built.args, train_dataset=technique.dataset(rows),
-                          processing_class=built.tok, eval_dataset=technique.dataset(val_rows) if evaluate else None,
-                          callbacks=callbacks)
+            trainer = measured(built.trainer_cls)(
+                model=built.model, args=built.args, train_dataset=technique.dataset(rows), processing_class=built.tok,
+                eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks, step_log=log,
+                loss_logits=built.chosen["loss_logits"], val_rows=row_losses if built.per_row else None)
             quiet_trainer(trainer)  # in a piped log, no per-step dicts or bars (MLflow has the curves)
             held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -282,26 +225,6 @@ def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resum
 def patience_steps(t) -> int:
     """Early stopping's patience in steps: ``early_stopping_patience`` × ``max_steps`` (0: never stops)."""
     return max(1, round(t.early_stopping_patience * t.max_steps)) if t.early_stopping_patience else 0
-
-
-def Stopping(rule: EarlyStop, rows: list, stop: bool):
-    """A TrainerCallback feeding each evaluation's per-row losses (every process's, in order) to ``rule`` and, when
-    ``stop``, ending the run when the rule says so (the best evaluation's weights are kept by the trainer)."""
-    from transformers import TrainerCallback
-
-    class _Stopping(TrainerCallback):
-        def on_evaluate(self, args, state, control, metrics=None, **kw):
-            gathered = [x for part in _gather(list(rows)) for x in part]
-            rows.clear()
-            if not gathered and metrics and "eval_loss" in metrics:  # no per-row losses (DPO): the mean alone
-                gathered = [metrics["eval_loss"]]
-            elif len(gathered) > 1 and metrics is not None:  # read by the search's pruner (bakeoff.search.trials)
-                metrics["eval_loss_se"] = row_stats(gathered)[1]
-                metrics["eval_row_losses"] = list(gathered)
-            if gathered and rule.update(state.global_step, gathered) and stop:
-                control.should_training_stop = True
-
-    return _Stopping()
 
 
 def _peak(mem: PeakMemory) -> dict:
