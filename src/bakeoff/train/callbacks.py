@@ -50,8 +50,8 @@ class MeasuredLoss:
     evaluation appends its per-row validation losses to (SFT only)."""
 
     def __init__(self, *args, step_log: StepLog, loss_logits: str = "all", val_rows: list | None = None, **kw):
-        super().__init__(*args, **kw)
         self.bakeoff_log, self.bakeoff_loss_logits, self.bakeoff_val_rows = step_log, loss_logits, val_rows
+        super().__init__(*args, **kw)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.bakeoff_log.add_micro_batch(inputs)
