@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def imported(path: Path) -> set[str]:
+@functools.cache
+def imported(path: Path) -> frozenset[str]:
     """Every bakeoff module ``path`` imports, anywhere in the file (function-local imports included), with the
     packages Python runs first (importing ``bakeoff.a.b`` runs ``bakeoff/a/__init__.py``)."""
     out = set()
@@ -48,7 +50,7 @@ def imported(path: Path) -> set[str]:
                 continue  # not ours, or an attribute rather than a submodule
             parts = name.split(".")
             out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return out
+    return frozenset(out)
 
 
 def closure(path: Path) -> set[Path]:
@@ -64,6 +66,7 @@ def closure(path: Path) -> set[Path]:
     return {module_file(n) for n in seen}
 
 
+@functools.cache
 def docstring_only(path: Path) -> bool:
     """A package's ``__init__.py`` that holds only its docstring: importing it changes nothing a stage computes."""
     body = ast.parse(path.read_text()).body
