@@ -35,7 +35,7 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
     if gone:
         return {"status": f"missing: {', '.join(gone)}"}
     repo = work / "project"
-    params = project(repo, make_model(shape, work / "pipeline-model"))
+    params = project(repo, make_model(shape, work / "pipeline-model"), tiny=shape == "tiny")
     py = sys.executable  # this interpreter runs every stage: a machine may have python3 and no plain python
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
@@ -59,9 +59,11 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
     return out
 
 
-def project(repo: Path, model: Path) -> dict:
+def project(repo: Path, model: Path, tiny: bool = False) -> dict:
     """A fresh project at ``repo``: this one's dvc.yaml and stages, the first rows of the shipped tasks, the model at
-    ``model``, small searches of 2 trials, one share of the curve; its params."""
+    ``model``, small searches of 2 trials, one share of the curve; its params. ``tiny`` (a CPU proving the part starts
+    and runs): 1 trial each and no lm-eval probe, which test_pipeline and test_tune run on CPU already; on a GPU they
+    are what is checked there."""
     import yaml
 
     repo.mkdir(parents=True)
@@ -80,14 +82,14 @@ def project(repo: Path, model: Path) -> dict:
     params["task"].update(val_size=16, test_size=16, max_new_tokens=16)
     params["train_defaults"].update(max_steps=6, eval_steps=2, effective_batch=4, micro_batch=4, logging_steps=1,
                                     warmup_steps_excluded=1)
-    lm_eval = not missing("lm_eval")
+    lm_eval = not missing("lm_eval") and not tiny
     params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe=lm_eval, probe_limit=20,
                           lm_eval="reuse" if lm_eval else "off", lm_eval_tasks=[])
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"] = PIPELINE_VARIANTS
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 5.0e-5, "max_steps": 4}}
-    params["tune"].update(trials=2, trial_steps=0.5)
-    params["tune"]["share"] = {"unsloth": "lora"}  # every other arm searches its own 2 trials
+    params["tune"].update(trials=1 if tiny else 2, trial_steps=0.5)
+    params["tune"]["share"] = {"unsloth": "lora"}  # every other arm searches on its own
     params["curve"].update(fractions=[0.5], resamples=200)  # the data-value curve: one share of each arm
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return params
