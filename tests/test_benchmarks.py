@@ -82,7 +82,10 @@ def test_a_missed_target_of_the_gpu_check_exits_1(tmp_path):
            "--out", str(out)]
     ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert ok.returncode == 0 and "target parts_failed: 0 ≤ 0: met" in ok.stdout, ok.stdout[-2000:] + ok.stderr
-    r = subprocess.run(cmd + ["--target", "parts_failed=-1"], capture_output=True, text=True, timeout=300, check=False)
+    # the same record's targets again (--rescore: no part reruns), one replaced to be out of reach
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--rescore", str(out), "--out",
+                        str(out), "--target", "parts_failed=-1"], capture_output=True, text=True, timeout=300,
+                       check=False)
     assert r.returncode == 1 and "target parts_failed: 0 ≤ -1: MISSED" in r.stdout, r.stdout[-2000:] + r.stderr
     assert "MISSED: parts_failed" in r.stderr
     assert json.loads(out.read_text())["targets"] == [{"name": "parts_failed", "value": 0, "target": "≤ -1",

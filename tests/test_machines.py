@@ -98,7 +98,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # a PostgreSQL server, two worker processes and the heartbeat's grace period: a minute on CPU
+@pytest.mark.slow  # a PostgreSQL server, two worker processes and the heartbeat's grace period (15 s here)
 def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again(pg):
     """The victim takes a trial and is killed in it (SIGKILL: no goodbye). Its heartbeat stops; after the grace
     period the survivor's wait marks it failed, and since a lost trial is not counted the survivor draws a fourth."""
@@ -107,11 +107,12 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
     from bakeoff.search.study import GRACE_S, storage_of
 
     url = pg.create("killed")
+    grace = _env(BAKEOFF_STUDY_GRACE_S="15")  # 15 s without a heartbeat (every 2 s): the victim is dead
     victim = subprocess.Popen([sys.executable, "-c", WORKER, url, "victim", "4"], stdout=subprocess.PIPE, text=True,
-                              env=_env())
+                              env=grace)
     assert victim.stdout.readline().startswith("trial 0 running")
     survivor = subprocess.Popen([sys.executable, "-c", WORKER, url, "survivor", "4"], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=_env())
+                                stderr=subprocess.STDOUT, text=True, env=grace)
     time.sleep(2)
     victim.send_signal(signal.SIGKILL)
     victim.wait()

@@ -11,6 +11,7 @@ SQLite file) from counting the trials left until its next trial's values are dra
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -50,7 +51,11 @@ def grid_order(space: dict, seed: int, first: dict | None = None) -> list[dict]:
     return ([first] + [p for p in points if p != first]) if first is not None else points
 
 
-HEARTBEAT_S, GRACE_S = 10, 60  # a running trial writes a heartbeat every 10 s; 60 s without one: its worker died
+# a running trial writes a heartbeat every HEARTBEAT_S; GRACE_S without one: its worker died. BAKEOFF_STUDY_GRACE_S
+# sets the grace (longer for machines whose workers stall, shorter where a worker is killed on purpose, as in a test);
+# the heartbeat is a sixth of it
+GRACE_S = int(os.environ.get("BAKEOFF_STUDY_GRACE_S", "60"))
+HEARTBEAT_S = max(1, GRACE_S // 6)
 POLL_S = 2.0  # how often a worker that finished its share looks again at trials still running elsewhere
 
 
