@@ -130,6 +130,14 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
     assert len(set(lrs)) == len(lrs)                               # no point drawn twice
 
 
+@pytest.mark.parametrize("value", ["soon", "3", ""])
+def test_a_bad_study_grace_stops_with_a_message_not_a_traceback(value):
+    r = subprocess.run([sys.executable, "-c", "import bakeoff.search.study"], capture_output=True, text=True,
+                       env=_env(BAKEOFF_STUDY_GRACE_S=value), check=False)
+    assert r.returncode != 0 and "BAKEOFF_STUDY_GRACE_S must be a whole number of seconds" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_a_worker_draws_no_trial_while_another_holds_the_study_lock(pg):
     """The lock is what keeps the budget and the draws apart: while this test holds the study's lock, a worker that
     has opened the study says who holds it and draws nothing; once it is released, the worker runs its trials."""

@@ -167,3 +167,16 @@ def test_contains_reference(pred, ref, want):
     from bakeoff.core.scoring import contains_reference
 
     assert contains_reference(pred, ref) == want
+
+
+def test_the_label_choice_rule_takes_the_choice_only_where_it_scored_better_on_the_split_asked():
+    from bakeoff.core.scoring import by_label_choice
+
+    assert by_label_choice({"quality": 0.4, "quality_label_choice": 0.6})
+    assert not by_label_choice({"quality": 0.6, "quality_label_choice": 0.6})  # a tie keeps free generation
+    assert not by_label_choice({"quality": 0.4})  # no label choice measured
+    assert not by_label_choice({"quality": 0.4, "quality_label_choice": float("nan")})
+    assert by_label_choice({"quality": float("nan"), "quality_label_choice": 0.1})  # a missing figure loses
+    # the choosing split decides, not test
+    figures = {"quality": 0.4, "quality_label_choice": 0.6, "val_quality": 0.7, "val_quality_label_choice": 0.5}
+    assert by_label_choice(figures, "test") and not by_label_choice(figures, "val")

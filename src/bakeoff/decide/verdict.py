@@ -79,11 +79,11 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
             f"{t['split']}; {t['rule']})" if t else f"`{top['name']}`")
     decision = decision_of(lo, hi, min_gain)
     if decision == "fine-tune":
-        out.update(decision="fine-tune",
+        out.update(decision=decision,
                    reason=f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval "
                           f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
     elif decision == "prompting is enough":
-        out.update(decision="prompting is enough",
+        out.update(decision=decision,
                    reason=f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, "
                           f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
     else:

@@ -51,11 +51,18 @@ def grid_order(space: dict, seed: int, first: dict | None = None) -> list[dict]:
     return ([first] + [p for p in points if p != first]) if first is not None else points
 
 
-# a running trial writes a heartbeat every HEARTBEAT_S; GRACE_S without one: its worker died. BAKEOFF_STUDY_GRACE_S
-# sets the grace (longer for machines whose workers stall, shorter where a worker is killed on purpose, as in a test);
-# the heartbeat is a sixth of it
-GRACE_S = int(os.environ.get("BAKEOFF_STUDY_GRACE_S", "60"))
-HEARTBEAT_S = max(1, GRACE_S // 6)
+def _grace() -> int:
+    """Seconds a running trial may go without a heartbeat before its worker counts as dead: BAKEOFF_STUDY_GRACE_S
+    (longer for machines whose workers stall, shorter where a worker is killed on purpose, as in a test), else 60;
+    the heartbeat is a sixth of it. A value that is not a number of seconds stops with a message."""
+    raw = os.environ.get("BAKEOFF_STUDY_GRACE_S", "60")
+    if not raw.strip().isdigit() or int(raw) < 6:
+        raise SystemExit(f"error: BAKEOFF_STUDY_GRACE_S must be a whole number of seconds, 6 or more; got {raw!r}")
+    return int(raw)
+
+
+GRACE_S = _grace()
+HEARTBEAT_S = GRACE_S // 6
 POLL_S = 2.0  # how often a worker that finished its share looks again at trials still running elsewhere
 
 
