@@ -41,15 +41,19 @@ worker: setup
 	test -d .dvc || dvc init --quiet
 	$(PY) -m bakeoff.run.worker $(STAGES)
 
+# the tests run on TEST_WORKERS pytest-xdist workers, a file's tests on one (tests/conftest.py); 1: in one process
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup
 	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(VENV)/bin/deptry .
-	$(PY) -m pytest
+	$(PYTEST)
 
 test-fast: setup
 	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(VENV)/bin/deptry .
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # benchmarks on this machine, after `make repro` (tables printed, JSON in reports/bench/); about 70 min on 2 CPU cores
 bench: setup

