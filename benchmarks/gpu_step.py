@@ -117,7 +117,7 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
     from bakeoff.data.prepare import answer_tokens
     from bakeoff.decide.memory import GB, Shape, logits_held
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     context_mb = None
     if cuda():  # what the process holds on the card besides the caching allocator: CUDA context, library handles
@@ -139,7 +139,7 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
                     logging_steps=1, warmup_steps_excluded=min(2, steps - 1), seed=0, **extra)
     v = VariantConfig(name=technique, technique=technique, train=t, backend=backend, options=dict(tech.defaults))
     batch = rows(micro_batch * steps, seq)
-    record = guarded({}, lambda: train(tech, v, model_dir, batch, out / "model", precision, out / "work",
+    record = guarded({}, lambda: train(Job(tech, v, model_dir, out / "model", precision, out / "work"), batch,
                                        extra_callbacks=callbacks))
     m = record.get("metrics") or {}
     cfg = json.loads((model_dir / "config.json").read_text())

@@ -91,9 +91,9 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
 
 def bakeoff_run(base: Path, variant, rows, precision: str, work: Path) -> dict:
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
-    m = train(get_technique("lora"), variant, base, rows, work / "out", precision, work_dir=work / "tmp")
+    m = train(Job(get_technique("lora"), variant, base, work / "out", precision, work / "tmp"), rows)
     return {k: m[k] for k in ("train_tokens_per_s", "tokens_seen", "train_steps", "padding_share")}
 
 

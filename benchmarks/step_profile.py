@@ -90,7 +90,7 @@ def profile_variant(params, name: str, steps: int, work: Path) -> dict:
     from bakeoff.core.models import resolve_precision
     from bakeoff.data.examples import load_examples
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     v = params.variant(name)
     v = replace(v, train=replace(v.train, max_steps=steps, warmup_steps_excluded=steps - 1, eval_steps=0,
@@ -99,8 +99,8 @@ def profile_variant(params, name: str, steps: int, work: Path) -> dict:
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
     cb = profiled_step(steps - 1)
     precision = resolve_precision(v.train.precision)
-    rec = train(technique, v, ROOT / "models" / "base", rows, work / name / "out", precision, work / name / "tmp",
-                extra_callbacks=[cb])
+    rec = train(Job(technique, v, ROOT / "models" / "base", work / name / "out", precision, work / name / "tmp"),
+                rows, extra_callbacks=[cb])
     got = step_summary(cb, top=12)
     return {"variant": name, "technique": v.technique, "precision": precision, "micro_batch": v.train.micro_batch,
             "grad_accum": v.train.grad_accum, "step_wall_s": round(cb.wall_s, 2),
@@ -136,7 +136,7 @@ def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: d
     from bakeoff.core.models import resolve_precision
     from bakeoff.data.examples import load_examples
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     v = params.variant(name)
     choice = choice or (dict(BEFORE) if before else None)
@@ -146,8 +146,8 @@ def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: d
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
     side = "before" if before else "after" if choice is None else "floor"
     out = work / f"{name}-{side}"
-    rec = train(get_technique(v.technique), v, ROOT / "models" / "base", rows, out / "model",
-                resolve_precision(t.precision), out / "tmp", kernel_choice=choice)
+    rec = train(Job(get_technique(v.technique), v, ROOT / "models" / "base", out / "model",
+                    resolve_precision(t.precision), out / "tmp", kernel_choice=choice), rows)
     return {"side": side, "kernels": rec["kernels"], "train_tokens_per_s": rec["train_tokens_per_s"],
             "train_step_s_median": rec["train_step_s_median"], "losses": [h["loss"] for h in rec["history"]],
             "model": str(out / "model")}

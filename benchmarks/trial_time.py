@@ -83,7 +83,7 @@ def one_trial(params, name: str, steps: int | None, work: Path, options: dict | 
     from bakeoff.search.space import trial_variant
     from bakeoff.search.trials import keeps_best, recipe_values
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     v = params.variant(name)
     if options:
@@ -98,9 +98,9 @@ def one_trial(params, name: str, steps: int | None, work: Path, options: dict | 
     out = work / f"{name}-{time.monotonic_ns()}"
     clock = phase_clock()
     t0 = time.perf_counter()
-    rec = train(technique, tv, ROOT / "models" / "base", rows, out / "model", resolve_precision(v.train.precision),
-                out / "work", parent_dir=parent, val_rows=val, extra_callbacks=[clock],
-                judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+    job = Job(technique, tv, ROOT / "models" / "base", out / "model", resolve_precision(v.train.precision),
+              out / "work", parent_dir=parent, judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+    rec = train(job, rows, val_rows=val, extra_callbacks=[clock])
     t_trained = time.perf_counter()
     judge = None
     if v.parent:  # judged by the task metric on validation, as tune_from@ judges it

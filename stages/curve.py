@@ -13,7 +13,7 @@ import sys
 from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
 from bakeoff.decide.decision import curve_arm
-from bakeoff.evaluate.curve import run_point
+from bakeoff.search.curve_point import run_point
 
 
 @cli

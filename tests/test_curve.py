@@ -250,7 +250,7 @@ def test_a_recommendation_that_cannot_be_read_is_the_points_status_not_the_stage
 
     from bakeoff.core.config import load_params
     from bakeoff.decide import decision
-    from bakeoff.evaluate.curve import run_point
+    from bakeoff.search.curve_point import run_point
 
     params = load_params(ROOT / "params.yaml")
 

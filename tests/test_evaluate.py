@@ -10,7 +10,7 @@ from bakeoff.core.scoring import exact_match, loose_match
 from bakeoff.data.examples import Example, Pair, read_examples
 from bakeoff.data.prompts import NearestShots, few_shot_messages, shot_picker
 from bakeoff.evaluate.generation import generate
-from bakeoff.evaluate.local import EvalPlan, evaluate_examples
+from bakeoff.evaluate.local import Ask, EvalPlan, evaluate_examples
 from bakeoff.evaluate.logprobs import preference_margins
 
 
@@ -104,7 +104,7 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     rows = read_examples(tickets)
     test, val = rows[:6], rows[6:10]
     pairs = [Pair(e.messages, e.completion, "nope", id=i) for i, e in enumerate(val)]
-    metrics, out = evaluate_examples(model, tok, test, val, EvalPlan("exact_match", 8, 4, None, 3), pairs=pairs)
+    metrics, out = evaluate_examples(model, tok, test, val, EvalPlan("exact_match", 8, 4, None, 3), Ask(pairs=pairs))
     from bakeoff.core.scoring import json_valid
     from bakeoff.data.prompts import encode, render_prompt
     from bakeoff.evaluate.logprobs import completion_loss
@@ -151,7 +151,7 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
     """eval.lm_eval: reuse: no second generation (no model at all here); lm-eval builds each request from its task
     file, takes our answer for it and scores it with its own exact_match."""
     from bakeoff.data.prompts import render_prompt
-    from bakeoff.evaluate.local import EvalInputs, run_lm_eval
+    from bakeoff.evaluate.local import EvalInputs, LmEvalRun, run_lm_eval
 
     tok = load_tokenizer(tiny_model_dir)
     test = read_examples(tickets)[:6]
@@ -161,7 +161,7 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
     answers[2] = "  " + test[2].completion.upper() + "  "             # right once case and spacing are ignored
     rows = [{"prediction": a, "loose_match": loose_match(a, e.completion)} for a, e in zip(answers, test)]
     inputs = EvalInputs([], [], test, [], EvalPlan("exact_match", 8))
-    got = run_lm_eval(inputs, rows, None, tok, tmp_path / "task", mode="reuse")
+    got = run_lm_eval(inputs, rows, None, tok, tmp_path / "task", LmEvalRun(mode="reuse"))
     assert got["lm_eval_exact_match"] == pytest.approx(3 / 6) and got["lm_eval_disagree"] == 0
     assert got["lm_eval_generated"] == 0.0 and got["lm_eval_wall_s"] >= 0
     # a prompt bakeoff rendered differently from lm-eval's task is an error that shows the prompt
@@ -282,7 +282,7 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     from bakeoff.evaluate.lmeval import run_probe
     from bakeoff.evaluate.logprobs import general_instructions, general_kl
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     base_dir = tmp_path / "base"
     resolve_base("smollm2-135m-instruct", base_dir)
@@ -293,7 +293,7 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     t = TrainConfig(max_steps=8, effective_batch=8, micro_batch=8, lr=1e-3, max_seq_len=128, precision="fp32",
                     logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
     v = VariantConfig(name="forget", technique="full", train=t, options=dict(get_technique("full").defaults))
-    train(get_technique("full"), v, base_dir, rows, tmp_path / "forgot", "fp32", tmp_path / "work")
+    train(Job(get_technique("full"), v, base_dir, tmp_path / "forgot", "fp32", tmp_path / "work"), rows)
     tok = load_tokenizer(base_dir)
     base, forgot = load_model(base_dir).eval(), load_model(tmp_path / "forgot").eval()
     items = general_instructions()

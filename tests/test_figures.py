@@ -27,12 +27,12 @@ def test_every_run_is_served_in_the_stated_dtype(tiny_model_dir, tickets, tmp_pa
     from bakeoff.core.models import load_for_eval
     from bakeoff.core.sections import TrainConfig, VariantConfig
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     lora = get_technique("lora")
     v = VariantConfig("lora", "lora", TrainConfig(max_steps=2, effective_batch=2, micro_batch=2, precision="fp32",
                                                   lr=1e-2, max_seq_len=256), options={**lora.defaults, "r": 4})
-    train(lora, v, tiny_model_dir, read_examples(tickets)[:4], tmp_path / "out", "fp32", tmp_path / "work")
+    train(Job(lora, v, tiny_model_dir, tmp_path / "out", "fp32", tmp_path / "work"), read_examples(tickets)[:4])
     for model in (load_for_eval(tiny_model_dir, precision="bf16"),                      # a baseline
                   lora.load_for_eval(tiny_model_dir, tmp_path / "out", v, "bf16"),      # merged adapter
                   lora.load_unmerged(tiny_model_dir, tmp_path / "out", v, "bf16")):     # unmerged adapter

@@ -10,7 +10,7 @@ from bakeoff.core.sections import TrainConfig, VariantConfig
 from bakeoff.data.examples import read_examples
 from bakeoff.train import kernels
 from bakeoff.train.techniques import get_technique
-from bakeoff.train.trainer import train
+from bakeoff.train.trainer import Job, train
 
 
 def _batch(tok):
@@ -144,8 +144,8 @@ def test_training_with_the_levers_follows_the_same_losses_and_records_them(tiny_
     for side, choice in (("before", before), ("after", None)):
         v = _variant(optimizer="adamw_torch" if choice else "adamw_torch_fused")
         calls["labelled"] = 0
-        recs[side] = train(full, v, tiny_model_dir, rows, tmp_path / side / "out", "fp32",
-                           tmp_path / side / "w", kernel_choice=choice)
+        recs[side] = train(Job(full, v, tiny_model_dir, tmp_path / side / "out", "fp32", tmp_path / side / "w",
+                               kernel_choice=choice), rows)
         # the step really ran through them: the labelled loss on every micro-batch (2 × 3), the attention set
         assert calls["labelled"] == (6 if choice is None else 0), (side, calls)
         assert built[-1].config._attn_implementation == ("eager_fp32" if choice is None else "sdpa")

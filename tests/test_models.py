@@ -54,7 +54,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     from bakeoff.data.examples import read_examples
     from bakeoff.evaluate.generation import generate
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     out = tmp_path / "base"
     record = resolve_base("smollm2-135m-instruct", out)
@@ -69,7 +69,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     v = VariantConfig(name="lora", technique="lora", options={**lora.defaults, "r": 4, "alpha": 8},
                       train=TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, max_seq_len=192,
                                         precision="auto", warmup_steps_excluded=1, logging_steps=1))
-    record = train(lora, v, out, read_examples(tickets)[:8], tmp_path / "adapter", "fp32", tmp_path / "work")
+    record = train(Job(lora, v, out, tmp_path / "adapter", "fp32", tmp_path / "work"), read_examples(tickets)[:8])
     assert record["train_steps"] == 2 and record["train_loss_final"] > 0
     assert 0 < record["trainable_params"] < 0.02 * record["total_params"]
     tuned = load_for_eval(out, tmp_path / "adapter")

@@ -140,7 +140,7 @@ def test_data_value_curve_points_fit_report_mlflow_and_a_new_share_runs_alone(re
 
     from bakeoff.data.examples import load_examples, load_pairs
     from bakeoff.data.subsets import nested_subset
-    from bakeoff.evaluate.curve import digest
+    from bakeoff.search.curve_point import digest
 
     repo, _ = repo
     curve = json.loads((repo / "reports" / "curve.json").read_text())

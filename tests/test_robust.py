@@ -210,7 +210,7 @@ def test_same_params_and_seed_give_the_same_run_twice(tiny_model_dir, tickets, t
     from bakeoff.core.models import load_tokenizer
     from bakeoff.evaluate.local import EvalPlan, evaluate_examples
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     (tmp_path / "params.yaml").write_text(
         "train_defaults: {max_steps: 4, effective_batch: 4, micro_batch: 2, precision: fp32, logging_steps: 1,"
@@ -221,7 +221,7 @@ def test_same_params_and_seed_give_the_same_run_twice(tiny_model_dir, tickets, t
     outs, metrics = [], []
     for i in range(2):
         out = tmp_path / f"out{i}"
-        m = train(tech, v, tiny_model_dir, rows[:24], out, "fp32", work_dir=tmp_path / f"w{i}")
+        m = train(Job(tech, v, tiny_model_dir, out, "fp32", tmp_path / f"w{i}"), rows[:24])
         model = tech.load_for_eval(tiny_model_dir, out, v, "fp32")
         ev, _ = evaluate_examples(model, load_tokenizer(tiny_model_dir), rows[24:30], rows[30:34],
                                   EvalPlan("exact_match", 6, 3))

@@ -7,7 +7,7 @@ import torch
 from bakeoff.core.sections import TrainConfig, VariantConfig
 from bakeoff.data.examples import read_examples
 from bakeoff.train.techniques import get_technique
-from bakeoff.train.trainer import train
+from bakeoff.train.trainer import Job, train
 
 
 def _variant(technique, **options):
@@ -33,7 +33,7 @@ def _train_watched(technique: str, v, model_dir, rows, tmp_path, monkeypatch, pa
         return built["model"]
 
     monkeypatch.setattr(tech, "build", build)
-    record = train(tech, v, model_dir, rows, tmp_path / "out", "fp32", tmp_path / "w", parent_dir=parent_dir)
+    record = train(Job(tech, v, model_dir, tmp_path / "out", "fp32", tmp_path / "w", parent_dir=parent_dir), rows)
     return record, built["model"], built["before"], _weights(built["model"])
 
 
@@ -87,8 +87,8 @@ def test_dpo_continues_the_supervised_adapter(tiny_model_dir, tickets, tmp_path,
     from bakeoff.data.examples import Pair
 
     sft_dir = tmp_path / "sft"
-    train(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16],
-          sft_dir, "fp32", tmp_path / "w0")
+    train(Job(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, sft_dir, "fp32",
+              tmp_path / "w0"), read_examples(tickets)[:16])
     exs = read_examples(tickets)[:8]
     pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion.replace("low", "high")
                   if "low" in e.completion else e.completion.replace("}", ', "x": 1}')) for e in exs]
@@ -117,8 +117,8 @@ def test_dpo_under_group_by_length_trains_its_pairs_in_random_order(tiny_model_d
 
     grouped = lambda v: replace(v, train=replace(v.train, batching="group_by_length"))
     sft_dir = tmp_path / "sft"
-    train(get_technique("lora"), grouped(_variant("lora", r=4, alpha=8)), tiny_model_dir, read_examples(tickets)[:16],
-          sft_dir, "fp32", tmp_path / "w0")
+    train(Job(get_technique("lora"), grouped(_variant("lora", r=4, alpha=8)), tiny_model_dir, sft_dir, "fp32",
+              tmp_path / "w0"), read_examples(tickets)[:16])
     pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion + " x")
              for e in read_examples(tickets)[:8]]
     _, _, before, after = _train_watched("dpo", grouped(_variant("dpo", init_from="lora")), tiny_model_dir, pairs,
@@ -139,8 +139,8 @@ def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_ref
     from bakeoff.train.techniques import dpo
 
     sft_dir = tmp_path / "sft"
-    train(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16],
-          sft_dir, "fp32", tmp_path / "w0")
+    train(Job(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, sft_dir, "fp32",
+              tmp_path / "w0"), read_examples(tickets)[:16])
     pairs = [Pair(messages=e.messages, chosen=e.completion, rejected=e.completion.replace("}", ', "x": 1}'))
              for e in read_examples(tickets)[:8]]
     passes, per_step = [], []  # per_step: each forward pass under the frozen "ref" adapter
@@ -153,8 +153,8 @@ def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_ref
     losses = {}
     for run, pre in (("first", True), ("second", True), ("per step", False)):
         per_step.clear()
-        rec = train(get_technique("dpo"), _variant("dpo", init_from="lora", precompute_ref=pre), tiny_model_dir,
-                    pairs, tmp_path / run / "out", "fp32", tmp_path / run / "w", parent_dir=sft_dir)
+        rec = train(Job(get_technique("dpo"), _variant("dpo", init_from="lora", precompute_ref=pre), tiny_model_dir,
+                        tmp_path / run / "out", "fp32", tmp_path / run / "w", parent_dir=sft_dir), pairs)
         losses[run] = (rec["train_loss_mean"], rec["train_loss_final"])
         if run == "first":  # 8 pairs in batches of micro_batch 2: 4 forward passes of the reference, before step 1
             assert passes == ["train"] and len(per_step) == 4, "the first run passes over each pair once"
@@ -179,8 +179,8 @@ def test_accumulation_trains_like_a_large_batch(tiny_model_dir, tickets, tmp_pat
         v = VariantConfig(name="full", technique="full", options={},
                           train=TrainConfig(max_steps=3, effective_batch=16, micro_batch=micro, lr=1e-3,
                                             max_seq_len=128, precision="fp32", logging_steps=1))
-        rec = train(get_technique("full"), v, tiny_model_dir, rows, tmp_path / f"o{micro}", "fp32",
-                    tmp_path / f"w{micro}")
+        rec = train(Job(get_technique("full"), v, tiny_model_dir, tmp_path / f"o{micro}", "fp32",
+                        tmp_path / f"w{micro}"), rows)
         losses[micro] = [h["loss"] for h in rec["history"]]
         assert rec["grad_accum"] == 16 // micro and rec["effective_batch"] == 16
     assert len(losses[2]) == 3
@@ -196,8 +196,8 @@ def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_pa
     v = VariantConfig(name="tight", technique="lora", options=v.options,
                       train=TrainConfig(max_steps=3, effective_batch=4, micro_batch=2, precision="fp32",
                                         memory_budget_gb=0.05))
-    record = guarded({}, lambda: train(get_technique("lora"), v, tiny_model_dir, read_examples(tickets)[:16],
-                                       tmp_path / "out", "fp32", tmp_path / "w"))
+    record = guarded({}, lambda: train(Job(get_technique("lora"), v, tiny_model_dir, tmp_path / "out", "fp32",
+                                           tmp_path / "w"), read_examples(tickets)[:16]))
     assert record["status"] == "oom" and record["error"].startswith(MemoryBudgetExceeded.__name__)
     assert "memory_budget_gb 0.05" in record["error"]
     assert record["metrics"]["train_peak_rss_mb"] > 0.05 * 1024
@@ -216,8 +216,8 @@ def test_padding_free_without_flash_attention_is_skipped(tiny_model_dir, tickets
     v = _variant("lora", r=4, alpha=8)
     v = VariantConfig(name="pf", technique="lora", options=v.options,
                       train=TrainConfig(max_steps=1, effective_batch=2, micro_batch=2, batching="padding_free"))
-    record = guarded({}, lambda: train(get_technique("lora"), v, tiny_model_dir, read_examples(tickets)[:4],
-                                       tmp_path / "out", "fp32", tmp_path / "w"))
+    record = guarded({}, lambda: train(Job(get_technique("lora"), v, tiny_model_dir, tmp_path / "out", "fp32",
+                                           tmp_path / "w"), read_examples(tickets)[:4]))
     assert record["status"] == "skipped" and "flash-attention" in record["error"]
 
 
@@ -226,8 +226,8 @@ def test_saved_adapter_loads_back_and_changes_outputs(tiny_model_dir, tickets, t
     from bakeoff.core.models import load_for_eval
 
     tech = get_technique("lora")
-    train(tech, _variant("lora", r=4, alpha=8), tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out",
-          "fp32", tmp_path / "w")
+    train(Job(tech, _variant("lora", r=4, alpha=8), tiny_model_dir, tmp_path / "out", "fp32", tmp_path / "w"),
+          read_examples(tickets)[:16])
     ids = torch.tensor([[1, 2, 3, 4]])
     base = load_for_eval(tiny_model_dir)(ids).logits
     tuned = load_for_eval(tiny_model_dir, tmp_path / "out")(ids).logits
@@ -251,8 +251,8 @@ def test_early_stopping_stops_a_run_whose_validation_loss_rises_and_keeps_the_be
     from bakeoff.train.stopping import SMOOTHING
 
     rows = read_examples(tickets)
-    rec = train(get_technique("full"), _evaluated(40, 5e-2, 0.1), tiny_model_dir, rows[:32], tmp_path / "out", "fp32",
-                tmp_path / "w", val_rows=rows[32:36])
+    rec = train(Job(get_technique("full"), _evaluated(40, 5e-2, 0.1), tiny_model_dir, tmp_path / "out", "fp32",
+                    tmp_path / "w"), rows[:32], val_rows=rows[32:36])
     curve = rec["val_curve"]
     assert rec["convergence"] == "stopped early" and rec["stopped_at_step"] < 40, curve
     best = min(curve, key=lambda v: v["loss"])
@@ -270,8 +270,8 @@ def test_early_stopping_stops_a_run_whose_validation_loss_rises_and_keeps_the_be
 def test_a_deliberately_short_run_is_flagged_still_improving(tiny_model_dir, tickets, tmp_path):
     rows = read_examples(tickets)
     # 4 steps: the loss is still falling at its last step (by ~1.6% a step here); flag a fall above 0.5%
-    rec = train(get_technique("full"), _evaluated(4, 1e-3, 0.5, improving_drop=0.005), tiny_model_dir, rows[:32],
-                tmp_path / "out", "fp32", tmp_path / "w", val_rows=rows[32:36])
+    rec = train(Job(get_technique("full"), _evaluated(4, 1e-3, 0.5, improving_drop=0.005), tiny_model_dir,
+                    tmp_path / "out", "fp32", tmp_path / "w"), rows[:32], val_rows=rows[32:36])
     curve = rec["val_curve"]
     assert [v["step"] for v in curve] == [2, 4] and curve[1]["loss"] < curve[0]["loss"], curve
     assert rec["train_loss_drop_last_quarter"] > 0.005 and rec["convergence"] == "still improving"
@@ -301,8 +301,8 @@ def test_training_seeds_differ_in_data_order_and_initial_adapter_weights(tiny_mo
             seen.setdefault(s, []).append(b["input_ids"].tolist()), orig_add(self, b)))
         monkeypatch.setattr(lora, "build", build_and_keep(seed))
         v = _variant("lora", r=4, alpha=8)
-        train(lora, replace(v, train=replace(v.train, seed=seed)), tiny_model_dir, rows, tmp_path / f"o{seed}", "fp32",
-              tmp_path / f"w{seed}")
+        train(Job(lora, replace(v, train=replace(v.train, seed=seed)), tiny_model_dir, tmp_path / f"o{seed}", "fp32",
+                  tmp_path / f"w{seed}"), rows)
     assert len(seen[0]) == len(seen[1]) == 6 and seen[0] != seen[1], "the data order did not change with the seed"
     assert initial[0] and all(not torch.equal(initial[0][n], initial[1][n]) for n in initial[0]), \
         "the seeds share their initial adapter weights"
@@ -321,8 +321,8 @@ def test_each_evaluation_hands_its_standard_error_to_the_callbacks_after_the_sto
             seen.append((state.global_step, metrics.get("eval_loss_se")))
 
     rows = read_examples(tickets)
-    rec = train(get_technique("full"), _evaluated(4, 1e-3, 0.0), tiny_model_dir, rows[:16], tmp_path / "out", "fp32",
-                tmp_path / "w", val_rows=rows[16:22], extra_callbacks=[Capture()])
+    rec = train(Job(get_technique("full"), _evaluated(4, 1e-3, 0.0), tiny_model_dir, tmp_path / "out", "fp32",
+                    tmp_path / "w"), rows[:16], val_rows=rows[16:22], extra_callbacks=[Capture()])
     assert [s for s, _ in seen] == [p["step"] for p in rec["val_curve"]] == [2, 4]
     assert all(se and se == pytest.approx(p["se"], abs=1e-5) for (_, se), p in zip(seen, rec["val_curve"]))
 
@@ -351,7 +351,7 @@ def test_qlora_holds_its_unquantized_weights_and_activations_in_the_compute_dtyp
         return model
 
     monkeypatch.setattr(tech, "build", build)
-    rec = train(tech, v, tiny_model_dir, read_examples(tickets)[:16], tmp_path / "out", "bf16", tmp_path / "w")
+    rec = train(Job(tech, v, tiny_model_dir, tmp_path / "out", "bf16", tmp_path / "w"), read_examples(tickets)[:16])
     model = built["model"]
     plain = {n: p.dtype for n, p in model.named_parameters()
              if not p.requires_grad and type(p).__name__ != "Params4bit" and p.is_floating_point()}
@@ -417,7 +417,7 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
                     logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
     v = VariantConfig(name="qlora", technique="qlora", train=t, options=dict(tech.defaults))
     rows = read_examples(tickets)
-    train(tech, v, tiny_model_dir, rows[:16], tmp_path / "out", "bf16", tmp_path / "w")
+    train(Job(tech, v, tiny_model_dir, tmp_path / "out", "bf16", tmp_path / "w"), rows[:16])
     model = tech.load_for_eval(tiny_model_dir, tmp_path / "out", v, "bf16")
     tok = load_tokenizer(tiny_model_dir)
     plan = EvalPlan(metric="exact_match", max_new_tokens=4, batch_size=4, labels=None)

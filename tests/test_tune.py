@@ -12,7 +12,7 @@ from bakeoff.core.schema import ParamsError
 from bakeoff.core.sections import TrainConfig, VariantConfig
 from bakeoff.core.spaces import TuneConfig, apply, as_run
 from bakeoff.data.examples import read_examples, write_jsonl
-from bakeoff.search.space import trial_variant
+from bakeoff.search.space import SearchDirs, trial_variant
 from bakeoff.search.trials import search_variant as search
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -115,7 +115,8 @@ def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_w
     recipe, and the record says the search did not beat it."""
     tune = TuneConfig(trials=4, trial_steps=0.5, pruner="halving", storage=f"sqlite:///{tmp_path / 't.db'}",
                       spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}})
-    rec = search(_params(tune), "lora", tiny_model_dir, _prepared(tickets, tmp_path / "data"), tmp_path / "work")
+    rec = search(_params(tune), "lora", SearchDirs(tiny_model_dir, _prepared(tickets, tmp_path / "data"),
+                                                   tmp_path / "work"))
     trials = {t["number"]: t for t in rec["trials"]}
     assert trials[0]["recipe"] and trials[0]["values"] == {"lr": 1e-3} and trials[0]["state"] == "complete"
     assert [p["step"] for p in trials[0]["val_curve"]] == [4, 8]  # judged at the horizon that is trained
@@ -161,7 +162,8 @@ def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_mod
         tune = TuneConfig(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"choices": [1e-9, 3e-3]}}},
                           storage=f"sqlite:///{tmp_path / f'tune-{shuffle_test}.db'}")
         data = _prepared(tickets, tmp_path / f"data-{shuffle_test}", shuffle_test)
-        rec = search(_params(tune, lr=1e-9), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        dirs = SearchDirs(tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        rec = search(_params(tune, lr=1e-9), "lora", dirs)
         assert rec["values"] == {"lr": 3e-3}, rec["trials"]
         assert rec["trials"][0]["recipe"] and rec["trials"][0]["values"] == {"lr": 1e-9}
         values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
@@ -169,19 +171,20 @@ def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_mod
         assert rec["tune_tokens"] > 0 and (rec["trial_steps"], rec["rung_steps"]) == (8, 4)
         found[shuffle_test] = values
         # the same study again: complete already, so no trial runs and the same choice comes back
-        again = search(_params(tune, lr=1e-9), "lora", tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
+        again = search(_params(tune, lr=1e-9), "lora", dirs)
         assert again["values"] == rec["values"] and len(again["trials"]) == 2
     assert found[True] == pytest.approx(found[False])
 
 
 def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, tickets, tmp_path):
     data = _prepared(tickets, tmp_path / "data")
-    off = search(_params(TuneConfig(trials=0)), "lora", tiny_model_dir, data, tmp_path / "w0")
+    off = search(_params(TuneConfig(trials=0)), "lora", SearchDirs(tiny_model_dir, data, tmp_path / "w0"))
     assert off["values"] == {} and off["skipped"] == "tune.trials is 0"
     seen = []
     tune = TuneConfig(trials=3, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
                       spaces={"lora": {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}})
-    rec = search(_params(tune), "lora", tiny_model_dir, data, tmp_path / "w", log_trial=lambda *a: seen.append(a))
+    rec = search(_params(tune), "lora", SearchDirs(tiny_model_dir, data, tmp_path / "w"),
+                 log_trial=lambda *a: seen.append(a))
     assert len(rec["trials"]) == 3 and [n for n, _, _ in seen] == [0, 1, 2]
     assert all(1e-4 <= t["values"]["lr"] <= 1e-2 for t in rec["trials"])
     best = min((t for t in rec["trials"] if t["state"] == "complete"), key=lambda t: t["value"])
@@ -237,7 +240,7 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     search keeps the rate that learns nothing (judged on the training pairs it would keep the other)."""
     from bakeoff.data.examples import read_pairs
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     monkeypatch.chdir(tmp_path)  # the parent adapter lives where the pipeline keeps it: models/variants/lora
     data = _prepared(tickets, tmp_path / "data")
@@ -247,12 +250,12 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     params = _params(TuneConfig(trials=2, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
                                 spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}, derived_objective="val_loss"))
     lora = params.variant("lora")
-    train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
-          get_technique("lora").load_rows(data), tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w")
+    train(Job(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
+              tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w"), get_technique("lora").load_rows(data))
     dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
                         options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
     params = replace(params, variants={**params.variants, "dpo": dpo})
-    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work")
+    rec = search(params, "dpo", SearchDirs(tiny_model_dir, data, tmp_path / "work"))
     assert "skipped" not in rec and len(rec["trials"]) == 2, rec
     values = {t["values"]["lr"]: t["value"] for t in rec["trials"]}
     # lr 1e-9 leaves the policy on its reference: DPO's loss on every val pair is log 2; 1e-2 learns the training
@@ -263,10 +266,10 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     (tmp_path / "runs" / "lora").mkdir(parents=True)
     (tmp_path / "runs" / "lora" / "tuned.json").write_text(json.dumps({"tune_tokens": 1}))
     capped = replace(params, tune=replace(params.tune, storage=f"sqlite:///{tmp_path / 'capped.db'}"))
-    one = search(capped, "dpo", tiny_model_dir, data, tmp_path / "work_capped")
+    one = search(capped, "dpo", SearchDirs(tiny_model_dir, data, tmp_path / "work_capped"))
     assert len(one["trials"]) == 1 and (one["token_budget"], one["token_budget_from"]) == (1.0, "lora's search")
     (data / "prefs_val.jsonl").unlink()
-    off = search(params, "dpo", tiny_model_dir, data, tmp_path / "work2")
+    off = search(params, "dpo", SearchDirs(tiny_model_dir, data, tmp_path / "work2"))
     assert off["values"] == {} and off["skipped"] == "dpo has no validation rows to judge trials on"
 
 
@@ -281,7 +284,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     from bakeoff.data.examples import read_pairs
     from bakeoff.evaluate.generation import generate
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     monkeypatch.chdir(tmp_path)  # the stage's paths: data/prepared, models/base, models/variants/lora
     data = _prepared(tickets, tmp_path / "data" / "prepared")
@@ -294,8 +297,8 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
                                 spaces={"dpo": {"lr": {"choices": [1e-9, 0.3]}}}))
     lora = params.variant("lora")
     parent = tmp_path / "models" / "variants" / "lora"
-    train(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
-          get_technique("lora").load_rows(data), parent, "fp32", tmp_path / "w")
+    train(Job(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir, parent,
+              "fp32", tmp_path / "w"), get_technique("lora").load_rows(data))
     served = get_technique("lora").load_for_eval(tiny_model_dir, parent, lora, resolve_precision(params.eval.dtype))
     val = read_examples(tickets)[32:40]  # the validation rows _prepared wrote
     answers, _ = generate(served, load_tokenizer(tiny_model_dir), [e.messages for e in val], 8, 8)
@@ -306,7 +309,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     params = replace(params, variants={**params.variants, "dpo": dpo})
     from bakeoff.search.arm import val_metric  # the tune stage's own objective
 
-    rec = search(params, "dpo", tiny_model_dir, data, tmp_path / "work", score_fn=val_metric(params))
+    rec = search(params, "dpo", SearchDirs(tiny_model_dir, data, tmp_path / "work"), score_fn=val_metric(params))
     assert rec["objective"] == "metric" and rec.get("n_pruned", 0) == 0, rec
     by_lr = {t["values"]["lr"]: t for t in rec["trials"]}
     assert by_lr[0.3]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 0.3

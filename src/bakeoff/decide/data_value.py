@@ -1,5 +1,5 @@
 """The compare stage's data-value curve (reports/curve.json): every curve arm's points, its smaller shares from the
-curve stage (``bakeoff.evaluate.curve``) and its own run as the full-size point, each fitted, projected and
+curve stage (``bakeoff.search.curve_point``) and its own run as the full-size point, each fitted, projected and
 back-tested (``bakeoff.decide.curve``) over one shared set of test-item resamples; the crossover of the fine-tuned
 arm over the prompt, the verdict projected at 2×, and whether the projections hold (every back-test inside).
 

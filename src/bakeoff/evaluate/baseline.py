@@ -13,7 +13,7 @@ from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
 from bakeoff.core.spaces import as_run
 from bakeoff.data.examples import Example, write_jsonl
 from bakeoff.data.prompts import few_shot_messages, shot_picker
-from bakeoff.evaluate.local import EvalInputs, evaluate_examples, run_lm_eval, side_check
+from bakeoff.evaluate.local import Ask, EvalInputs, LmEvalRun, evaluate_examples, run_lm_eval, side_check
 
 BASE = runs.BASE
 
@@ -89,16 +89,16 @@ def local_work(params, b, name: str, inputs, to_prompt, record: dict) -> dict:
     resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
                          f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}")
     as_is = not b.shots and not b.instruction  # the base model as it is: the model-level checks run here
-    metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan, to_prompt,
-                                      pairs=inputs.pairs if as_is else None, desc=name, label_choice=True,
-                                      resume=resume)
+    metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
+                                      Ask(to_prompt, inputs.pairs if as_is else None, name, label_choice=True,
+                                          resume=resume))
     metrics["serving_dtype"] = serving
     write_jsonl(runs.predictions(name), rows)
     resume.finish()
     if params.eval.lm_eval != "off":  # each side check's failure is its own, never the baseline's
         side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
-            inputs, rows, {"pretrained": str(BASE)}, tok, runs.work_dir(name) / "lm_eval", to_prompt,
-            torch_name(serving), params.eval.lm_eval))
+            inputs, rows, {"pretrained": str(BASE)}, tok, runs.work_dir(name) / "lm_eval",
+            LmEvalRun(params.eval.lm_eval, torch_name(serving), to_prompt)))
     if params.eval.probe and as_is:
         from bakeoff.evaluate.lmeval import run_probe
 

@@ -55,14 +55,30 @@ class EvalPlan:
                    params.eval.latency_requests)
 
 
+def as_written(e: Example) -> list[dict]:
+    """An example's own messages: the prompt of every run that adds no shots or instruction."""
+    return e.messages
+
+
+@dataclass
+class Ask:
+    """How one run is asked: ``to_prompt`` turns an example into its messages (a few-shot baseline adds its shots);
+    ``pairs``: the preference pairs it is also scored on; ``desc``: its name in the progress lines; ``label_choice``:
+    with a label set, the answer is also chosen among the labels by likelihood (on both splits); ``resume``: the test
+    split's answers stream there (a killed evaluation picks them up again; the caller ends it once the predictions
+    are saved)."""
+
+    to_prompt: Callable[[Example], list[dict]] = as_written
+    pairs: list[Pair] | None = None
+    desc: str = "evaluate"
+    label_choice: bool = False
+    resume: Resume | None = None
+
+
 def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan: EvalPlan,
-                      to_prompt: Callable[[Example], list[dict]] = lambda e: e.messages,
-                      pairs: list[Pair] | None = None, desc: str = "evaluate",
-                      label_choice: bool = False, resume: Resume | None = None) -> tuple[dict, list[dict]]:
-    """Score ``model``: generation on the test split, loss and the primary metric on val (the split that picks
-    winners), preference pairs, latency at batch 1; with ``label_choice`` and a label set, also the answer chosen
-    among the labels by likelihood (on both splits). ``resume``: the test split's answers stream there (a killed
-    evaluation picks them up again); the caller ends it once the predictions are saved.
+                      ask: Ask | None = None) -> tuple[dict, list[dict]]:
+    """Score ``model``, asked as ``ask`` says: generation on the test split, loss and the primary metric on val (the
+    split that picks winners), preference pairs, latency at batch 1, label choice.
 
     Returns the run's metrics (``quality`` is the primary metric) and one row per test example. The peak memory
     (``eval_peak_*``) covers every one of these steps, not generation alone.
@@ -70,15 +86,16 @@ def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan:
     from bakeoff.core.measure import PeakMemory
 
     with PeakMemory() as mem:
-        metrics, rows = _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice, resume)
+        metrics, rows = _evaluate(model, tok, test, val, plan, ask or Ask())
     return {**metrics, **mem.metrics("eval")}, rows
 
 
-def _evaluate(model, tok, test, val, plan, to_prompt, pairs, desc, label_choice, resume):
+def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
+    to_prompt, pairs, desc, label_choice = ask.to_prompt, ask.pairs, ask.desc, ask.label_choice
     times = StepTimes()
     prompts = [to_prompt(e) for e in test]
     refs = [e.completion for e in test]
-    preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=resume)
+    preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=ask.resume)
     value, items = score(plan.metric, preds, refs, plan.labels)
     val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
     with times("eval_val_loss"):
@@ -139,9 +156,10 @@ def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=Non
     return out
 
 
-def score_seed(model, tok, test: list[Example], plan: EvalPlan, rows: list[dict], seed: int, desc: str) -> float:
+def score_seed(model, tok, inputs: EvalInputs, rows: list[dict], seed: int, desc: str) -> float:
     """Another training seed of a variant on the test split: its answers and primary-metric items go into the primary
     seed's ``rows`` (``seed_predictions`` / ``seed_scores``, keyed by seed); returns its quality."""
+    test, plan = inputs.test, inputs.plan
     preds, _ = generate(model, tok, [e.messages for e in test], plan.max_new_tokens, plan.batch_size, desc=desc)
     value, items = score(plan.metric, preds, [e.completion for e in test], plan.labels)
     for r, p, i in zip(rows, preds, items):
@@ -195,12 +213,21 @@ def side_check(record: dict, metrics: dict, name: str, fn) -> bool:
         return False
 
 
-def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, to_prompt=None,
-                dtype: str = "float32", mode: str = "reuse") -> dict:
-    """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``.
-    ``mode`` ``reuse``: lm-eval scores the answers in ``rows`` (``model`` is not used); ``generate``: lm-eval
-    generates them again with ``model``."""
+@dataclass(frozen=True)
+class LmEvalRun:
+    """How lm-eval checks a run: ``mode`` ``reuse``, it scores the run's own answers (the model is not used);
+    ``generate``, it generates them again with the model, in ``dtype``; ``to_prompt`` as the run was asked."""
+
+    mode: str = "reuse"
+    dtype: str = "float32"
+    to_prompt: Callable[[Example], list[dict]] | None = None
+
+
+def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, how: LmEvalRun = LmEvalRun()) -> dict:
+    """lm-eval's exact match on the test split, and on how many examples it disagrees with bakeoff's ``rows``."""
     from bakeoff.evaluate import lmeval
+
+    to_prompt, dtype, mode = how.to_prompt, how.dtype, how.mode
 
     task = lmeval.write_task(inputs.test, tok, work_dir, inputs.plan.max_new_tokens, to_prompt)
     if mode == "reuse":

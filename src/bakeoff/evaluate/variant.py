@@ -13,8 +13,10 @@ from bakeoff.core.models import load_tokenizer, resolve_precision, torch_name
 from bakeoff.data.examples import write_jsonl
 from bakeoff.evaluate.generation import latency
 from bakeoff.evaluate.local import (
+    Ask,
     EvalInputs,
     KlToBase,
+    LmEvalRun,
     evaluate_examples,
     quantized_control,
     run_lm_eval,
@@ -34,7 +36,7 @@ def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], prim
     qualities = [primary]
     for s in seeds:
         model = technique.load_for_eval(BASE, runs.seed_dir(v.name, s["seed"]), v, serving)
-        q = score_seed(model, tok, inputs.test, inputs.plan, rows, s["seed"], f"{v.name} seed {s['seed']}")
+        q = score_seed(model, tok, inputs, rows, s["seed"], f"{v.name} seed {s['seed']}")
         del model
         gc.collect()
         qualities.append(q)
@@ -127,7 +129,7 @@ class Evaluation:
         resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
                              f"{trained.get('run_id')}|{self.serving}|{inputs.plan.max_new_tokens}")
         metrics, rows = evaluate_examples(self.model, self.tok, inputs.test, inputs.val, inputs.plan,
-                                          pairs=inputs.pairs, desc=name, resume=resume)
+                                          Ask(pairs=inputs.pairs, desc=name, resume=resume))
         seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
         if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.decide.figures)
             metrics.update(seed_metrics(self.technique, self.v, self.serving, self.tok, inputs, rows,
@@ -166,5 +168,5 @@ class Evaluation:
         if params.eval.lm_eval != "off":
             side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
                 self.inputs, rows, self.lm, self.tok, runs.work_dir(name) / "lm_eval",
-                dtype=torch_name(self.serving), mode=params.eval.lm_eval))
+                LmEvalRun(params.eval.lm_eval, torch_name(self.serving))))
         general_checks(params, name, self.lm, self.tok, self.serving, record, metrics)

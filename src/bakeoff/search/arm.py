@@ -111,15 +111,15 @@ def _summarise(rec: dict) -> None:
 def tune_one(params, name: str, target: str) -> dict:
     from bakeoff.core import runs, tracking
     from bakeoff.search import trials
-    from bakeoff.search.space import objective_of
+    from bakeoff.search.space import SearchDirs, objective_of
 
     v = params.variant(target)
     logged = {"tune": {"trials": params.tune.trials, "trial_steps": params.tune.trial_steps,
                        "objective": objective_of(params.tune, v), "pruner": params.tune.pruner,
                        "space": params.tune.spaces.get(v.technique)}, "shares": target}
     with tracking.run(params, f"{name}.tune", "tune", v.technique, logged):
-        rec = trials.search_variant(params, target, runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"),
-                                    score_fn=val_metric(params), log_trial=trial_logger(name))
+        dirs = SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"))
+        rec = trials.search_variant(params, target, dirs, score_fn=val_metric(params), log_trial=trial_logger(name))
         _summarise(rec)
     return {**rec, "variant": name, **({"shared_from": target} if target != name else {})}
 

@@ -25,8 +25,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 from bakeoff.core.spaces import TuneConfig, apply
+
+
+@dataclass(frozen=True)
+class SearchDirs:
+    """Where a variant's search reads and writes (``bakeoff.search.trials.search_variant``)."""
+
+    base: Path  # the base model
+    data: Path  # the prepared splits
+    work: Path  # each trial's folder, the kept best trial's weights, the study's SQLite file by default
 
 
 def rung_steps(variant, tc: TuneConfig) -> int:

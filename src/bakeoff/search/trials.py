@@ -1,7 +1,7 @@
 """The search of the tune stage: an Optuna study per variant, its trials short runs of the shared training loop,
 pruned on validation loss and judged on the validation split (the test split is never read).
 
-    rec = search(params, "lora", runs.BASE, runs.PREPARED, runs.work_dir("lora.tune"))
+    rec = search(params, "lora", SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir("lora.tune")))
     rec["values"]   # {"lr": 0.0012}: what train@lora trains with (bakeoff.core.spaces.apply)
 
 Samplers: a finite space (every dimension a list of choices) is tried point by point (grid); otherwise TPE, seeded.
@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from bakeoff.core.spaces import apply, run_identity
-from bakeoff.search.space import rung_steps, token_budget, trial_variant
+from bakeoff.search.space import SearchDirs, rung_steps, token_budget, trial_variant
 from bakeoff.search.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
 
 
@@ -143,8 +143,7 @@ def pruning_callback(trial, noise_z: float = 2.0):
     return Report()
 
 
-def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, score_fn=None,
-                   log_trial=None) -> dict:
+def search_variant(params, name: str, dirs: SearchDirs, score_fn=None, log_trial=None) -> dict:
     """Run (or continue) the study of variant ``name``; return the record train@<name> reads.
 
     ``score_fn(variant, out_dir) → float``: the primary metric on the validation split, for ``objective: metric``.
@@ -155,33 +154,34 @@ def search_variant(params, name: str, base_dir: Path, data_dir: Path, work_dir: 
     tc, v = params.tune, params.variant(name)
     space = tc.spaces.get(v.technique) or {}
     technique = get_technique(v.technique)
-    rows, val = technique.load_rows(data_dir), technique.val_rows(data_dir)
+    rows, val = technique.load_rows(dirs.data), technique.val_rows(dirs.data)
     if not tc.trials or not space or not val:
         why = ("tune.trials is 0" if not tc.trials else f"tune.spaces has no {v.technique!r} space" if not space
                else f"{v.technique} has no validation rows to judge trials on")
         return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
-    return VariantSearch(params, name, technique, rows, val, space, base_dir, data_dir, work_dir, score_fn,
-                         log_trial).run()
+    return VariantSearch(params, name, (technique, rows, val, space), dirs, score_fn, log_trial).run()
 
 
 class VariantSearch:
     """One variant's study: each trial a short run of the shared training loop, pruned on validation loss, judged on
     the validation split; the recipe first, the range widened on the evidence in the second half."""
 
-    def __init__(self, params, name, technique, rows, val, space, base_dir, data_dir, work_dir, score_fn, log_trial):
+    def __init__(self, params, name, arm: tuple, dirs: SearchDirs, score_fn, log_trial):
+        """``arm``: the variant's technique, its training and validation rows, its space."""
         from bakeoff.core import runs
         from bakeoff.core.models import resolve_precision
         from bakeoff.search.space import objective_of
 
+        technique, rows, val, space = arm
         self.tc, self.v, self.name, self.technique = params.tune, params.variant(name), name, technique
-        self.rows, self.val, self.base_dir, self.data_dir = rows, val, base_dir, data_dir
-        self.work_dir, self.score_fn, self.log_trial = work_dir, score_fn, log_trial
+        self.rows, self.val, self.base_dir, self.data_dir = rows, val, dirs.base, dirs.data
+        self.work_dir, self.score_fn, self.log_trial = dirs.work, score_fn, log_trial
         self.judged_by = objective_of(self.tc, self.v)
         self.direction = "minimize" if self.judged_by == "val_loss" else "maximize"
         self.rung = rung_steps(self.v, self.tc)
         self.recipe = recipe_values(self.v, space)
         self.space = with_recipe(space, self.recipe)
-        self.study, self.storage = open_study(params, name, self.space, data_dir, work_dir, self.direction, self.rung)
+        self.study, self.storage = open_study(params, name, self.space, dirs.data, dirs.work, self.direction, self.rung)
         self.precision = resolve_precision(self.v.train.precision)
         self.parent = runs.variant_dir(self.v.parent) if self.v.parent else None
 
@@ -216,17 +216,17 @@ class VariantSearch:
     def _trial(self, trial, v, tv, values: dict, held: dict):
         import optuna
 
-        from bakeoff.train.trainer import train
+        from bakeoff.train.trainer import Job, train
 
         out, study = Path(self.work_dir) / f"trial-{trial.number}", self.study
         result = held["result"] = {"state": "pruned"}
         t_start = time.perf_counter()
         kept = False
         try:
-            rec = train(self.technique, tv, self.base_dir, self.rows, out / "model", self.precision, out / "work",
-                        parent_dir=self.parent, val_rows=self.val,
-                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]],
-                        judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+            job = Job(self.technique, tv, self.base_dir, out / "model", self.precision, out / "work",
+                      parent_dir=self.parent, judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+            rec = train(job, self.rows, val_rows=self.val,
+                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]])
             # the loss of the weights the trial ends on: its best evaluation's where the variant's run keeps those
             losses = [p["loss"] for p in rec["val_curve"]]
             loss = (min(losses) if keeps_best(v) else losses[-1]) if losses else None

@@ -1,8 +1,8 @@
 """The one training routine every technique shares: TRL's trainer, measured, within a memory budget, resumable from
 checkpoints and spread over several processes.
 
-    from bakeoff.train.trainer import train
-    record = train(get_technique("lora"), variant, base_dir, rows, out_dir, "bf16", work_dir)
+    from bakeoff.train.trainer import Job, train
+    record = train(Job(get_technique("lora"), variant, base_dir, out_dir, "bf16", work_dir), rows)
 
 Measurement (``bakeoff.core.measure``): every micro-batch's non-padding tokens and every optimizer step's wall time go
 into a ``StepLog``; the training window's peak memory into a ``PeakMemory``. Several processes (``processes: N``)
@@ -67,22 +67,52 @@ def combine(per_process: list[dict]) -> dict:
     return out
 
 
-def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Path, precision: str,
-          work_dir: Path, parent_dir: Path | None = None, resume: Path | None = None,
-          val_rows: list | None = None, extra_callbacks: list = (), kernel_choice: dict | None = None,
-          judge_patience: float | None = None, keep_best: bool = False) -> dict:
-    """Train ``variant`` on ``rows``, save into ``out_dir``; return the measured record.
+@dataclass(frozen=True)
+class Job:
+    """One training run's settings: what trains (``technique``, ``variant``), from what (``base_dir``, and the
+    ``parent_dir`` a derived variant starts from), into where (``out_dir``; checkpoints in ``work_dir``), in which
+    ``precision``.
 
-    ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
+    ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the speed
+    benchmark's "before" side).
+    ``judge_patience``: the patience the stopping rule judges by when the run itself never stops early (a tune
+    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have).
+    ``keep_best``: end on the best evaluation's weights without stopping early (a trial of a variant whose own run
+    ends on them: the chosen trial is then that very run, and train@ adopts it)."""
+
+    technique: Technique
+    variant: object
+    base_dir: Path
+    out_dir: Path
+    precision: str
+    work_dir: Path
+    parent_dir: Path | None = None
+    kernel_choice: dict | None = None
+    judge_patience: float | None = None
+    keep_best: bool = False
+
+
+@dataclass
+class _Window:
+    """What the measured window trains on and judges by."""
+
+    rows: list
+    val_rows: list | None
+    evaluate: bool  # validation loss every eval_steps and at the last step
+    rule: EarlyStop
+    judged: object  # the train settings the rule judges by (the trial's patience where it never stops early)
+    callbacks: list
+    resume: Path | None
+
+
+def train(job: Job, rows: list, val_rows: list | None = None, resume: Path | None = None,
+          extra_callbacks: list = ()) -> dict:
+    """Train ``job`` on ``rows``, save into ``job.out_dir``; return the measured record.
+
     ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
     evaluation's weights are the ones saved) and the convergence judgement (``bakeoff.train.stopping``).
+    ``resume``: a checkpoint folder to continue from (optimizer, scheduler, RNG and data position restored).
     ``extra_callbacks``: more TrainerCallbacks (the tune stage's pruning report).
-    ``kernel_choice``: how the step runs (``kernels.choose``'s shape), instead of this platform's choice (the
-    speed benchmark's "before" side).
-    ``judge_patience``: the patience the stopping rule judges by when the run itself never stops early (a tune
-    trial): ``would_stop_at`` then says where the variant's own run would have stopped (None: it would not have), and
-    ``keep_best``: end on the best evaluation's weights without stopping early (a trial of a variant whose own run
-    ends on them: the chosen trial is then that very run, and train@ adopts it).
     Under torchrun / accelerate launch every process trains its share; only rank 0 saves.
     """
     from transformers import set_seed
@@ -90,19 +120,19 @@ def train(technique: Technique, variant, base_dir: Path, rows: list, out_dir: Pa
     from bakeoff.train.backends import trl_cpu
 
     trl_cpu.install()
-    set_seed(variant.train.seed)
-    t = variant.train
+    t = job.variant.train
+    set_seed(t.seed)
     evaluate = bool(val_rows) and t.eval_steps > 0
-    built = _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice,
-                   keep_best and evaluate)
+    built = _build(job, evaluate)
     # without early stopping the rule still judges "still improving", over the run's last quarter
-    judged = replace(t, early_stopping_patience=judge_patience) if judge_patience else t
+    judged = replace(t, early_stopping_patience=job.judge_patience) if job.judge_patience else t
     rule = EarlyStop(patience_steps(judged) or max(1, t.max_steps // 4), t.early_stopping_noise)
-    run = _run(built, technique, t, rows, val_rows, evaluate, rule, extra_callbacks, resume)
+    window = _Window(rows, val_rows, evaluate, rule, judged, list(extra_callbacks), resume)
+    run = _run(built, job, window)
     if rank() == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        technique.save(run.trainer.model, built.tok, out_dir)
-    return _record(built, run, t, rule, judged, precision, out_dir, resume)
+        job.out_dir.mkdir(parents=True, exist_ok=True)
+        job.technique.save(run.trainer.model, built.tok, job.out_dir)
+    return _record(built, run, job, window)
 
 
 @dataclass
@@ -126,19 +156,20 @@ class _Ran:
     held: dict
 
 
-def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evaluate, kernel_choice,
-           keep_best: bool = False) -> _Built:
+def _build(job: Job, evaluate: bool) -> _Built:
     """The tokenizer, the trainer's class and arguments, the model with its kernels applied."""
     from trl import SFTTrainer
 
     from bakeoff.core.models import load_tokenizer
 
+    variant, precision = job.variant, job.precision
     t = variant.train
-    tok = load_tokenizer(base_dir)
-    trainer_cls, args = technique.trainer_parts(variant, precision, work_dir, evaluate=evaluate, keep_best=keep_best)
-    model = technique.build(base_dir, variant, precision, parent_dir)
-    chosen = kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
-                                             backend=variant.backend)
+    tok = load_tokenizer(job.base_dir)
+    trainer_cls, args = job.technique.trainer_parts(variant, precision, job.work_dir, evaluate=evaluate,
+                                                    keep_best=job.keep_best and evaluate)
+    model = job.technique.build(job.base_dir, variant, precision, job.parent_dir)
+    chosen = job.kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
+                                                 backend=variant.backend)
     kernels.apply(model, chosen)
     activations = kernels.ActivationDtype(model)
     attn = str(getattr(model.config, "_attn_implementation", ""))
@@ -150,8 +181,9 @@ def _build(technique, variant, base_dir, precision, work_dir, parent_dir, evalua
     return _Built(tok, trainer_cls, args, model, chosen, activations, count_params(model), per_row)
 
 
-def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_callbacks, resume) -> _Ran:
+def _run(built: _Built, job: Job, w: _Window) -> _Ran:
     """The training window, measured: the model is loaded, the trainer not yet built, to the last step."""
+    technique, t, evaluate = job.technique, job.variant.train, w.evaluate
     log = StepLog(warmup_steps_excluded=t.warmup_steps_excluded)
     row_losses: list = []  # this evaluation's per-row validation losses (the stopping rule reads them)
     from bakeoff.train.callbacks import BudgetSteps, StopOnRule, measured
@@ -160,16 +192,16 @@ def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_call
         try:
             # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
             callbacks = [BudgetSteps(log, mem, t.memory_budget_gb, evaluate),
-                         *([StopOnRule(rule, row_losses, bool(t.early_stopping_patience), _gather)] if evaluate
-                           else []), *extra_callbacks]
+                         *([StopOnRule(w.rule, row_losses, bool(t.early_stopping_patience), _gather)] if evaluate
+                           else []), *w.callbacks]
             t0 = time.perf_counter()  # from the trainer's setup: DPO's reference pass is part of its training
             trainer = measured(built.trainer_cls)(
-                model=built.model, args=built.args, train_dataset=technique.dataset(rows), processing_class=built.tok,
-                eval_dataset=technique.dataset(val_rows) if evaluate else None, callbacks=callbacks, step_log=log,
+                model=built.model, args=built.args, train_dataset=technique.dataset(w.rows), processing_class=built.tok,
+                eval_dataset=technique.dataset(w.val_rows) if evaluate else None, callbacks=callbacks, step_log=log,
                 loss_logits=built.chosen["loss_logits"], val_rows=row_losses if built.per_row else None)
             quiet_trainer(trainer)  # in a piped log, no per-step dicts or bars (MLflow has the curves)
             held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
-            result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+            result = trainer.train(resume_from_checkpoint=str(w.resume) if w.resume else None)
             wall = time.perf_counter() - t0
         except BaseException as e:  # keep the peak reached: an `oom` result reports it
             e.partial_metrics = {**log.metrics(), **_peak(mem)}
@@ -178,9 +210,10 @@ def _run(built: _Built, technique, t, rows, val_rows, evaluate, rule, extra_call
     return _Ran(trainer, result, wall, measured, held)
 
 
-def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resume) -> dict:
+def _record(built: _Built, run: _Ran, job: Job, w: _Window) -> dict:
     """The measured record of a finished run: sizes, speed and memory, curves, where it stopped and how it ended."""
-    state, model = run.trainer.state, built.model
+    state, model, t, rule, precision, resume = (run.trainer.state, built.model, job.variant.train, w.rule,
+                                                job.precision, w.resume)
     history = [{"step": h["step"], "loss": h["loss"]} for h in state.log_history if "loss" in h]
     val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in state.log_history
                  if "eval_loss" in h]
@@ -198,7 +231,7 @@ def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resum
         **({"ref_pass_reused_s": round(reused, 2)} if reused else {}),
         "train_loss_final": round(history[-1]["loss"], 4) if history else None,
         "train_loss_mean": round(run.result.training_loss, 4),
-        "adapter_mb": dir_mb(out_dir) if rank() == 0 else None,
+        "adapter_mb": dir_mb(job.out_dir) if rank() == 0 else None,
         "effective_batch": t.effective_batch,
         "micro_batch": t.micro_batch,
         "grad_accum": t.grad_accum,
@@ -214,7 +247,7 @@ def _record(built: _Built, run: _Ran, t, rule, judged, precision, out_dir, resum
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
         "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,
                                    rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None),
-        "patience_steps": patience_steps(judged),
+        "patience_steps": patience_steps(w.judged),
         "would_stop_at": rule.first_stop,
         "val_curve": val_curve,
         **({"backend_evidence": model.bakeoff_backend_evidence} if hasattr(model, "bakeoff_backend_evidence") else {}),

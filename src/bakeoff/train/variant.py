@@ -129,7 +129,7 @@ class Job:
         """Train (or adopt) the model into ``out``; its measured figures."""
         from bakeoff.core.models import resolve_precision
         from bakeoff.train.techniques import get_technique
-        from bakeoff.train.trainer import train
+        from bakeoff.train.trainer import Job, train
 
         v, name = self.v, self.name
         if self.no_unsloth:
@@ -144,10 +144,10 @@ class Job:
             return {**rec, "adopted_from_trial": trial,
                     "measured_in": f"tune@{name} (trial {trial}, the search's process)"}
         technique = get_technique(v.technique)
-        got = train(technique, v, runs.BASE, technique.load_rows(runs.PREPARED), self.out,
-                    resolve_precision(v.train.precision), work_dir=runs.work_dir(name),
-                    parent_dir=runs.variant_dir(v.parent) if v.parent else None, resume=self.resume,
-                    val_rows=technique.val_rows(runs.PREPARED), extra_callbacks=live_curves())
+        job = Job(technique, v, runs.BASE, self.out, resolve_precision(v.train.precision), runs.work_dir(name),
+                  parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+        got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED),
+                    resume=self.resume, extra_callbacks=live_curves())
         return {**got, "curves_logged": True}
 
     def run(self) -> dict:
@@ -222,14 +222,13 @@ class Job:
         from bakeoff.core import tracking
         from bakeoff.core.models import resolve_precision
         from bakeoff.train.techniques import get_technique
-        from bakeoff.train.trainer import train
+        from bakeoff.train.trainer import Job, train
 
         v, name = self.v, self.name
         technique = get_technique(v.technique)
-        got = train(technique, sv, runs.BASE, technique.load_rows(runs.PREPARED), runs.seed_dir(name, seed),
-                    resolve_precision(v.train.precision), work_dir=runs.work_dir(name) / f"seed-{seed}",
-                    parent_dir=runs.variant_dir(v.parent) if v.parent else None,
-                    val_rows=technique.val_rows(runs.PREPARED))
+        job = Job(technique, sv, runs.BASE, runs.seed_dir(name, seed), resolve_precision(v.train.precision),
+                  runs.work_dir(name) / f"seed-{seed}", parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+        got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED))
         for h in got.pop("history"):
             tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
         got.pop("val_curve"), got.pop("kernel_choice")

@@ -140,7 +140,7 @@ def _trained(params, name: str, share: float, labels, serving: str):
     from bakeoff.core.spaces import apply, as_run
     from bakeoff.data.subsets import nested_subset
     from bakeoff.train.techniques import get_technique
-    from bakeoff.train.trainer import train
+    from bakeoff.train.trainer import Job, train
 
     v, _ = as_run(params, name)
     technique = get_technique(v.technique)
@@ -155,9 +155,9 @@ def _trained(params, name: str, share: float, labels, serving: str):
     steps = steps_at(v.train.max_steps, share, params.curve.min_steps, params.curve.schedule)
     pv = apply(v, {}, max_steps=steps, checkpoint_steps=0, seeds=1)
     work = runs.fresh_dir(runs.work_dir(f"curve.{name}-{share}"))
-    got = train(technique, pv, runs.BASE, rows, work / "model", resolve_precision(pv.train.precision),
-                work_dir=work / "train", parent_dir=runs.variant_dir(v.parent) if v.parent else None,
-                val_rows=technique.val_rows(runs.PREPARED))
+    job = Job(technique, pv, runs.BASE, work / "model", resolve_precision(pv.train.precision), work / "train",
+              parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+    got = train(job, rows, val_rows=technique.val_rows(runs.PREPARED))
     model = technique.load_for_eval(runs.BASE, work / "model", pv, serving)
     shutil.rmtree(work, ignore_errors=True)  # loaded: the point keeps its answers, not its weights
     keep = ("train_steps", "tokens_seen", "rows_seen", "train_wall_s", "train_tokens_per_s", "train_loss_final",
