@@ -380,7 +380,7 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
-    from bakeoff.decide.recommend import serving_words
+    from bakeoff.report.recommendation import serving_words
     from bakeoff.report.shipped import throughput_words
 
     def lat(p25, p50, p75):

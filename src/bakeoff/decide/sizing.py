@@ -81,13 +81,31 @@ def _resolved(precision: str) -> str:
     return "bf16" if precision == "auto" else precision
 
 
-def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_bytes: float, tokens: float,
-        mfu: float, variant: str = "", mfu_low: float | None = None) -> Fit:
+@dataclass(frozen=True)
+class Headroom:
+    """What each card keeps free: ``margin`` of its memory, and ``overhead_bytes`` (the CUDA context, the allocator)."""
+
+    margin: float
+    overhead_bytes: float
+
+
+@dataclass(frozen=True)
+class Priced:
+    """What a fit prices: ``tokens`` trained at ``mfu``, and again at ``mfu_low`` (the pessimistic end of the range;
+    None: half of ``mfu``)."""
+
+    tokens: float
+    mfu: float
+    mfu_low: float | None = None
+
+
+def fit(shape: Shape, setup: Setup, gpus: list[GPU], room: Headroom, priced: Priced, variant: str = "") -> Fit:
     """The smallest card that holds one training process; failing that, the fewest of the largest card with
     weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3). Beside it, the cheapest card for
     the job among those that hold it (a faster card may cost less in all though it costs more per hour), and both
-    costs again at ``mfu_low`` (the pessimistic end of the range; None: half of ``mfu``)."""
-    e = estimate(shape, setup, overhead_bytes)
+    costs again at the pessimistic utilisation."""
+    margin, tokens, mfu, mfu_low = room.margin, priced.tokens, priced.mfu, priced.mfu_low
+    e = estimate(shape, setup, room.overhead_bytes)
     gpu, n = smallest_fit(e.total, gpus, margin), 1
     if gpu is None and gpus:
         big = max(gpus, key=lambda g: g.memory_gb)
@@ -153,9 +171,9 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
         chosen = (rec.get("kernel_choice") or {}).get("loss_logits")  # what the run's loss did, where recorded
-        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent),
-                                   answer_tokens=answer_tokens, cuda=bool(m.get("train_peak_reserved_mb")),
-                                   labelled=None if chosen is None else chosen == "labelled")
+        setup = Setup.from_variant(v, precision, parent=params.variants.get(v.parent), answer_tokens=answer_tokens,
+                                   cuda=bool(m.get("train_peak_reserved_mb")),
+                                   labelled=None if chosen is None else chosen == "labelled").at(round(width))
         predicted = estimate(shape, setup).total
         pairs.append((predicted, measured_mb * 1024 ** 2))
         rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
@@ -183,12 +201,11 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
     for shape in targets(params):
         here = {}
         for name, v in params.variants.items():
-            setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
-                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent),
-                                       answer_tokens=answer_tokens)
+            setup = Setup.from_variant(v, _resolved(v.train.precision), parent=params.variants.get(v.parent),
+                                       answer_tokens=answer_tokens).at(s.target_seq_len, s.target_micro_batch)
             speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing, speeds)
-            f = here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0),
-                                 speed.mfu, name, speed.mfu_low)
+            f = here[name] = fit(shape, setup, catalog(params), Headroom(s.margin, overhead),
+                                 Priced(tokens.get(name, 0.0), speed.mfu, speed.mfu_low), name)
             f.mfu, f.mfu_source = round(speed.mfu, 4), on_card(speed, f.cheapest_gpu)
         for name, f in here.items():
             parent = params.variants[name].parent

@@ -114,12 +114,12 @@ def size(args) -> int:
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
     from bakeoff.decide.sizing import longest_answer
-    from bakeoff.run.cards import cards, lines
+    from bakeoff.run.cards import Asked, cards, lines
 
     params = load_params(_params(args.params))
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}  # after a run, if any
     answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage, if it ran
-    c = cards(params, args.model, args.technique, args.seq_len, args.micro_batch, args.tokens, records,
+    c = cards(params, Asked(args.model, args.technique, args.seq_len, args.micro_batch, args.tokens), records,
               answer_tokens=answer)
     print("\n".join(lines(c, params.sizing.margin)))
     return 0
