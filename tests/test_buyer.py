@@ -12,7 +12,7 @@ from bakeoff.decide.memory import Setup, Shape
 from bakeoff.decide.rule import shortfall
 from bakeoff.decide.sizing import GPU, Headroom, Priced, fit
 from bakeoff.decide.statistics import latency_separated, round_sig
-from bakeoff.report.recommendation import projected_words, serving_words, sig, usd_range, words
+from bakeoff.report.verdict import projected_words, recommendation_words, serving_words, sig, usd_range
 
 
 def test_the_shortfall_bound_on_known_sets():
@@ -137,7 +137,8 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "p"}
     rec = ranking.recommend(df, v, costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
-    said = words(rec, df, {**v, "scope": {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}}, costs)
+    scope = {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}
+    said = recommendation_words(rec, df, {**v, "scope": scope}, costs)
     measured, projected = " ".join(said["measured"]), " ".join(said["projected"])
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
     assert "as good as" not in measured + said["line"] and "equivalent" not in measured + said["line"]

@@ -11,8 +11,8 @@ import pytest
 from bakeoff.decide import recommend
 from bakeoff.decide.rule import choose
 from bakeoff.report.choice import against_best_lines
-from bakeoff.report.recommendation import worded
 from bakeoff.report.sections import answer_lines
+from bakeoff.report.verdict import worded_recommendation as worded
 
 
 def _paired(rng, n: int, best_only: float, cheap_only: float, both: float = 0.6) -> tuple[list, list]:

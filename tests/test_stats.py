@@ -7,7 +7,7 @@ import pytest
 from bakeoff.core.scoring import METRICS
 from bakeoff.decide import recommend
 from bakeoff.decide.statistics import holm, mcnemar_exact, paired_permutation_p
-from bakeoff.report.recommendation import worded
+from bakeoff.report.verdict import worded_recommendation as worded
 
 
 def test_exact_mcnemar_from_discordant_counts():

@@ -115,7 +115,7 @@ def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: fl
     sizing target; without prices, the peak training memory measured here). ``choice`` holds every cheaper run
     considered with its shortfall. An inconclusive verdict gives action ``inconclusive``, naming the leading run and
     how many test items would settle it. ``compared``: the variants the rule weighed. The facts only: the report
-    words them (``bakeoff.report.recommendation``)."""
+    words them (``bakeoff.report.verdict``)."""
     from bakeoff.decide.rule import choose
 
     rows = {r["name"]: r for _, r in df.iterrows()}

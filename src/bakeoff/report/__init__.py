@@ -99,10 +99,10 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
 
 
 def said(d) -> dict:
-    """The decision's verdict as the report writes it: its recommendation worded (``report.recommendation``)."""
-    from bakeoff.report.recommendation import worded
+    """The decision's verdict as the report writes it: its facts with their words (``report.verdict``)."""
+    from bakeoff.report.verdict import worded
 
-    return {**d.verdict, "recommendation": worded(d.verdict.get("recommendation"), d.runs, d.verdict, d.costs)}
+    return worded(d.verdict, d.runs, d.costs)
 
 
 def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict | None = None) -> dict[str, Path]:

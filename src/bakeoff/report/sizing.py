@@ -57,7 +57,7 @@ def sizing_lines(params, sized: dict, costs: dict | None = None, images: dict | 
 def pivot(fits: list[dict]) -> list[str]:
     """Targets × variants: the memory each needs, the smallest card that holds it, the cheapest card for the whole
     job and its training cost range there (projections)."""
-    from bakeoff.report.recommendation import sig, usd_range
+    from bakeoff.report.verdict import sig, usd_range
 
     variants = list(dict.fromkeys(f["variant"] for f in fits))
     targets = list(dict.fromkeys(f["target"] for f in fits))
@@ -110,7 +110,7 @@ def speed_lines(fits: list[dict], target: str | None) -> list[str]:
 
 def all_in_lines(costs: dict | None) -> list[str]:
     """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
-    from bakeoff.report.recommendation import usd_range
+    from bakeoff.report.verdict import usd_range
 
     if not costs:
         return []

@@ -1,8 +1,9 @@
-"""The recommendation in words: the decision's line, what was measured here, what was projected to the sizing target
-(never mixed in one sentence), from the facts ``bakeoff.decide.recommend.recommend`` gives; and the two number forms
-every projected price and size in the report takes (``sig``, ``usd_range``).
+"""The verdict in words, from the facts ``bakeoff.decide`` computes: the verdict's reason (``decide.verdict.verdict``),
+each knowledge-or-format finding's line (``decide.verdict.diagnose``), and the recommendation's line, what was
+measured here and what was projected to the sizing target, never mixed in one sentence (``decide.recommend``); and
+the two number forms every projected price and size in the report takes (``sig``, ``usd_range``).
 
-    said = worded(v["recommendation"], df, v, costs)   # the facts with "line", "measured", "projected" added
+    v = worded(d.verdict, d.runs, d.costs)   # the verdict as the report writes it: the facts with their words
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def usd_range(lo: float, hi: float) -> str:
 
 
 
-def words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
+def recommendation_words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
     """``line``, ``measured`` and ``projected`` for the recommendation ``rec`` of verdict ``v`` over the runs ``df``
     (``costs``: variant → ``costs.all_in``); the verdict's ``scope`` says what was measured on."""
     scope, costs = v.get("scope") or {}, costs or {}
@@ -58,12 +59,62 @@ def words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | None = None) -> di
     return {"line": line, "measured": measured, "projected": projected}
 
 
-def worded(rec: dict | None, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
-    """The recommendation as the report writes it (metrics.json, sizing.json, the MLflow tag): its facts with its
-    words, in the record's order; ``compared`` stays behind (the words name it)."""
+def reason(v: dict) -> str:
+    """Why the verdict is what it is: the gain over the best prompt with its interval against min_gain, the leader's
+    tie and the rule that broke it, how many test items would settle an inconclusive one."""
+    if "missing" in v:
+        return f"no {v['missing']} finished"
+    best_b, against, top, t = v["baseline"], v.get("baseline_figure"), v["variant"], v.get("tie")
+    said = f"`{best_b}` ({against})" if against else f"`{best_b}`"
+    lead = (f"`{top}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top)}` at {t['at']:.1%} on "
+            f"{t['split']}; {t['rule']})" if t else f"`{top}`")
+    gain, lo, hi, min_gain = v["gain"], v["ci_low"], v["ci_high"], v["min_gain"]
+    if v["decision"] == "fine-tune":
+        return (f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], "
+                f"all above min_gain {min_gain * 100:.1f}")
+    if v["decision"] == "prompting is enough":
+        return (f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, 95% interval "
+                f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
+    need = v.get("examples_needed")
+    settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
+    return (f"{lead} gains {gain * 100:+.1f} points over {said}; {v['n_test']} test examples give an interval of "
+            f"±{(hi - lo) / 2 * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which contains min_gain "
+            f"{min_gain * 100:.1f}; {settle}")
+
+
+def format_line(d: dict) -> str:
+    """One knowledge-or-format finding (``decide.verdict.diagnose``) in a sentence."""
+    return (f"`{d['baseline']}` fails on format, not knowledge: {d['contains_reference']:.0%} of its answers contain "
+            f"the reference, {d['quality']:.0%} score on the primary metric. Tried: {', '.join(d['tried'])}."
+            + (f" Tried by other prompting arms: {'; '.join(d['tried_elsewhere'])}." if d["tried_elsewhere"] else "")
+            + (f" Not tried: {'; '.join(d['left'])}." if d["left"] else ""))
+
+
+def worded(v: dict, df: pd.DataFrame, costs: dict | None = None) -> dict:
+    """The verdict as the report writes it (the report's pages, sizing.json, metrics.json, the MLflow tags): its
+    facts with their words, in the record's order (the reason after the decision and what settles it)."""
+    out: dict = {}
+    after = "examples_needed" if "examples_needed" in v else "decision"
+    for k, x in v.items():
+        if k == "missing":
+            continue
+        out[k] = x
+        if k == after:
+            out["reason"] = reason(v)
+    if "diagnosis" in out:
+        out["diagnosis"] = [{**d, "line": format_line(d)} for d in out["diagnosis"] or []]
+    if "recommendation" in out:
+        out["recommendation"] = worded_recommendation(v["recommendation"], df, {**v, "reason": out.get("reason")},
+                                                      costs)
+    return out
+
+
+def worded_recommendation(rec: dict | None, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
+    """The recommendation as the report writes it: its facts with its words, in the record's order; ``compared``
+    stays behind (the words name it)."""
     if not rec:
         return {}
-    said = words(rec, df, v, costs)
+    said = recommendation_words(rec, df, v, costs)
     if v.get("decision") == "prompting is enough":
         return {"action": rec["action"], "run": rec["run"], "measured": said["measured"],
                 "projected": said["projected"], "max_loss": rec["max_loss"], "line": said["line"]}
