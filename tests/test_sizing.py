@@ -82,16 +82,18 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
 
 
 def test_size_command_prints_the_table_before_any_training(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(ROOT / "params.yaml"), "--seq",
-                        "512"],
+    size = [sys.executable, "-m", "bakeoff.run.cli", "size", "--params"]
+    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--seq-len", "512"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| llama-3.1-8b | qlora | qlora |" in r.stdout and "smallest GPU" in r.stdout
     bad = tmp_path / "p.yaml"
     bad.write_text((ROOT / "params.yaml").read_text().replace("target: llama-3.1-8b", "target: llama-8b"))
-    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(bad)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run([*size, str(bad)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr
+    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--model", "llama-3.1-8b"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and "--model and --technique together" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_labelled_loss_holds_the_answers_logits_not_every_tokens():

@@ -16,7 +16,18 @@ from dataclasses import dataclass
 
 from bakeoff.core.errors import UserError
 from bakeoff.decide.memory import GB, Setup, Shape
-from bakeoff.decide.sizing import GPU, Fit, Headroom, Priced, _resolved, catalog, fit, targets, train_tokens
+from bakeoff.decide.sizing import (
+    GPU,
+    Fit,
+    Headroom,
+    Priced,
+    _resolved,
+    catalog,
+    fit,
+    table,
+    targets,
+    train_tokens,
+)
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
 
 
@@ -109,3 +120,33 @@ def lines(c: Cards, margin: float) -> list[str]:
                  "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
                  "bakeoff.core.measure.")]
     return out
+
+
+def every_variant(params, asked: Asked, records: dict, answer_tokens: int | None = None) -> list[Fit]:
+    """Every target of ``sizing.targets`` × every variant of params.yaml at ``asked``'s sequence length, micro-batch
+    and tokens (its model and technique unset): the table ``bakeoff size`` prints without ``--model``."""
+    from dataclasses import replace
+
+    s = params.sizing
+    params = replace(params, sizing=replace(s, target_seq_len=asked.seq_len or s.target_seq_len,
+                                            target_micro_batch=asked.micro_batch or s.target_micro_batch))
+    return table(params, train_tokens(params, records, asked.tokens), answer_tokens=answer_tokens)
+
+
+def table_lines(fits: list[Fit], margin: float) -> list[str]:
+    """Every target × variant in Markdown, with how it was projected below it."""
+    lines = [("| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent "
+              "| MFU |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in fits:
+        gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
+        hours = "–" if f.hours is None else f"{f.hours:.2f}"
+        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
+        cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
+        speed = f"{f.mfu:.1%} {(f.mfu_source or {}).get('how', '')}" if f.mfu else "–"
+        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
+                     f"| {cum} | {speed} |")
+    return lines + ["", (f"Projected, not measured: one training process, {margin:.0%} of each card kept free; time "
+                         "at each technique's utilisation at the target (sizing.mfu_from; measured: the GPU check's "
+                         "nearest row, reports/bench/gpu.json; assumed: sizing.mfu). The memory model: "
+                         "bakeoff.decide.memory.")]
