@@ -28,13 +28,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config) -> None:
-    """Under pytest-xdist, this worker's share of the cores, set before torch loads (a user's OMP_NUM_THREADS wins):
-    set as a user's value, not bakeoff's own (``threads.AUTO``), so that the stages a test starts inherit it."""
+    """Under pytest-xdist, this worker's share of the cores (a user's OMP_NUM_THREADS wins): set as a user's value,
+    not bakeoff's own (``threads.AUTO``, which importing bakeoff sets), so that the stages a test starts inherit it."""
+    import sys
+
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if workers.isdigit() and int(workers) > 1 and not os.environ.get("OMP_NUM_THREADS", "").strip():
+    users = os.environ.get("OMP_NUM_THREADS", "").strip() and not os.environ.get("BAKEOFF_AUTO_THREADS")
+    if workers.isdigit() and int(workers) > 1 and not users:
         from bakeoff.core import threads
 
-        os.environ["OMP_NUM_THREADS"] = str(max(1, threads.count() // int(workers)))
+        n = max(1, threads.count() // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        os.environ.pop(threads.AUTO, None)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(n)
 
 
 def slowest_files(durations: Path = ROOT / "tests" / "durations.txt") -> dict[str, float]:

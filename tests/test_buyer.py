@@ -10,8 +10,9 @@ from bakeoff.decide import costs
 from bakeoff.decide import recommend as ranking
 from bakeoff.decide.memory import Setup, Shape
 from bakeoff.decide.rule import shortfall
-from bakeoff.decide.sizing import GPU, fit
+from bakeoff.decide.sizing import GPU, Headroom, Priced, fit
 from bakeoff.decide.statistics import latency_separated, round_sig
+from bakeoff.report.verdict import projected_words, recommendation_words, serving_words, sig, usd_range
 
 
 def test_the_shortfall_bound_on_known_sets():
@@ -41,8 +42,8 @@ def test_the_shortfall_bound_on_known_sets():
 
 def test_two_significant_figures():
     assert round_sig(64_994) == 65_000 and round_sig(3.684) == 3.7 and round_sig(0.0004567) == pytest.approx(0.00046)
-    assert ranking.sig(140.3) == "140" and ranking.sig(2.96) == "3.0" and ranking.sig(0.364) == "0.36"
-    assert ranking.usd_range(2.96, 5.93) == "$3.0–5.9" and ranking.usd_range(64_994, 64_994) == "$65,000"
+    assert sig(140.3) == "140" and sig(2.96) == "3.0" and sig(0.364) == "0.36"
+    assert usd_range(2.96, 5.93) == "$3.0–5.9" and usd_range(64_994, 64_994) == "$65,000"
 
 
 def test_latency_ties_unless_the_interquartile_ranges_separate():
@@ -52,11 +53,11 @@ def test_latency_ties_unless_the_interquartile_ranges_separate():
     assert not latency_separated(fast, close) and latency_separated(fast, slow)
     assert not latency_separated(fast, {"latency_p50_s": 0.9})  # no spread recorded: never called faster
     rows = {"a": fast, "b": close, "c": slow}
-    said = ranking.serving_words(rows, ["a", "b", "c"], "cpu")  # the sentence follows every pair, not a blanket tie
+    said = serving_words(rows, ["a", "b", "c"], "cpu")  # the sentence follows every pair, not a blanket tie
     assert "2 of 3 pairs separate, `a` below `c`, `b` below `c`" in said and "tie" not in said, said
     assert "Fastest to serve here (cpu, batch 1, each run timed in its own stage): `a`" in \
-        ranking.serving_words(rows, ["a", "c"], "cpu")
-    assert "the group's runs tie" in ranking.serving_words(rows, ["a", "b"], "cpu")
+        serving_words(rows, ["a", "c"], "cpu")
+    assert "the group's runs tie" in serving_words(rows, ["a", "b"], "cpu")
 
 
 def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog():
@@ -65,7 +66,7 @@ def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog(
     tiny = GPU("tiny", 4, 0.2, 50)        # does not hold it (the 1B job needs ~6.6 GB)
     shape = Shape("m", 16, 2048, 8192, 32, 8, 32000, True)
     setup = Setup(technique="lora", precision="bf16", seq_len=1024, micro_batch=1)
-    f = fit(shape, setup, [tiny, small, big], 0.1, 1e9, tokens=1e9, mfu=0.3, variant="lora", mfu_low=0.15)
+    f = fit(shape, setup, [tiny, small, big], Headroom(0.1, 1e9), Priced(1e9, 0.3, 0.15), variant="lora")
     assert f.gpu == "small" and f.cheapest_gpu == "big"
     assert f.cheapest_usd < f.usd and f.cheapest_usd == pytest.approx(f.usd * 3.0 / 10, rel=0.02)
     assert f.usd_high == pytest.approx(2 * f.usd,
@@ -106,7 +107,6 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     q = costs.all_in("qlora", fits, spent, {**seen, "qlora": 60}, {})
     assert q["usd"] == pytest.approx(2.0 + 2.0 * 30 / 60) and q["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60)
     assert q["search_users"] == 3 and q["lender"] == "lora"
-    from bakeoff.decide.recommend import projected_words
 
     said = projected_words("qlora", ["qlora"], {"qlora": q})[0]
     assert "$5.0–10 all in, bought alone (training, `lora`'s whole search)" in said, said
@@ -134,12 +134,14 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
                       "smallest_gpus": 1},
              "qlora": {"variant": "qlora", "card": "H100-80GB", "usd": 4.4, "usd_high": 8.9, "search_usd": 1.5,
                        "need_gb": 9.1, "target": "llama-3.1-8b", "smallest_card": "L4", "smallest_gpus": 1}}
-    rec = ranking.recommend(df, {"decision": "fine-tune", "variant": "lora", "baseline": "p"}, costs,
-                            {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}, 0.02, items)
+    v = {"decision": "fine-tune", "variant": "lora", "baseline": "p"}
+    rec = ranking.recommend(df, v, costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
-    measured, projected = " ".join(rec["measured"]), " ".join(rec["projected"])
+    scope = {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}
+    said = recommendation_words(rec, df, {**v, "scope": scope}, costs)
+    measured, projected = " ".join(said["measured"]), " ".join(said["projected"])
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
-    assert "as good as" not in measured + rec["line"] and "equivalent" not in measured + rec["line"]
+    assert "as good as" not in measured + said["line"] and "equivalent" not in measured + said["line"]
     assert "Projected to `llama-3.1-8b`, not measured" in projected and "$3.0–5.9 all in" in projected
     assert "GB" not in measured.split("Least training memory")[0]  # no projected memory among the measured
     assert "A100-40GB" in projected and "H100-80GB" in projected   # smallest and cheapest both named

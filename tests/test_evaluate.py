@@ -89,7 +89,12 @@ def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, ti
     again = Resume(path, "run-1")
     out, log = generate(model, tok, prompts, 6, batch_size=4, resume=again)
     assert out == fresh and log.resumed == 6 and sum(calls) == 4
-    assert log.metrics()["gen_resumed"] == 6
+    assert log.metrics()["gen_resumed"] == 6 and log.metrics()["gen_tokens_per_s"] > 0  # the 4 generated here
+    again.flush()  # killed again: the 4 answered after the cut line are on lines of their own, so all 10 come back
+    resumed = Resume(path, "run-1")
+    _, whole = generate(model, tok, prompts, 6, batch_size=4, resume=resumed)
+    resumed.finish()
+    assert whole.resumed == 10 and "gen_tokens_per_s" not in whole.metrics(), whole.metrics()  # nothing timed here
     again.finish()
     assert not path.exists()
     generate(model, tok, prompts[:3], 6, resume=Resume(path, "run-1"))

@@ -88,10 +88,10 @@ def _df():
 
 
 def test_quality_against_cost_draws_the_projected_all_in_cost(tmp_path):
-    from bakeoff.report.buyer_plots import quality_vs_cost
+    from bakeoff.report.buyer_plots import Canvas, quality_vs_cost
 
     costs = {"lora": {"usd": 4.0, "usd_high": 8.0}, "full": {"usd": 30.0, "usd_high": 60.0}}
-    fig = quality_vs_cost(_df(), costs, "lora", {"model": "tiny"}, "llama-3.1-8b", tmp_path, "exact_match", {})
+    fig = quality_vs_cost(_df(), costs, "lora", Canvas(tmp_path, {}, "exact_match", {"model": "tiny"}, "llama-3.1-8b"))
     ax = fig.axes[0]
     drawn = {c.get_label(): tuple(c.lines[0].get_xydata()[0]) for c in ax.containers}
     assert drawn == {"lora": (4.0, 0.8), "full": (30.0, 0.85)}       # x: the projected USD, not CPU seconds

@@ -67,13 +67,13 @@ def test_the_card_table_projects_what_the_reports_sizing_projects():
 
     from bakeoff.core.config import load_params
     from bakeoff.decide.sizing import table
-    from bakeoff.run.cards import cards
+    from bakeoff.run.cards import Asked, cards
 
     params = load_params(ROOT / "params.yaml")
     params = replace(params, cost=replace(params.cost, train_tokens=1e7))
     fits = {(f.target, f.variant): f for f in table(params, {n: 1e7 for n in params.variants}, speeds=[])}
     for variant in ("full", "qlora", "lora_lowmem"):
-        c = cards(params, "llama-3.1-8b", variant, speeds=[])
+        c = cards(params, Asked("llama-3.1-8b", variant), speeds=[])
         report = fits[("llama-3.1-8b", variant)]
         assert {f.need_gb for _, f in c.fits} == {report.need_gb}, variant
         same = next(f for g, f in c.fits if g.name == report.cheapest_gpu)

@@ -80,7 +80,7 @@ def test_a_second_holder_waits_says_who_holds_it_and_a_killed_holders_lock_is_fr
 WORKER = textwrap.dedent("""
     import json, sys, time
     import optuna
-    from bakeoff.search.study import run_study, storage_of, values_drawn
+    from bakeoff.search.study import Draws, run_study, storage_of, values_drawn
     url, role, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name="shared", storage=storage_of(url), load_if_exists=True,
@@ -92,8 +92,8 @@ WORKER = textwrap.dedent("""
         print(f"trial {trial.number} running", flush=True)
         time.sleep(600 if role == "victim" else 1.0)
         return abs(lr - 1e-3)
-    rec = run_study(study, objective, trials, url=url,
-                    sampler_for=lambda n: optuna.samplers.TPESampler(seed=n, n_startup_trials=2))
+    rec = run_study(study, objective, trials, draws=Draws(
+        url, sampler_for=lambda n: optuna.samplers.TPESampler(seed=n, n_startup_trials=2)))
     print("RECORD " + json.dumps(rec), flush=True)
 """)
 

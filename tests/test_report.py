@@ -11,6 +11,7 @@ from bakeoff import report
 from bakeoff.decide import figures, verdict
 from bakeoff.report import sections
 from bakeoff.report import sizing as report_sizing
+from bakeoff.report.verdict import format_line, reason, worded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,14 +63,15 @@ def test_verdict_inconclusive_says_how_many_examples_would_settle_it(tmp_path, m
     # 2 discordant items of 20, both wrong → right: the seeded bootstrap interval is [0, +25] points, half-width 12.5;
     # it clears min_gain once 12.5·sqrt(20/n) < 10 − 5, i.e. n = 20 · (12.5 / 5)² = 125 examples
     assert v["decision"] == "inconclusive" and (v["ci_low"], v["ci_high"]) == pytest.approx((0.0, 0.25))
-    assert v["examples_needed"] == 125 and "about 125 would settle it" in v["reason"]
+    assert v["examples_needed"] == 125 and "about 125 would settle it" in reason(v)
 
 
 def test_verdict_without_a_finished_variant_is_inconclusive():
     df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.5,
                         "best_baseline": "zero_shot", "gain": float("nan")}])
-    assert verdict.verdict(df, 0.05) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished",
-                                        "min_gain": 0.05}
+    v = verdict.verdict(df, 0.05)
+    assert v == {"decision": "inconclusive", "missing": "fine-tuned variant", "min_gain": 0.05}
+    assert worded(v, df) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished", "min_gain": 0.05}
 
 
 def test_cost_break_even(tmp_path, monkeypatch):
@@ -82,7 +84,7 @@ def test_cost_break_even(tmp_path, monkeypatch):
     # a day: it costs less above 96 requests a day
     assert c["prompt_tokens_saved_per_request"] == 300 and c["usd_saved_per_request"] == pytest.approx(0.15)
     assert c["break_even_requests_per_day"] == pytest.approx(96) and c["all_in"]["usd"] == 3.0
-    lines = "\n".join(report.verdict_lines(v, c))
+    lines = "\n".join(report.verdict_lines(worded(v, df), c))
     assert "**fine-tune**" in lines and "~96 requests a day" in lines and "all-in $3.0–6.0" in lines
 
 
@@ -132,7 +134,8 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     assert [d["baseline"] for d in found] == ["zero_shot"]
     d = found[0]
     assert (d["contains_reference"], d["quality"]) == (1.0, 0.0)
-    assert "fails on format, not knowledge" in d["line"] and "100% of its answers contain the reference" in d["line"]
+    line = format_line(d)  # the report's words for the finding
+    assert "fails on format, not knowledge" in line and "100% of its answers contain the reference" in line
     assert "no instruction" in d["tried"] and any("baselines.zero_shot.instruction" in x for x in d["left"])
     # with an instruction and a label set tried, neither is offered again
     again = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")},
@@ -146,7 +149,7 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     third = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
     assert third[0]["tried_elsewhere"] == ["an instruction (prompt_search)", "8 or more nearest shots (prompt_search)"]
     assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
-    assert "Tried by other prompting arms: an instruction (prompt_search)" in third[0]["line"]
+    assert "Tried by other prompting arms: an instruction (prompt_search)" in format_line(third[0])
 
 
 
@@ -176,7 +179,8 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     chatty = all_metrics(["The capital of Peru is Lima.", "It is Paris."], ["Lima", "Paris"], labels=None)
     df = pd.DataFrame([{"name": "prompt_search", "kind": "baseline", "status": "ok", "quality": 0.0, **chatty}])
     d = verdict.diagnose(df, ran)[0]
-    assert d["tried"] == ["8 shots (nearest)", "instruction 'City only.'"] and "Tried: 8 shots (nearest)" in d["line"]
+    assert d["tried"] == ["8 shots (nearest)", "instruction 'City only.'"]
+    assert "Tried: 8 shots (nearest)" in format_line(d)
     assert not any("instruction" in x or "shots" in x for x in d["left"])
 
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
@@ -290,7 +294,7 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     main = "\n".join(tables._table(df, tables.QUALITY))
     assert "| zero_shot | ok | 0.0% | 0.0%–0.0% | 50.0% by label choice |" in main, main
     v = verdict.verdict(df, 0.05)
-    assert "over `zero_shot` (50.0% by label choice)" in v["reason"] and v["baseline_figure"] == "50.0% by label choice"
+    assert "over `zero_shot` (50.0% by label choice)" in reason(v) and v["baseline_figure"] == "50.0% by label choice"
 
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
@@ -375,13 +379,13 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
     v = verdict.verdict(df, 0.05)
     assert v["variant"] == "full" and v["tie"] == {"runs": ["full", "lora"], "at": 0.9, "split": "validation",
                                                    "rule": "the first listed in params.yaml leads"}
-    assert v["reason"].startswith("`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
-                                  "leads) beats `few_shot` (10.0% generated)"), v["reason"]
+    assert reason(v).startswith("`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
+                                "leads) beats `few_shot` (10.0% generated)"), reason(v)
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
-    from bakeoff.decide.recommend import serving_words
     from bakeoff.report.shipped import throughput_words
+    from bakeoff.report.verdict import serving_words
 
     def lat(p25, p50, p75):
         return {"latency_p25_s": p25, "latency_p50_s": p50, "latency_p75_s": p75}

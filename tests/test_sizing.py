@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
-from bakeoff.decide.sizing import GPU, fit, smallest_fit
+from bakeoff.decide.sizing import GPU, Headroom, Priced, fit, smallest_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA2_7B = Shape("llama-2-7b", 32, 4096, 11008, 32, 32, 32000)
@@ -72,26 +72,28 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
     assert smallest_fit(21 * GB, gpus, margin=0.1).name == "small"      # 24 × 0.9 = 21.6 ≥ 21
     assert smallest_fit(22 * GB, gpus, margin=0.1).name == "mid"
     assert smallest_fit(100 * GB, gpus, margin=0.1) is None
-    f = fit(LLAMA3_8B, Setup("lora", gradient_checkpointing=True), gpus, 0.1, 1 * GB, tokens=1e7, mfu=0.5)
+    f = fit(LLAMA3_8B, Setup("lora", gradient_checkpointing=True), gpus, Headroom(0.1, 1 * GB), Priced(1e7, 0.5))
     # N = 8,030,261,248 − the 128,256 × 4,096 input embedding = 7,504,924,672; LoRA 4·N + recompute 2·N per token;
     # 1e7 tokens × 6 × N ÷ (120 TFLOP/s × 0.5) = 7,504.9 s = 2.085 h, at $1/h on one card
     assert LLAMA3_8B.params == 8_030_261_248 and LLAMA3_8B.flop_params == 7_504_924_672
     assert f.gpu == "small" and f.hours == 2.085 and f.usd == 2.08
-    sharded = fit(LLAMA3_8B, Setup("full"), gpus, 0.1, 1 * GB, tokens=1e7, mfu=0.5)
+    sharded = fit(LLAMA3_8B, Setup("full"), gpus, Headroom(0.1, 1 * GB), Priced(1e7, 0.5))
     assert sharded.gpu == "big" and sharded.gpus >= 2
 
 
 def test_size_command_prints_the_table_before_any_training(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(ROOT / "params.yaml"), "--seq",
-                        "512"],
+    size = [sys.executable, "-m", "bakeoff.run.cli", "size", "--params"]
+    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--seq-len", "512"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| llama-3.1-8b | qlora | qlora |" in r.stdout and "smallest GPU" in r.stdout
     bad = tmp_path / "p.yaml"
     bad.write_text((ROOT / "params.yaml").read_text().replace("target: llama-3.1-8b", "target: llama-8b"))
-    r = subprocess.run([sys.executable, "-m", "bakeoff.decide.sizing", "--params", str(bad)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run([*size, str(bad)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr
+    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--model", "llama-3.1-8b"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and "--model and --technique together" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_labelled_loss_holds_the_answers_logits_not_every_tokens():

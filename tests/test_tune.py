@@ -199,8 +199,8 @@ def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
 
     data = _prepared(tickets, tmp_path / "data")
     work = tmp_path / "clone" / ".bakeoff_tmp" / "lora.tune"
-    study, storage = open_study(_params(TuneConfig(trials=1)), "lora", {"lr": {"low": 1e-4, "high": 1e-2}}, data, work,
-                                "minimize")
+    study, storage = open_study(_params(TuneConfig(trials=1)), "lora", {"lr": {"low": 1e-4, "high": 1e-2}},
+                                SearchDirs(tmp_path / "base", data, work), "minimize")
     assert storage == f"sqlite:///{tmp_path / 'clone' / '.bakeoff_tmp' / 'tune.db'}"
     assert (tmp_path / "clone" / ".bakeoff_tmp" / "tune.db").is_file() and len(study.trials) == 0
 
@@ -224,7 +224,7 @@ def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_pa
     params = replace(params, baselines={"searched": searched}, task=replace(params.task, metric="json_fields"),
                      eval=replace(params.eval, dtype="fp32"))
     seen = []
-    rec = search_prompt(params, "searched", base, data, tmp_path / "w", log_trial=lambda *a: seen.append(a))
+    rec = search_prompt(params, "searched", SearchDirs(base, data, tmp_path / "w"), log_trial=lambda *a: seen.append(a))
     by_shots = {t["values"]["shots"]: t["value"] for t in rec["trials"]}
     assert set(by_shots) == {0, 3} and len(seen) == 2 and rec["trials"][0]["values"]["shots"] == 0
     assert rec["trials"][0].get("recipe") and rec["recipe"]["values"] == {"shots": 0, "selection": "nearest"}
@@ -411,7 +411,7 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     own) is queued again rather than replaced by a draw."""
     import optuna
 
-    from bakeoff.search.study import grid_order, run_study
+    from bakeoff.search.study import Draws, grid_order, run_study
     from bakeoff.search.trials import with_recipe
 
     def objective(trial):
@@ -421,7 +421,7 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     url = f"sqlite:///{tmp_path / 's.db'}"
     space = {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
     study = optuna.create_study(study_name="continuous", storage=url)
-    rec = run_study(study, objective, 3, url=url, recipe={"lr": 5e-4})
+    rec = run_study(study, objective, 3, draws=Draws(url, recipe={"lr": 5e-4}))
     assert rec["trials"][0]["values"] == {"lr": 5e-4} and rec["trials"][0].get("recipe")
 
     written = {"r": 12, "shots": 3}                     # r 12 is not among the choices: it is added, and runs first
@@ -430,7 +430,7 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     grid = grid_order(space, 0, written)
     assert grid[0] == written and len(grid) == 6 and len({tuple(sorted(p.items())) for p in grid}) == 6
     study = optuna.create_study(study_name="grid", storage=url)
-    rec = run_study(study, objective, 4, url=url, recipe=written, grid=grid)
+    rec = run_study(study, objective, 4, draws=Draws(url, recipe=written, grid=grid))
     assert [t["values"] for t in rec["trials"]] == grid[:4] and rec["trials"][0].get("recipe")
 
     study = optuna.create_study(study_name="lost", storage=url)  # its recipe trial's worker died mid-trial
@@ -438,6 +438,6 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     lost = study.ask()
     lost.suggest_categorical("r", space["r"]["choices"]), lost.suggest_categorical("shots", space["shots"]["choices"])
     study.tell(lost, state=optuna.trial.TrialState.FAIL)
-    rec = run_study(study, objective, 2, url=url, recipe=written, grid=grid)
+    rec = run_study(study, objective, 2, draws=Draws(url, recipe=written, grid=grid))
     assert rec["lost_trials"] == [0]
     assert [t["values"] for t in rec["trials"]] == [written, grid[1]] and rec["trials"][0].get("recipe")

@@ -284,9 +284,11 @@ class GenerationLog:
     resumed: int = 0  # answers taken from an interrupted evaluation's stream, not generated (nor timed) here
 
     def metrics(self) -> dict[str, float]:
+        """The speed of what this call generated: none at all when every answer was resumed (no figure, not 0)."""
         n = max(len(self.prompt_tokens), 1)
+        timed = self.generated_tokens and self.seconds
         return {
-            "gen_tokens_per_s": round(self.generated_tokens / self.seconds, 2) if self.seconds else 0.0,
+            **({"gen_tokens_per_s": round(self.generated_tokens / self.seconds, 2)} if timed else {}),
             "prompt_tokens_per_request": round(sum(self.prompt_tokens) / n, 1),
             "gen_wall_s": round(self.seconds, 2),
             **({"gen_resumed": self.resumed} if self.resumed else {}),

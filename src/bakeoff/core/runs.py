@@ -245,8 +245,11 @@ class Resume:
 
     def __init__(self, path, key: str):
         self.path, self.key, self.done = Path(path), key, {}
+        cut = False  # the stream ends inside a line the kill cut short: the next answer starts a line of its own
         if self.path.exists():
-            lines = self.path.read_text().splitlines()
+            text = self.path.read_text()
+            cut = bool(text) and not text.endswith("\n")
+            lines = text.splitlines()
             head = json.loads(lines[0]) if lines else {}
             if head.get("key") == key:
                 for line in lines[1:]:
@@ -259,6 +262,8 @@ class Resume:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"key": key}) + "\n")
         self._f = open(self.path, "a")  # noqa: SIM115  held open for the run: one line appended per answer
+        if cut and self.done:
+            self._f.write("\n")
 
     def add(self, prompt: str, answer: str) -> None:
         self._f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")

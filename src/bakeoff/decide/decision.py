@@ -52,10 +52,10 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, c
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
     runs, and one recommendation, priced; with ``curve`` (the compare stage), the data-value curve fitted from the
     curve stage's points and the evidence behind the gain (``bakeoff.decide.evidence``)."""
-    df, v, records, sized, stats, unmoved = _verdict(params, flips_dir, shipped)
+    df, v, records, sized, stats = _verdict(params, flips_dir, shipped)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
-    pw, prov = _recommend(params, df, v, priced, stats, target, unmoved)
+    pw, prov = _recommend(params, df, v, priced, stats, target)
     rec = picked(v)
     money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
                          card.__dict__ if card else None)
@@ -82,7 +82,8 @@ def _verdict(params, flips_dir, shipped):
                                sizing.longest_answer(stats))
     v = verdict.verdict(df, params.verdict.min_gain)
     v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
-    return df, v, records, sized, stats, unmoved
+    v["unmoved"] = unmoved  # placed with the recommendation's keys by _recommend
+    return df, v, records, sized, stats
 
 
 def _priced(params, df, records, sized, target):
@@ -100,7 +101,7 @@ def _priced(params, df, records, sized, target):
     return priced, spent, card
 
 
-def _recommend(params, df, v, priced, stats, target, unmoved):
+def _recommend(params, df, v, priced, stats, target):
     """Which differences are real: every pair tested, runs grouped (a display), one thing to do by the one rule
     (``bakeoff.decide.rule``, written into ``v``); returns the pairwise table and the provenance."""
     pw = recommend.pairwise(df, params.task.metric)
@@ -112,8 +113,8 @@ def _recommend(params, df, v, priced, stats, target, unmoved):
              "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
              "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
              "target": target}
-    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, unmoved=unmoved,
-             recommendation=recommend.recommend(df, v, priced, scope, params.verdict.max_loss))
+    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, unmoved=v.pop("unmoved"),
+             recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss))
     return pw, prov
 
 

@@ -26,7 +26,7 @@ against each measured peak is reported beside its predictions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GB = 1e9
 
@@ -110,19 +110,23 @@ class Setup:
     chunked_logits: bool = False  # the loss takes log-probabilities in tiles and holds no logits (TRL on CUDA)
 
     @classmethod
-    def from_variant(cls, v, precision: str, seq_len: int | None = None, micro_batch: int | None = None,
-                     parent=None, answer_tokens: int | None = None, cuda: bool = True,
+    def from_variant(cls, v, precision: str, parent=None, answer_tokens: int | None = None, cuda: bool = True,
                      labelled: bool | None = None) -> Setup:
-        """``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets).
+        """At the variant's own micro-batch and sequence length (``at`` sets others).
+        ``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets).
         ``answer_tokens``: the longest answer of the training data in tokens, ``cuda``: on a CUDA GPU (a projection)
         or a CPU, ``labelled``: whether the loss computed its logits at labelled tokens alone, as a run's record
         says (None: as params.yaml decides, ``labelled_logits``): ``logits_held`` makes them what the peak holds."""
         o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
         labels, chunked = logits_held(labelled_logits(v) if labelled is None else labelled, answer_tokens, cuda,
                                       getattr(v, "backend", "hf"))
-        return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, micro_batch or t.micro_batch,
-                   seq_len or t.max_seq_len, int(o.get("r", 16)), o.get("targets", "all-linear"),
-                   int(o.get("bits", 4)), bool(o.get("double_quant", True)), labels, chunked)
+        return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, t.micro_batch, t.max_seq_len,
+                   int(o.get("r", 16)), o.get("targets", "all-linear"), int(o.get("bits", 4)),
+                   bool(o.get("double_quant", True)), labels, chunked)
+
+    def at(self, seq_len: int | None = None, micro_batch: int | None = None) -> Setup:
+        """The same setup at another sequence length and micro-batch (None: as it is)."""
+        return replace(self, seq_len=seq_len or self.seq_len, micro_batch=micro_batch or self.micro_batch)
 
 
 def labelled_logits(v) -> bool:

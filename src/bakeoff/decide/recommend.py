@@ -3,7 +3,7 @@ data can tell apart (a display), and one recommendation a user can act on.
 
     pw = pairwise(df, "exact_match")          # one row per pair: discordant counts, p, Holm-adjusted p
     groups = rank_groups(df, pw)               # [["full", "qlora"], ["lora", "unsloth"], ...]: a display
-    rec = recommend(df, v, costs, scope)       # {"action": "fine-tune", "run": "full", "choice": ..., "line": ...}
+    rec = recommend(df, v, costs)              # {"action": "fine-tune", "run": "full", "choice": ..., ...}
 
 The recommendation is ``bakeoff.decide.rule.choose``: the best on validation unless a cheaper run is shown within
 ``verdict.max_loss`` of it; rank groups only display what the pairwise tests can tell apart.
@@ -84,20 +84,6 @@ def group_line(groups: list[list[str]]) -> str:
     return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
 
 
-def sig(x: float) -> str:
-    """``x`` to two significant figures, never in scientific notation: 64,994 → 65,000; 3.0; 0.36."""
-    from bakeoff.decide.statistics import round_sig
-
-    r = round_sig(float(x))
-    return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.1f}" if abs(r) >= 1 else f"{r:.2g}"
-
-
-def usd_range(lo: float, hi: float) -> str:
-    """``$3.7–7.4``: two significant figures (``bakeoff.core.measure.round_sig``), an estimate on assumed inputs."""
-    a, b = sig(lo), sig(hi)
-    return f"${a}" if a == b else f"${a}–{b}"
-
-
 def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, str]:
     """What taking ``n`` instead of ``best`` saves, and in what: projected USD bought alone on the sizing target
     where both are priced (a prompt trains nothing: it saves the best's whole price), else the peak training memory
@@ -121,27 +107,22 @@ def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, s
     return (peak(best) - peak(n) if peak(best) is not None and peak(n) is not None else None), "mb"
 
 
-def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, scope: dict | None = None,
-              max_loss: float = 0.02, items: dict | None = None) -> dict:
+def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: float = 0.02,
+              items: dict | None = None) -> dict:
     """One thing to do, by one rule (``bakeoff.decide.rule.choose``): the best run picked on validation (the
     verdict's variant; the best prompt when prompting is enough) unless a cheaper run, a prompt included, is *shown*
     within ``max_loss`` of it on the test split. ``costs``: variant → ``costs.all_in`` (cheaper: bought alone on the
     sizing target; without prices, the peak training memory measured here). ``choice`` holds every cheaper run
-    considered with its shortfall, for the report to word. An inconclusive verdict gives action ``inconclusive``,
-    naming the leading run and how many test items would settle it. ``line`` is the decision; ``measured`` what was
-    measured here (``scope``), ``projected`` what was projected to the target (never mixed in one sentence)."""
+    considered with its shortfall. An inconclusive verdict gives action ``inconclusive``, naming the leading run and
+    how many test items would settle it. ``compared``: the variants the rule weighed. The facts only: the report
+    words them (``bakeoff.report.verdict``)."""
     from bakeoff.decide.rule import choose
 
     rows = {r["name"]: r for _, r in df.iterrows()}
-    scope, costs = scope or {}, costs or {}
-    model, n = scope.get("model", "the base model"), scope.get("n", "?")
+    costs = costs or {}
     if v.get("decision") == "prompting is enough":
         pick = v.get("baseline")
-        if not pick:
-            return {}
-        return {"action": "prompt", "run": pick, "measured": [], "projected": [], "max_loss": max_loss,
-                "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
-                        f"is below min_gain ({v.get('reason', '')})."}
+        return {"action": "prompt", "run": pick, "max_loss": max_loss} if pick else {}
     best = v.get("variant")
     if not best or best not in rows:
         return {}
@@ -157,94 +138,11 @@ def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, scope: dict 
     r = rows[pick]
     action = ("inconclusive" if v.get("decision") == "inconclusive"
               else "prompt" if r["kind"] == "baseline" else "fine-tune")
-    settle = v.get("examples_needed")
-    if action == "inconclusive":
-        line = (f"**Recommendation: none yet** — the gain of fine-tuning over prompting is inconclusive on {n} test "
-                f"items; `{pick}` leads" + (f"; about {settle} test items would settle it" if settle else "") + ".")
-    elif action == "prompt":
-        line = (f"**Recommendation: prompt** — use `{pick}`: shown within {max_loss * 100:g} points of `{best}` on the "
-                "test split, and it trains nothing.")
-    else:
-        line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
-                + (f", shown within {max_loss * 100:g} points of `{best}` (best on validation) at a lower cost"
-                   if pick != best else ", the best on validation; no cheaper run is shown within "
-                   f"{max_loss * 100:g} points of it") + ".")
-    measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
-                + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
-                   if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
     variants = [k for k in scores if rows[k]["kind"] == "variant"]
-    machine = scope.get("machine", "this machine")
-    measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
-    projected = projected_words(pick, variants, costs) if rows[pick]["kind"] == "variant" else []
-    return {"action": action, "run": pick, "kind": r["kind"], "best": best, "line": line, "measured": measured,
-            "projected": projected,
-            "max_loss": max_loss, "saving_unit": unit, "examples_needed": settle,
-            "choice": c.as_dict() if c else None,
-            "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"]}
-
-
-def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
-    """The group's least training memory as measured here (peak reserved on CUDA, resident on CPU)."""
-    peaks = {n: rows[n].get("train_peak_reserved_mb") or rows[n].get("train_peak_rss_mb") for n in variants}
-    peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
-    if len(peaks) < 2:
-        return None
-    low = min(peaks, key=peaks.get)
-    kind = "reserved CUDA" if rows[low].get("train_peak_reserved_mb") else "resident"
-    return (f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
-            + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
-
-
-def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
-    """The pick's projection to the sizing target (memory, smallest and cheapest card, all-in range) and the group's
-    least projected memory: every sentence says it is a projection."""
-    c = costs.get(pick)
-    if not c:
-        return []
-    parts = ["training"] + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else []) \
-        + ([f"its parent `{c['parent']}` bought alone"] if c.get("parent") else [])
-    smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
-                else c.get("smallest_card"))
-    alone = (c.get("alone_usd", c["usd"]), c.get("alone_usd_high", c["usd_high"]))
-    shared = (f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
-              "that use it" if c.get("search_users", 1) > 1 and c.get("search_usd") else "")
-    out = [(f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
-           f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
-           f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}.")]
-    least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
-    if least != pick:
-        out.append(f"Least memory projected among the finished variants: `{least}` "
-                   f"(~{sig(costs[least]['need_gb'])} GB on the target; "
-                   "a projection from the sizing model, not measured).")
-    return out
-
-
-def serving_words(rows: dict, names: list[str], machine: str) -> str:
-    """Which run serves fastest, only where its latency's interquartile range separates from every other's
-    (``bakeoff.core.measure.latency_separated``); otherwise a tie."""
-    from bakeoff.core.runs import SEVERAL
-    from bakeoff.decide.statistics import latency_separated
-
-    if machine.startswith(SEVERAL):  # latencies of different machines say nothing of the runs
-        return f"Serving latency at batch 1: timed on {machine}; compare latencies within one machine only."
-    timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
-             and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
-    if len(timed) < 2:
-        return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
-    how = rows[timed[0]].get("latency_how") or "each run timed in its own stage"
-    fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
-    if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
-        return (f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
-                "s; its interquartile range lies below every other run's in the group.")
-    pairs = [(a, b) for a in timed for b in timed if a != b and latency_separated(rows[a], rows[b])]
-    p50s = [rows[n]["latency_p50_s"] for n in timed]
-    p50 = f"p50 {min(p50s):.2f}–{max(p50s):.2f} s"
-    every = len(timed) * (len(timed) - 1) // 2
-    if not pairs:
-        return (f"Serving latency at batch 1 ({machine}, {how}): the group's runs tie ({p50}; every pair's "
-                "interquartile ranges overlap).")
-    return (f"Serving latency at batch 1 ({machine}, {how}; {p50}): {len(pairs)} of {every} pairs separate, "
-            + ", ".join(f"`{a}` below `{b}`" for a, b in pairs) + "; the other pairs' interquartile ranges overlap.")
+    return {"action": action, "run": pick, "kind": r["kind"], "best": best, "max_loss": max_loss,
+            "saving_unit": unit, "examples_needed": v.get("examples_needed"), "choice": c.as_dict() if c else None,
+            "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"],
+            "compared": variants}
 
 
 def _num_or_inf(x) -> float:

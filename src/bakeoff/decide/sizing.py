@@ -1,7 +1,7 @@
 """GPU sizing: an analytic memory model per technique, calibrated on this run, projected to real model shapes.
 
-    python -m bakeoff.decide.sizing                      # the sizing table from params.yaml, before any training
-    python -m bakeoff.decide.sizing --seq 2048 --micro-batch 1
+    bakeoff size                                         # every target × every variant, before any training
+    bakeoff size --model llama-3.1-8b --technique qlora  # every card for one of them (bakeoff.run.cards)
 
 The memory model itself is ``bakeoff.decide.memory``; here it meets the GPU catalog: the smallest card that holds
 each target, the cheapest for the whole job, and the time and cost to train there (projections).
@@ -81,13 +81,31 @@ def _resolved(precision: str) -> str:
     return "bf16" if precision == "auto" else precision
 
 
-def fit(shape: Shape, setup: Setup, gpus: list[GPU], margin: float, overhead_bytes: float, tokens: float,
-        mfu: float, variant: str = "", mfu_low: float | None = None) -> Fit:
+@dataclass(frozen=True)
+class Headroom:
+    """What each card keeps free: ``margin`` of its memory, and ``overhead_bytes`` (the CUDA context, the allocator)."""
+
+    margin: float
+    overhead_bytes: float
+
+
+@dataclass(frozen=True)
+class Priced:
+    """What a fit prices: ``tokens`` trained at ``mfu``, and again at ``mfu_low`` (the pessimistic end of the range;
+    None: half of ``mfu``)."""
+
+    tokens: float
+    mfu: float
+    mfu_low: float | None = None
+
+
+def fit(shape: Shape, setup: Setup, gpus: list[GPU], room: Headroom, priced: Priced, variant: str = "") -> Fit:
     """The smallest card that holds one training process; failing that, the fewest of the largest card with
     weights, gradients and optimizer state sharded across them (FSDP / ZeRO-3). Beside it, the cheapest card for
     the job among those that hold it (a faster card may cost less in all though it costs more per hour), and both
-    costs again at ``mfu_low`` (the pessimistic end of the range; None: half of ``mfu``)."""
-    e = estimate(shape, setup, overhead_bytes)
+    costs again at the pessimistic utilisation."""
+    margin, tokens, mfu, mfu_low = room.margin, priced.tokens, priced.mfu, priced.mfu_low
+    e = estimate(shape, setup, room.overhead_bytes)
     gpu, n = smallest_fit(e.total, gpus, margin), 1
     if gpu is None and gpus:
         big = max(gpus, key=lambda g: g.memory_gb)
@@ -153,9 +171,9 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
         chosen = (rec.get("kernel_choice") or {}).get("loss_logits")  # what the run's loss did, where recorded
-        setup = Setup.from_variant(v, precision, seq_len=round(width), parent=params.variants.get(v.parent),
-                                   answer_tokens=answer_tokens, cuda=bool(m.get("train_peak_reserved_mb")),
-                                   labelled=None if chosen is None else chosen == "labelled")
+        setup = Setup.from_variant(v, precision, parent=params.variants.get(v.parent), answer_tokens=answer_tokens,
+                                   cuda=bool(m.get("train_peak_reserved_mb")),
+                                   labelled=None if chosen is None else chosen == "labelled").at(round(width))
         predicted = estimate(shape, setup).total
         pairs.append((predicted, measured_mb * 1024 ** 2))
         rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
@@ -183,12 +201,11 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
     for shape in targets(params):
         here = {}
         for name, v in params.variants.items():
-            setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=s.target_seq_len,
-                                       micro_batch=s.target_micro_batch, parent=params.variants.get(v.parent),
-                                       answer_tokens=answer_tokens)
+            setup = Setup.from_variant(v, _resolved(v.train.precision), parent=params.variants.get(v.parent),
+                                       answer_tokens=answer_tokens).at(s.target_seq_len, s.target_micro_batch)
             speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing, speeds)
-            f = here[name] = fit(shape, setup, catalog(params), s.margin, overhead, tokens.get(name, 0.0),
-                                 speed.mfu, name, speed.mfu_low)
+            f = here[name] = fit(shape, setup, catalog(params), Headroom(s.margin, overhead),
+                                 Priced(tokens.get(name, 0.0), speed.mfu, speed.mfu_low), name)
             f.mfu, f.mfu_source = round(speed.mfu, 4), on_card(speed, f.cheapest_gpu)
         for name, f in here.items():
             parent = params.variants[name].parent
@@ -197,35 +214,6 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
             f.cumulative_usd = None if own is None or first is None else round(own + first, 2)
         out += here.values()
     return out
-
-
-def mfu_text(s, low: bool = False) -> str:
-    """``sizing.mfu`` (``low``: ``sizing.mfu_low``) in words: "30%", or "full 32%, lora 17%, qlora 11%" (DPO at
-    LoRA's unless named); the low end unset is "half of it" or "half of each"."""
-    from bakeoff.core.schema import MFU_TECHNIQUES
-
-    m = s.mfu_low if low else s.mfu
-    if low and m is None:
-        return "half of " + ("each" if isinstance(s.mfu, dict) else "it")
-    if not isinstance(m, dict):
-        return f"{m:.0%}"
-    of = s.mfu_low_for if low else s.mfu_for
-    return ", ".join(f"{t} {of(t):.0%}" for t in MFU_TECHNIQUES if t != "dpo" or "dpo" in m)
-
-
-def markdown(fits: list[Fit], tokens_note: str = "") -> list[str]:
-    lines = [("| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent "
-              "| MFU |"),
-             "|---|---|---|---|---|---|---|---|---|"]
-    for f in fits:
-        gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
-        hours = "–" if f.hours is None else f"{f.hours:.2f}"
-        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
-        cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
-        speed = f"{f.mfu:.1%} {(f.mfu_source or {}).get('how', '')}" if f.mfu else "–"
-        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
-                     f"| {cum} | {speed} |")
-    return lines
 
 
 def train_tokens(params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
@@ -272,44 +260,3 @@ def measured_on(params, path: str = GPU_CHECK) -> dict:
                               "how": "the memory model as it stood when the check ran, before it was revised on "
                                      "these peaks"} if before else None,
             "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """python -m bakeoff.decide.sizing: the sizing table from params.yaml (no training needed)."""
-    import argparse
-    import json
-    from dataclasses import replace
-
-    from bakeoff.core import runs
-    from bakeoff.core.config import load_params
-
-    ap = argparse.ArgumentParser(prog="python -m bakeoff.decide.sizing", description="GPU sizing for every variant")
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--seq", type=int, default=None, help="tokens per row (default: sizing.target_seq_len or "
-                    "max_seq_len)")
-    ap.add_argument("--micro-batch", type=int, default=None)
-    ap.add_argument("--tokens", type=float, default=None, help="training tokens to price (default: "
-                    "cost.train_tokens, else what each variant saw in runs/)")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = ap.parse_args(argv)
-    params = load_params(args.params)
-    if args.seq or args.micro_batch:
-        params = replace(params, sizing=replace(params.sizing, target_seq_len=args.seq or params.sizing.target_seq_len,
-                                                target_micro_batch=args.micro_batch
-                                                or params.sizing.target_micro_batch))
-    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
-    answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage
-    fits = table(params, train_tokens(params, records, args.tokens), answer_tokens=answer)
-    if args.json:
-        print(json.dumps([f.__dict__ for f in fits], indent=2))
-        return
-    print("\n".join(markdown(fits)))
-    print(f"\nmemory: one training process, {params.sizing.margin:.0%} of each card kept free; time at "
-          "each technique's utilisation at the target (sizing.mfu_from; measured: the GPU check's nearest row, "
-          f"reports/bench/gpu.json; assumed: sizing.mfu). Model: src/bakeoff/decide/sizing.py")
-
-
-if __name__ == "__main__":  # python -m bakeoff.decide.sizing
-    from bakeoff.core.errors import cli
-
-    cli(main)()

@@ -12,9 +12,11 @@ Non-inferiority is ``bakeoff.decide.rule``), implemented here.
 
 from __future__ import annotations
 
+LEVEL = 0.95  # every interval the report states: two-sided 95%
+
 
 def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resamples: int = 2000,
-                 seed: int = 0, level: float = 0.95, seeds: list[list] | None = None) -> tuple[float, float, float]:
+                 seed: int = 0, seeds: list[list] | None = None) -> tuple[float, float, float]:
     """(figure, low, high) of ``items`` (see Confidence above); ``baseline``: the other run's items (same examples,
     same order), for a difference; ``seeds``: this run's items under its other training seeds, same order."""
     import numpy as np
@@ -33,7 +35,7 @@ def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resampl
 
     rng = np.random.default_rng(seed)
     draws = np.sort([stat(rng.integers(0, n, n), rng.integers(0, k, k) if k > 1 else [0]) for _ in range(resamples)])
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
     return stat(range(n), range(k)), float(lo), float(hi)
 
 

@@ -54,12 +54,13 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
 def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     """Fine-tune, prompting is enough, or inconclusive: the best variant's gain over the best prompting baseline
     on the primary metric, judged by its paired bootstrap interval against ``min_gain``. Both winners are chosen on
-    the validation split (``choosing_split``); the gain and its interval are the test split's."""
+    the validation split (``choosing_split``); the gain and its interval are the test split's. The facts only:
+    ``bakeoff.report.verdict`` words them."""
     best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
     if best_b is None or ok.empty:
-        why = "no prompting baseline finished" if best_b is None else "no fine-tuned variant finished"
-        return {"decision": "inconclusive", "reason": why, "min_gain": min_gain}
+        missing = "prompting baseline" if best_b is None else "fine-tuned variant"
+        return {"decision": "inconclusive", "missing": missing, "min_gain": min_gain}
     split = choosing_split(df)
     col = "val_quality" if split == "val" else "quality"
     top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
@@ -73,31 +74,12 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
     if isinstance(against, str):
         out["baseline_figure"] = against
-    said = f"`{best_b}` ({against})" if isinstance(against, str) else f"`{best_b}`"
-    t = out.get("tie")
-    lead = (f"`{top['name']}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top['name'])}` at {t['at']:.1%} on "
-            f"{t['split']}; {t['rule']})" if t else f"`{top['name']}`")
-    decision = decision_of(lo, hi, min_gain)
-    if decision == "fine-tune":
-        out.update(decision=decision,
-                   reason=f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval "
-                          f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all above min_gain {min_gain * 100:.1f}")
-    elif decision == "prompting is enough":
-        out.update(decision=decision,
-                   reason=f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, "
-                          f"95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
-    else:
-        half = (hi - lo) / 2
+    out["decision"] = decision_of(lo, hi, min_gain)
+    if out["decision"] == "inconclusive":
         gap = abs(gain - min_gain)
         # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
         # rounded before the ceiling: float noise in the gain (0.09999999999999998) must not add an example
-        need = math.ceil(round(n * (half / gap) ** 2, 6)) if gap > 1e-9 else None
-        settle = (f"about {need} would settle it" if need
-                  else "no test set size would settle it: the gain sits at min_gain")
-        out.update(decision="inconclusive", examples_needed=need,
-                   reason=f"{lead} gains {gain * 100:+.1f} points over {said}; {n} test examples "
-                          f"give an interval of ±{half * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which "
-                          f"contains min_gain {min_gain * 100:.1f}; {settle}")
+        out["examples_needed"] = math.ceil(round(n * ((hi - lo) / 2 / gap) ** 2, 6)) if gap > 1e-9 else None
     return out
 
 
@@ -150,11 +132,7 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
                 left.append(fix)
         left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
         out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
-                    "tried": tried, "tried_elsewhere": elsewhere, "left": left,
-                    "line": f"`{r['name']}` fails on format, not knowledge: {contains:.0%} of its answers contain the "
-                            f"reference, {quality:.0%} score on the primary metric. Tried: {', '.join(tried)}."
-                            + (f" Tried by other prompting arms: {'; '.join(elsewhere)}." if elsewhere else "")
-                            + (f" Not tried: {'; '.join(left)}." if left else "")})
+                    "tried": tried, "tried_elsewhere": elsewhere, "left": left})
     return out
 
 

@@ -37,7 +37,7 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
     def work():
         served = ep.preflight()  # a server that does not answer or refuses the key: this baseline's failure
         record["engine"]["model_listed"] = ep.model in served if served else None
-        metrics, rows = endpoint.evaluate(ep, inputs.test, inputs.val, inputs.plan, to_prompt, b.price, name)
+        metrics, rows = endpoint.evaluate(ep, inputs, Ask(to_prompt, desc=name), b.price)
         record["engine"]["label_choice"] = metrics.pop("label_choice", "no label set: generation only")
         write_jsonl(runs.predictions(name), rows)
         metrics["serving_dtype"] = "endpoint"

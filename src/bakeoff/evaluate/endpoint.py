@@ -225,13 +225,15 @@ def answer_metrics(answers: list[Answer], sequential: int, price: dict | None) -
     return m
 
 
-def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc: str) -> tuple[dict, list[dict]]:
-    """An endpoint arm scored like a local one: the same prompts, greedy, the same metrics on test and val, and
-    with a label set, label choice through the server's log-probabilities where it gives them (``label_choice``
-    says which). Validation loss and preference pairs need every token's log-probability: left out."""
+def evaluate(ep: Endpoint, inputs, ask, price: dict | None) -> tuple[dict, list[dict]]:
+    """An endpoint arm scored like a local one (``inputs``: ``bakeoff.evaluate.local.EvalInputs``; asked as ``ask``,
+    an ``Ask``, says): the same prompts, greedy, the same metrics on test and val, and with a label set, label choice
+    through the server's log-probabilities where it gives them (``label_choice`` says which). Validation loss and
+    preference pairs need every token's log-probability: left out."""
     from bakeoff.core.scoring import all_metrics, score
     from bakeoff.evaluate.local import rows_of
 
+    test, val, plan, to_prompt, desc = inputs.test, inputs.val, inputs.plan, ask.to_prompt, ask.desc
     prompts, refs = [to_prompt(e) for e in test], [e.completion for e in test]
     answers = ep.complete(prompts, plan.max_new_tokens, sequential=plan.latency_requests, desc=desc)
     if answers and all(a.error for a in answers):
@@ -250,13 +252,15 @@ def evaluate(ep: Endpoint, test, val, plan, to_prompt, price: dict | None, desc:
         if a.error:
             r["error"] = a.error
     if plan.labels:  # the better of free generation and label choice decides, as for a local baseline
-        metrics["label_choice"] = _label_choice(ep, prompts, refs, val, to_prompt, plan, rows, metrics, desc)
+        metrics["label_choice"] = _label_choice(ep, inputs, ask, rows, metrics)
     return metrics, rows
 
 
-def _label_choice(ep: Endpoint, prompts, refs, val, to_prompt, plan, rows, metrics, desc) -> str:
+def _label_choice(ep: Endpoint, inputs, ask, rows: list[dict], metrics: dict) -> str:
     from bakeoff.core.scoring import score
 
+    val, plan, to_prompt, desc = inputs.val, inputs.plan, ask.to_prompt, ask.desc
+    prompts, refs = [to_prompt(e) for e in inputs.test], [e.completion for e in inputs.test]
     chosen, mode = ep.choose(prompts, plan.labels, desc=f"{desc} label choice")
     if mode.startswith("generation only"):
         return mode

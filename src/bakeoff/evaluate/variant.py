@@ -28,40 +28,6 @@ from bakeoff.train.techniques import get_technique
 BASE = runs.BASE
 
 
-def seed_metrics(technique, v, serving: str, tok, inputs, rows: list[dict], primary: float, seeds: list[dict]) -> dict:
-    """Each extra seed's test quality (also logged into its child MLflow run), and the mean and standard deviation
-    over every seed, the primary one included."""
-    import statistics
-
-    qualities = [primary]
-    for s in seeds:
-        model = technique.load_for_eval(BASE, runs.seed_dir(v.name, s["seed"]), v, serving)
-        q = score_seed(model, tok, inputs, rows, s["seed"], f"{v.name} seed {s['seed']}")
-        del model
-        gc.collect()
-        qualities.append(q)
-        tracking.log_to_run(s["run_id"], {"quality": q})
-    return {"seeds": len(qualities), "quality_seed_mean": round(statistics.mean(qualities), 4),
-            "quality_seed_sd": round(statistics.stdev(qualities), 4), "quality_seed_min": round(min(qualities), 4),
-            "quality_seed_max": round(max(qualities), 4)}
-
-
-def general_checks(params, name: str, lm, tok, serving: str, record: dict, metrics: dict) -> None:
-    """The forgetting checks lm-eval runs on ``lm`` (a loaded model or its ``hf`` model_args), each a side check:
-    the offline probe (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
-    from bakeoff.evaluate.lmeval import run_probe, run_standard
-
-    if params.eval.probe:
-        side_check(record, metrics, "probe", lambda: run_probe(lm, tok, runs.work_dir(name) / "probe",
-                                                                params.eval.batch_size, torch_name(serving),
-                                                                params.eval.probe_limit))
-    if params.eval.lm_eval_tasks:
-        def standard():
-            record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
-                                                   params.eval.lm_eval_limit, torch_name(serving))
-        side_check(record, metrics, "lm_eval_tasks", standard)
-
-
 def unmerged_latency(technique, v, serving: str, tok, inputs) -> dict:
     """Latency of an adapter served unmerged (nothing where the technique serves it merged only)."""
     unmerged = technique.load_unmerged(BASE, runs.variant_dir(v.name), v, serving)
@@ -132,8 +98,7 @@ class Evaluation:
                                           Ask(pairs=inputs.pairs, desc=name, resume=resume))
         seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
         if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.decide.figures)
-            metrics.update(seed_metrics(self.technique, self.v, self.serving, self.tok, inputs, rows,
-                                        metrics["quality"], seeds))
+            metrics.update(self.seed_metrics(rows, metrics["quality"], seeds))
         write_jsonl(runs.predictions(name), rows)
         resume.finish()
         metrics.update(served=self.technique.served_as(self.out),
@@ -169,4 +134,37 @@ class Evaluation:
             side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
                 self.inputs, rows, self.lm, self.tok, runs.work_dir(name) / "lm_eval",
                 LmEvalRun(params.eval.lm_eval, torch_name(self.serving))))
-        general_checks(params, name, self.lm, self.tok, self.serving, record, metrics)
+        self.general_checks(metrics)
+
+    def seed_metrics(self, rows: list[dict], primary: float, seeds: list[dict]) -> dict:
+        """Each extra seed's test quality (also logged into its child MLflow run), and the mean and standard deviation
+        over every seed, the primary one included."""
+        import statistics
+
+        v, qualities = self.v, [primary]
+        for s in seeds:
+            model = self.technique.load_for_eval(BASE, runs.seed_dir(v.name, s["seed"]), v, self.serving)
+            q = score_seed(model, self.tok, self.inputs, rows, s["seed"], f"{v.name} seed {s['seed']}")
+            del model
+            gc.collect()
+            qualities.append(q)
+            tracking.log_to_run(s["run_id"], {"quality": q})
+        return {"seeds": len(qualities), "quality_seed_mean": round(statistics.mean(qualities), 4),
+                "quality_seed_sd": round(statistics.stdev(qualities), 4), "quality_seed_min": round(min(qualities), 4),
+                "quality_seed_max": round(max(qualities), 4)}
+
+    def general_checks(self, metrics: dict) -> None:
+        """The forgetting checks lm-eval runs on ``self.lm`` (a loaded model or its ``hf`` model_args), each a side
+        check: the offline probe (metrics) and the standard tasks (``record["lm_eval_tasks"]``, skipped offline)."""
+        from bakeoff.evaluate.lmeval import run_probe, run_standard
+
+        params, record, lm, tok, dtype = self.params, self.record, self.lm, self.tok, torch_name(self.serving)
+        if params.eval.probe:
+            side_check(record, metrics, "probe", lambda: run_probe(lm, tok, runs.work_dir(self.name) / "probe",
+                                                                    params.eval.batch_size, dtype,
+                                                                    params.eval.probe_limit))
+        if params.eval.lm_eval_tasks:
+            def standard():
+                record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
+                                                       params.eval.lm_eval_limit, dtype)
+            side_check(record, metrics, "lm_eval_tasks", standard)

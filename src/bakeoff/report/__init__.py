@@ -26,7 +26,7 @@ from bakeoff.report.plots import pareto, plots
 from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.sizing import sizing_lines
-from bakeoff.report.tables import forgetting, markdown, metrics_json, provenance_lines, write
+from bakeoff.report.tables import Page, forgetting, markdown, metrics_json, provenance_lines, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
            "sizing_lines",
@@ -98,10 +98,17 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
     return out[:3]
 
 
+def said(d) -> dict:
+    """The decision's verdict as the report writes it: its facts with their words (``report.verdict``)."""
+    from bakeoff.report.verdict import worded
+
+    return worded(d.verdict, d.runs, d.costs)
+
+
 def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict | None = None) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
-    df, v, c, sized, prov, stats, pw = d.runs, d.verdict, d.money, d.sizing, d.provenance, d.data_stats, d.pairwise
+    df, v, c, sized, prov, stats, pw = d.runs, said(d), d.money, d.sizing, d.provenance, d.data_stats, d.pairwise
     extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
              "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
@@ -119,8 +126,7 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
               "where": (d.evidence or {}).get("where")}
     head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
             + data_curve.headline(d.curve, v.get("decision")))
-    paths = write(df, params.task.metric, out_dir, head=head, tail=tail, extra=record, images=images,
-                  after_quality=middle, scope=v.get("scope"))
+    paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
     if pw is not None:
         paths["pairwise"] = out_dir / "pairwise.csv"
         pw.to_csv(paths["pairwise"], index=False)

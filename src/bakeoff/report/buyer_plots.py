@@ -7,6 +7,7 @@ training and validation loss per arm. Each title says what was measured and what
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -26,11 +27,23 @@ def _save(fig, plt, out_dir: Path, key: str, paths: dict):
     return fig
 
 
-def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, scope: dict, target: str | None,
-                    out_dir: Path, metric: str, paths: dict):
-    """Each fine-tuned run's test quality (measured here) against its all-in cost on ``target`` (projected: search,
+@dataclass
+class Canvas:
+    """Where a plot goes (``out_dir``; its saved path into ``paths``) and what its axes say: the task's ``metric``, the
+    verdict's ``scope`` (what each figure was measured on), the sizing ``target`` (what is projected)."""
+
+    out_dir: Path
+    paths: dict
+    metric: str
+    scope: dict
+    target: str | None
+
+
+def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, canvas: Canvas):
+    """Each fine-tuned run's test quality (measured here) against its all-in cost on the target (projected: search,
     its parent and its own training, low to high as a bar); the frontier dashed, the recommendation starred; the
     prompting baselines, which train nothing, as horizontal lines."""
+    scope, target, metric = canvas.scope, canvas.target, canvas.metric
     sub = ok[ok["name"].isin(costs)]
     if sub.empty or not target:
         return None
@@ -56,7 +69,7 @@ def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, scope: dict,
     ax.set_title(f"Quality measured on {scope.get('model', 'the base model')}\nagainst all-in cost projected "
                  f"for {target}", fontsize=10)
     ax.legend(loc="center right", fontsize=7)
-    return _save(fig, plt, out_dir, "quality_vs_cost", paths)
+    return _save(fig, plt, canvas.out_dir, "quality_vs_cost", canvas.paths)
 
 
 def memory_at_target(fits: list[dict], cards: list, margin: float, target: str | None, out_dir: Path,
@@ -131,7 +144,7 @@ def decision_plots(params, d, out_dir: Path) -> dict[str, Path]:
     scope = v.get("scope") or {}
     ok = d.runs[d.runs["status"] == "ok"]
     rec = picked(v) or (v.get("recommendation") or {}).get("run")
-    quality_vs_cost(ok, d.costs or {}, rec, scope, target, out_dir, params.task.metric, paths)
+    quality_vs_cost(ok, d.costs or {}, rec, Canvas(out_dir, paths, params.task.metric, scope, target))
     memory_at_target(d.sizing.get("fits") or [], catalog(params), params.sizing.margin, target, out_dir, paths)
     loss_curves({n: r.get("history") or [] for n, r in d.records.items()},
                 {n: r.get("val_curve") or [] for n, r in d.records.items()}, scope, out_dir, paths)

@@ -4,7 +4,7 @@ table of every cheaper run against the best (presentation only)."""
 
 from __future__ import annotations
 
-from bakeoff.decide.recommend import sig
+from bakeoff.report.verdict import sig
 
 
 def saving_words(s: dict, unit: str) -> str:
@@ -55,7 +55,7 @@ def against_best_lines(rec: dict) -> list[str]:
         return []
     unit = rec.get("saving_unit", "usd")
     saved = "saves (projected, bought alone)" if unit == "usd" else "saves (training memory measured here)"
-    from bakeoff.decide.recommend import sig
+    from bakeoff.report.verdict import sig
 
     def saves(s: dict) -> str:
         return f"${sig(s['saving'])}" if unit == "usd" else f"{s['saving']:,.0f} MB"

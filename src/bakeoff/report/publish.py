@@ -3,6 +3,7 @@ recommended run registered as the champion."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bakeoff.core import runs, tracking
@@ -32,17 +33,17 @@ def champion_of(params, rec: dict) -> dict | None:
 
 def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
     """The repro's parent run with the report's files, every current arm nested under it, the champion."""
-    v, names = d.verdict, list(d.runs["name"])
-    parent = summary_run(params, names,
-                                  tags={"verdict": v["decision"], "best_variant": v.get("variant", ""),
-                                        "best_baseline": v.get("baseline", ""),
-                                        "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
-                                        "recommendation": (v["recommendation"] or {}).get("line", ""),
-                                        "quick_look": str(bool(params.verdict.quick_look)).lower()},
-                                  metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v},
-                                           **where_metrics(d.evidence)},
-                                  files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
-                                  tables={"pairwise.json": d.pairwise})
+    from bakeoff.report import said
+
+    v, names = said(d), list(d.runs["name"])
+    parent = summary_run(params, names, Summary(
+        tags={"verdict": v["decision"], "best_variant": v.get("variant", ""), "best_baseline": v.get("baseline", ""),
+              "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
+              "recommendation": (v["recommendation"] or {}).get("line", ""),
+              "quick_look": str(bool(params.verdict.quick_look)).lower()},
+        metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v}, **where_metrics(d.evidence)},
+        files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
+        tables={"pairwise.json": d.pairwise}))
     nested = nest_repro(params, parent, names)
     print(f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
           "tagged superseded")
@@ -81,11 +82,22 @@ def say(paths: dict[str, Path], verbose: bool) -> None:
     print(f"[compare] the report: {paths['md']} ({paths['html']}: one page, plots inline)")
 
 
-def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list, folders: dict,
-                tables: dict | None = None) -> str:
-    """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``): the report's files and folders as
-    artifacts, the verdict as tags and metrics, ``tables`` (artifact name → DataFrame) as MLflow tables the UI shows
-    (``mlflow.log_table``). Returns its run id (``nest_repro`` puts the arms under it)."""
+@dataclass
+class Summary:
+    """What the repro's parent run holds: the verdict as ``tags`` and ``metrics``, the report's ``files`` and
+    ``folders`` (artifact folder → local folder) as artifacts, ``tables`` (artifact name → DataFrame) as MLflow tables
+    the UI shows (``mlflow.log_table``)."""
+
+    tags: dict
+    metrics: dict
+    files: list
+    folders: dict
+    tables: dict = field(default_factory=dict)
+
+
+def summary_run(params, names: list[str], summary: Summary) -> str:
+    """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``) over the runs ``names``, holding
+    ``summary``. Returns its run id (``nest_repro`` puts the arms under it)."""
     import datetime
 
     import mlflow
@@ -93,13 +105,13 @@ def summary_run(params, names: list[str], tags: dict, metrics: dict, files: list
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     with tracking.run(params, "comparison", "repro", "-", {"runs": names},
                       run_name=f"repro {runs.git_commit()[:7]} {when}") as r:
-        mlflow.set_tags(tags)
-        for name, table in (tables or {}).items():
+        mlflow.set_tags(summary.tags)
+        for name, table in summary.tables.items():
             mlflow.log_table(table, artifact_file=name)
-        tracking.log_metrics(metrics)
-        for p in files:
+        tracking.log_metrics(summary.metrics)
+        for p in summary.files:
             mlflow.log_artifact(str(p))
-        for dest, folder in folders.items():
+        for dest, folder in summary.folders.items():
             mlflow.log_artifacts(str(folder), dest)
     return r.info.run_id
 

@@ -43,7 +43,7 @@ def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | Non
 def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
     """The report's first lines: four rows a buyer reads before anything else (fine-tune? which technique? which
     card? what it costs), one name and one price, each figure from the sections below."""
-    from bakeoff.decide.recommend import usd_range
+    from bakeoff.report.verdict import usd_range
 
     scope, rec = v.get("scope") or {}, v.get("recommendation") or {}
     on = f"on `{scope['model']}`, {scope.get('n', '?')} test items" if scope.get("model") else "on the test split"
@@ -58,7 +58,7 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
         rows.append(("Technique", technique_words(rec, v) if rec.get("choice") else f"`{run}`"))
         a = (costs or {}).get(run) or {}
         if a:
-            from bakeoff.decide.recommend import sig
+            from bakeoff.report.verdict import sig
 
             n = a.get("smallest_gpus") or 1
             smallest = f"{n}× {a['smallest_card']}" if n > 1 else a["smallest_card"]
@@ -124,7 +124,7 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
 
 def cost_lines(v: dict, c: dict) -> list[str]:
     """The verdict's money, all projected: the all-in cost on the target and the break-even against prompting."""
-    from bakeoff.decide.recommend import usd_range
+    from bakeoff.report.verdict import usd_range
 
     out = []
     if not c:

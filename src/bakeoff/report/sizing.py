@@ -8,7 +8,6 @@ from __future__ import annotations
 def sizing_lines(params, sized: dict, costs: dict | None = None, images: dict | None = None) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
-    from bakeoff.decide.sizing import mfu_text
     from bakeoff.report.tables import details
 
     calib = sized["calibration"]
@@ -57,7 +56,7 @@ def sizing_lines(params, sized: dict, costs: dict | None = None, images: dict | 
 def pivot(fits: list[dict]) -> list[str]:
     """Targets × variants: the memory each needs, the smallest card that holds it, the cheapest card for the whole
     job and its training cost range there (projections)."""
-    from bakeoff.decide.recommend import sig, usd_range
+    from bakeoff.report.verdict import sig, usd_range
 
     variants = list(dict.fromkeys(f["variant"] for f in fits))
     targets = list(dict.fromkeys(f["target"] for f in fits))
@@ -110,7 +109,7 @@ def speed_lines(fits: list[dict], target: str | None) -> list[str]:
 
 def all_in_lines(costs: dict | None) -> list[str]:
     """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
-    from bakeoff.decide.recommend import usd_range
+    from bakeoff.report.verdict import usd_range
 
     if not costs:
         return []
@@ -126,3 +125,17 @@ def all_in_lines(costs: dict | None) -> list[str]:
                      f"{usd_range(c['usd'], c['usd_high'])} | "
                      f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
     return lines
+
+
+def mfu_text(s, low: bool = False) -> str:
+    """``sizing.mfu`` (``low``: ``sizing.mfu_low``) in words: "30%", or "full 32%, lora 17%, qlora 11%" (DPO at
+    LoRA's unless named); the low end unset is "half of it" or "half of each"."""
+    from bakeoff.core.schema import MFU_TECHNIQUES
+
+    m = s.mfu_low if low else s.mfu
+    if low and m is None:
+        return "half of " + ("each" if isinstance(s.mfu, dict) else "it")
+    if not isinstance(m, dict):
+        return f"{m:.0%}"
+    of = s.mfu_low_for if low else s.mfu_for
+    return ", ".join(f"{t} {of(t):.0%}" for t in MFU_TECHNIQUES if t != "dpo" or "dpo" in m)

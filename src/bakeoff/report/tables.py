@@ -7,6 +7,7 @@ Every figure shown is defined in ``bakeoff.core.measure`` (speed, memory, interv
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -236,10 +237,22 @@ def details(summary: str, lines: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""] if lines else []
 
 
-def markdown(df: pd.DataFrame, metric: str, head: list[str] | None = None, tail: list[str] | None = None,
-             images: dict | None = None, after_quality: list[str] | None = None,
-             scope: dict | None = None) -> str:
-    scope = scope or {}
+@dataclass
+class Page:
+    """The report's sections around its tables: ``head`` above the quality table (the verdict), ``after_quality``
+    below it, ``tail`` at the end (sizing, glossary, provenance); the plots' ``images``; the verdict's ``scope``
+    (the model and machine each figure was measured on)."""
+
+    head: list[str] = field(default_factory=list)
+    after_quality: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+    images: dict | None = None
+    scope: dict | None = None
+
+
+def markdown(df: pd.DataFrame, metric: str, page: Page | None = None) -> str:
+    page = page or Page()
+    head, tail, images, after_quality, scope = page.head, page.tail, page.images, page.after_quality, page.scope or {}
     n_test = _fmt(df.get("n_test", pd.Series([None])).max(), "{:.0f}")
     best = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     on = f" of `{scope['model']}`" if scope.get("model") else ""
@@ -299,13 +312,11 @@ def metrics_json(df: pd.DataFrame, metric: str) -> dict:
     return {"metric": metric, "runs": out}
 
 
-def write(df: pd.DataFrame, metric: str, out_dir: Path, head: list[str] | None = None,
-          tail: list[str] | None = None, extra: dict | None = None, images: dict | None = None,
-          after_quality: list[str] | None = None, scope: dict | None = None) -> dict[str, Path]:
+def write(df: pd.DataFrame, metric: str, out_dir: Path, page: Page, extra: dict | None = None) -> dict[str, Path]:
     """comparison.md, comparison.csv and metrics.json (with ``extra`` sections such as the verdict) in one pass."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"md": out_dir / "comparison.md", "csv": out_dir / "comparison.csv", "json": out_dir / "metrics.json"}
-    paths["md"].write_text(markdown(df, metric, head, tail, images, after_quality, scope))
+    paths["md"].write_text(markdown(df, metric, page))
     df.drop(columns=[c for c in ("pref_margins",) if c in df.columns]).to_csv(paths["csv"], index=False)
     paths["json"].write_text(json.dumps({**metrics_json(df, metric), **(extra or {})}, indent=2, default=str))
     return paths

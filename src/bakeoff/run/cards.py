@@ -16,7 +16,18 @@ from dataclasses import dataclass
 
 from bakeoff.core.errors import UserError
 from bakeoff.decide.memory import GB, Setup, Shape
-from bakeoff.decide.sizing import GPU, Fit, _resolved, catalog, fit, targets, train_tokens
+from bakeoff.decide.sizing import (
+    GPU,
+    Fit,
+    Headroom,
+    Priced,
+    _resolved,
+    catalog,
+    fit,
+    table,
+    targets,
+    train_tokens,
+)
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
 
 
@@ -55,25 +66,38 @@ def pick(params, model: str, technique: str):
     return shape, named[0], variants[named[0]]
 
 
-def cards(params, model: str, technique: str, seq_len: int | None = None, micro_batch: int | None = None,
-          tokens: float | None = None, records: dict | None = None, speeds: list[dict] | None = None,
+@dataclass(frozen=True)
+class Asked:
+    """What ``bakeoff size`` is asked: ``model`` trained with ``technique`` (a variant's name or a technique), at
+    ``seq_len`` × ``micro_batch`` (None: sizing's target, else the variant's own), pricing ``tokens`` (None:
+    cost.train_tokens, else what the variant saw in this run's records, else none: memory only)."""
+
+    model: str
+    technique: str
+    seq_len: int | None = None
+    micro_batch: int | None = None
+    tokens: float | None = None
+
+
+def cards(params, asked: Asked, records: dict | None = None, speeds: list[dict] | None = None,
           answer_tokens: int | None = None) -> Cards:
-    """Every card of the catalog for ``model`` trained with ``technique`` (``bakeoff size``). ``tokens``: what to
-    price (None: cost.train_tokens, else what the variant saw in this run's ``records``, else none: memory only);
+    """Every card of the catalog for what is ``asked`` (``bakeoff size``); ``records``: this run's training records;
     ``answer_tokens``: the task's longest answer, the logits a labelled loss holds (None: every token's)."""
+    model, technique, seq_len, micro_batch, tokens = (asked.model, asked.technique, asked.seq_len, asked.micro_batch,
+                                                      asked.tokens)
     s = params.sizing
     shape, name, v = pick(params, model, technique)
     seq = int(seq_len or s.target_seq_len or v.train.max_seq_len)
     mb = int(micro_batch or s.target_micro_batch or v.train.micro_batch)
-    setup = Setup.from_variant(v, _resolved(v.train.precision), seq_len=seq, micro_batch=mb,
-                               parent=params.variants.get(v.parent), answer_tokens=answer_tokens)
+    setup = Setup.from_variant(v, _resolved(v.train.precision), parent=params.variants.get(v.parent),
+                               answer_tokens=answer_tokens).at(seq, mb)
     speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing,
                      measured_speeds() if speeds is None else speeds)
     priced = train_tokens(params, records or {}, tokens)[name]  # the report's rule: the same tokens priced
     source = ("--tokens" if tokens else "cost.train_tokens" if params.cost.train_tokens
               else f"what `{name}` trained on in runs/" if priced else "none: pass --tokens to price the time")
-    rows = [(g, fit(shape, setup, [g], s.margin, s.cuda_overhead_gb * GB, priced, speed.mfu, name, speed.mfu_low))
-            for g in catalog(params)]
+    room, at = Headroom(s.margin, s.cuda_overhead_gb * GB), Priced(priced, speed.mfu, speed.mfu_low)
+    rows = [(g, fit(shape, setup, [g], room, at, name)) for g in catalog(params)]
     return Cards(shape, name, setup.technique, seq, mb, priced, source, speed, rows)
 
 
@@ -96,3 +120,33 @@ def lines(c: Cards, margin: float) -> list[str]:
                  "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
                  "bakeoff.core.measure.")]
     return out
+
+
+def every_variant(params, asked: Asked, records: dict, answer_tokens: int | None = None) -> list[Fit]:
+    """Every target of ``sizing.targets`` × every variant of params.yaml at ``asked``'s sequence length, micro-batch
+    and tokens (its model and technique unset): the table ``bakeoff size`` prints without ``--model``."""
+    from dataclasses import replace
+
+    s = params.sizing
+    params = replace(params, sizing=replace(s, target_seq_len=asked.seq_len or s.target_seq_len,
+                                            target_micro_batch=asked.micro_batch or s.target_micro_batch))
+    return table(params, train_tokens(params, records, asked.tokens), answer_tokens=answer_tokens)
+
+
+def table_lines(fits: list[Fit], margin: float) -> list[str]:
+    """Every target × variant in Markdown, with how it was projected below it."""
+    lines = [("| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent "
+              "| MFU |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in fits:
+        gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
+        hours = "–" if f.hours is None else f"{f.hours:.2f}"
+        usd = "–" if f.usd is None else f"{f.usd:,.2f}"
+        cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
+        speed = f"{f.mfu:.1%} {(f.mfu_source or {}).get('how', '')}" if f.mfu else "–"
+        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
+                     f"| {cum} | {speed} |")
+    return lines + ["", (f"Projected, not measured: one training process, {margin:.0%} of each card kept free; time "
+                         "at each technique's utilisation at the target (sizing.mfu_from; measured: the GPU check's "
+                         "nearest row, reports/bench/gpu.json; assumed: sizing.mfu). The memory model: "
+                         "bakeoff.decide.memory.")]

@@ -4,6 +4,7 @@
     bakeoff repro                  the whole bake-off: dvc repro with a clock (reports/comparison.md)
     bakeoff size --model llama-3.1-8b --technique qlora [--seq-len 2048] [--micro-batch 1]
                                    the card table for a model you will really fine-tune, before any training
+    bakeoff size                   every target of sizing.targets × every variant of params.yaml
     bakeoff report                 the report again from the runs' records (after a change to verdict: or cost:)
     bakeoff ui                     the MLflow UI on this run's experiment
 
@@ -44,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
                          "); with --params FILE other than params.yaml, in work/<FILE's name>/.")
     p.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
     p = command("size", "The GPU card table for a model you will really fine-tune, before any training: memory "
-                        "needed against each card, hours and dollars (projections; sizing: in params.yaml).")
-    p.add_argument("--model", required=True, help="a name in sizing.targets, e.g. llama-3.1-8b")
-    p.add_argument("--technique", required=True, help="full, lora, qlora, dpo, or a variant's name")
+                        "needed against each card, hours and dollars (projections; sizing: in params.yaml). "
+                        "Without --model and --technique: every target × every variant, one row each.")
+    p.add_argument("--model", help="a name in sizing.targets, e.g. llama-3.1-8b")
+    p.add_argument("--technique", help="full, lora, qlora, dpo, or a variant's name")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per row (default sizing.target_seq_len)")
     p.add_argument("--micro-batch", type=int, default=None, help="rows per forward pass (default "
                    "sizing.target_micro_batch)")
@@ -114,14 +116,19 @@ def size(args) -> int:
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
     from bakeoff.decide.sizing import longest_answer
-    from bakeoff.run.cards import cards, lines
+    from bakeoff.run.cards import Asked, cards, every_variant, lines, table_lines
 
+    if bool(args.model) != bool(args.technique):
+        raise UserError("size: give --model and --technique together (one card table), or neither (every target × "
+                        "every variant)")
     params = load_params(_params(args.params))
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}  # after a run, if any
     answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage, if it ran
-    c = cards(params, args.model, args.technique, args.seq_len, args.micro_batch, args.tokens, records,
-              answer_tokens=answer)
-    print("\n".join(lines(c, params.sizing.margin)))
+    asked = Asked(args.model or "", args.technique or "", args.seq_len, args.micro_batch, args.tokens)
+    if not args.model:
+        print("\n".join(table_lines(every_variant(params, asked, records, answer), params.sizing.margin)))
+        return 0
+    print("\n".join(lines(cards(params, asked, records, answer_tokens=answer), params.sizing.margin)))
     return 0
 
 

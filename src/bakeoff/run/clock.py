@@ -32,6 +32,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,6 +80,31 @@ def write_record(rec: dict, path: Path = RECORD) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(rec, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+@dataclass
+class Clock:
+    """A run's record of stage times (``rec``, written to ``path`` as each stage ends), this machine's line, the
+    estimator, and the run's tally so far: stages ran, the plan's total estimate, the estimates of the stages ended."""
+
+    rec: dict
+    path: Path
+    machine: str
+    est: Estimator
+    ran: int = 0
+    total: float = 0.0
+    ended: float = 0.0
+    t0: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def open(cls, path: Path, params) -> Clock:
+        """The record at ``path`` with this machine's line, estimating from it and the speed probe now."""
+        from bakeoff.core.measure import speed_probe
+        from bakeoff.core.runs import machine_line
+
+        rec = read_record(path)
+        rec["machine"] = machine_line()
+        return cls(rec, path, rec["machine"], Estimator(rec, params, speed_probe()))
 
 
 def plan(repo, targets: list[str] | None, force: bool = False):
@@ -152,20 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     from dvc.repo.reproduce import _reproduce_stage
 
     from bakeoff import VERBOSE
-    from bakeoff.core.runs import machine_line
 
     if not VERBOSE:  # DVC's own progress lines (Running stage, the command, Updating lock file): the clock says it
         logging.getLogger("dvc").setLevel(logging.WARNING)
         logging.getLogger("dvc.output").addFilter(_EmptyPredictions())
-    record_path = Path(args.record)
-    rec = read_record(record_path)
-    machine = machine_line()
-    rec["machine"] = machine
-    from bakeoff.core.measure import speed_probe
-
-    est = Estimator(rec, _load_params(), speed_probe())
+    clock = Clock.open(Path(args.record), _load_params())
     with Repo() as repo:
-        return _run(repo, args, rec, record_path, machine, est, _reproduce_stage)
+        return _run(repo, args, clock, _reproduce_stage)
 
 
 class _EmptyPredictions(logging.Filter):
@@ -191,14 +210,15 @@ def _say_plan(steps, will, estimates: dict, total: float, machine: str) -> None:
         print(f"  {s.addressing:<28} about {about(e):>8}   ({b})", flush=True)
 
 
-def _record_stage(rec: dict, name: str, status: str, dt: float, e: float, basis: str, machine: str,
-                  probe: float | None = None) -> bool:
-    """The stage's entry in the record; True when it ran (a skip is not its real work, so not its next estimate)."""
+def _record_stage(clock: Clock, name: str, status: str, dt: float, estimate: tuple[float, str]) -> bool:
+    """The stage's entry in the record (``estimate``: its seconds and what they rest on); True when it ran (a skip is
+    not its real work, so not its next estimate)."""
+    rec, (e, basis) = clock.rec, estimate
     entry = dict(rec["stages"].get(name) or {})
     entry.update({"last_status": status, "last_s": round(dt, 1), "estimated_s": round(e, 1), "estimated_from": basis,
                   "at": datetime.now(UTC).isoformat(timespec="seconds")})
     if status == "ran":
-        entry.update({"actual_s": round(dt, 1), "machine": machine, "probe_s": probe})
+        entry.update({"actual_s": round(dt, 1), "machine": clock.machine, "probe_s": clock.est.probe})
     rec["stages"][name] = entry
     return status == "ran"
 
@@ -217,11 +237,11 @@ def _track_restores(repo) -> set:
     return restored
 
 
-def _close_run(rec: dict, run: dict, record_path: Path, actual: float, ran: int, restored: int, total: float,
-               ended: float, ok: bool) -> None:
+def _close_run(clock: Clock, run: dict, restored: int, ok: bool) -> None:
     """The run's entry in the record (its actual time beside its estimate) and the clock's last line. A run that
-    stopped early (``ok`` false) is compared on the stages it ended (``ended``: their estimates), not on the whole
-    plan."""
+    stopped early (``ok`` false) is compared on the stages it ended (their estimates), not on the whole plan."""
+    rec, record_path, ran, total, ended = clock.rec, clock.path, clock.ran, clock.total, clock.ended
+    actual = time.perf_counter() - clock.t0
     run.update({"actual_total_s": round(actual, 1), "stages_ran": ran, "completed": ok,
                 **({"stages_restored": restored} if restored else {})})
     against = total if ok else ended
@@ -242,23 +262,25 @@ def _close_run(rec: dict, run: dict, record_path: Path, actual: float, ran: int,
               f"{about(ended)}{off}; the record: {record_path}", flush=True)
 
 
-def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=None, **repro_kwargs) -> int:
+def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs) -> int:
     """``around(stage, run, restored)``: runs the stage through ``run()`` (bakeoff.run.worker holds a lock and pushes
     there); ``restored``: the names of the stages restored from the cache so far;
     ``repro_kwargs`` go to ``Repo.reproduce`` (the worker's ``pull=True``, as ``dvc repro --pull``)."""
     from bakeoff.core.runs import git_commit
 
     restored = _track_restores(repo)
+    est = clock.est
 
     with repo.lock:  # what `dvc status` holds to read the stages' state
         steps, will = plan(repo, args.targets, args.force)
     estimates = {s.addressing: est(s.addressing) for s in will}
-    total = sum(e for e, _ in estimates.values())
-    _say_plan(steps, will, estimates, total, machine)
+    clock.total = total = sum(e for e, _ in estimates.values())
+    _say_plan(steps, will, estimates, total, clock.machine)
     run = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": git_commit(),
-           "machine": machine, "stages_planned": len(will), "estimated_total_s": round(total, 1),
+           "machine": clock.machine, "stages_planned": len(will), "estimated_total_s": round(total, 1),
            "probe_s": est.probe}
-    state = {"left": total, "ran": 0, "t0": time.perf_counter(), "estimated_ended": 0.0}
+    clock.t0 = time.perf_counter()
+    state = {"left": total}
     order = {s.addressing: i for i, s in enumerate(will, 1)}
 
     def timed(stage, **kwargs):
@@ -279,10 +301,10 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=No
             dt = time.perf_counter() - t
             state["left"] = max(0.0, state["left"] - e) if i else state["left"]
             if i:
-                state["estimated_ended"] += e
-            if _record_stage(rec, name, status, dt, e, basis, machine, est.probe):
-                state["ran"] += 1
-            write_record(rec, record_path)
+                clock.ended += e
+            if _record_stage(clock, name, status, dt, (e, basis)):
+                clock.ran += 1
+            write_record(clock.rec, clock.path)
             word = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED",
                     "restored": "restored from the cache, not run,"}[status]
             if i or status != "unchanged":
@@ -293,8 +315,7 @@ def _run(repo, args, rec, record_path, machine, est, _reproduce_stage, around=No
         repo.reproduce(args.targets or None, force=args.force, repro_fn=timed, **repro_kwargs)
         ok = True
     finally:
-        _close_run(rec, run, record_path, time.perf_counter() - state["t0"], state["ran"], len(restored), total,
-                   state["estimated_ended"], ok)
+        _close_run(clock, run, len(restored), ok)
     return 0
 
 

@@ -80,9 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bakeoff import VERBOSE
     from bakeoff.core.config import load_params
-    from bakeoff.core.runs import machine_line
     from bakeoff.core.tracking import experiment_name, tracking_uri
-    from bakeoff.run import clock, estimate
+    from bakeoff.run import clock
     from bakeoff.search.locks import is_postgres
 
     params = load_params()
@@ -103,13 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[worker] remote {remote!r}; MLflow {without_secret(tracking_uri(params))}; studies and locks "
               f"{without_secret(url)}", flush=True)
         around = _stage_hook(repo, url, experiment_name(params))
-        rec = clock.read_record(Path(args.record))
-        machine = machine_line()
-        rec["machine"] = machine
-        from bakeoff.core.measure import speed_probe
-
-        est = estimate.Estimator(rec, params, speed_probe())
-        return clock._run(repo, args, rec, Path(args.record), machine, est, _reproduce_stage, around=around,
+        return clock._run(repo, args, clock.Clock.open(Path(args.record), params), _reproduce_stage, around=around,
                           pull=True)
 
 

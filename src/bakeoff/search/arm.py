@@ -127,10 +127,11 @@ def tune_one(params, name: str, target: str) -> dict:
 def tune_prompt(params, name: str) -> dict:
     from bakeoff.core import runs, tracking
     from bakeoff.search import prompt
+    from bakeoff.search.space import SearchDirs
 
     logged = {"tune": {"trials": params.tune.trials, "space": params.baseline(name).search}}
     with tracking.run(params, f"{name}.tune", "tune", "prompting", logged):
-        rec = prompt.search_prompt(params, name, runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune"),
+        rec = prompt.search_prompt(params, name, SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune")),
                                    log_trial=trial_logger(name))
         _summarise(rec)
     return rec

@@ -136,7 +136,6 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
 
 def _trained(params, name: str, share: float, labels, serving: str):
     """The variant trained on the share at its searched values on ``curve.schedule``; the model as served."""
-    from bakeoff.core.models import resolve_precision
     from bakeoff.core.spaces import apply, as_run
     from bakeoff.data.subsets import nested_subset
     from bakeoff.train.techniques import get_technique
@@ -155,9 +154,8 @@ def _trained(params, name: str, share: float, labels, serving: str):
     steps = steps_at(v.train.max_steps, share, params.curve.min_steps, params.curve.schedule)
     pv = apply(v, {}, max_steps=steps, checkpoint_steps=0, seeds=1)
     work = runs.fresh_dir(runs.work_dir(f"curve.{name}-{share}"))
-    job = Job(technique, pv, runs.BASE, work / "model", resolve_precision(pv.train.precision), work / "train",
-              parent_dir=runs.variant_dir(v.parent) if v.parent else None)
-    got = train(job, rows, val_rows=technique.val_rows(runs.PREPARED))
+    got = train(Job.of_variant(technique, pv, work / "model", work / "train"), rows,
+                val_rows=technique.val_rows(runs.PREPARED))
     model = technique.load_for_eval(runs.BASE, work / "model", pv, serving)
     shutil.rmtree(work, ignore_errors=True)  # loaded: the point keeps its answers, not its weights
     keep = ("train_steps", "tokens_seen", "rows_seen", "train_wall_s", "train_tokens_per_s", "train_loss_final",

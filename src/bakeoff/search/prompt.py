@@ -4,13 +4,13 @@ validation split, the best kept."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from bakeoff.search.study import _sampler_and_pruner, grid_order, open_study, run_study, values_drawn
+from bakeoff.search.space import SearchDirs
+from bakeoff.search.study import Draws, _sampler_and_pruner, grid_order, open_study, run_study, values_drawn
 from bakeoff.search.trials import trial_failure, with_recipe
 
 
-def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: Path, log_trial=None) -> dict:
+def search_prompt(params, name: str, dirs: SearchDirs, log_trial=None) -> dict:
     """The prompting arm searched like a variant: ``tune.trials`` points of baseline ``name``'s ``search`` space
     (shots, selection, instruction), each scored on the validation split with the base model in the serving dtype
     (the better of free generation and label choice where labels exist). A shot count whose prompts do not fit the
@@ -21,10 +21,11 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
     if not tc.trials or not space:
         return {"baseline": name, "values": {}, "trials": [], "searched": b.search,
                 "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search"}
-    s = PromptSearch(params, name, b, space, base_dir, data_dir, log_trial)
-    study, storage = open_study(params, name, space, data_dir, work_dir, "maximize")
-    rec = run_study(study, s.objective, tc.trials, url=storage, recipe=recipe, grid=grid_order(space, tc.seed, recipe),
-                    sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0])
+    s = PromptSearch(params, name, space, dirs, log_trial)
+    study, storage = open_study(params, name, space, dirs, "maximize")
+    rec = run_study(study, s.objective, tc.trials, draws=Draws(
+        storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0], recipe=recipe,
+        grid=grid_order(space, tc.seed, recipe)))
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
             **rec, **({"recipe": {"values": recipe, "state": twin["state"], "value": twin.get("value")}} if twin
@@ -34,14 +35,15 @@ def search_prompt(params, name: str, base_dir: Path, data_dir: Path, work_dir: P
 class PromptSearch:
     """The base model loaded once for every trial of one prompting baseline's search."""
 
-    def __init__(self, params, name: str, b, space: dict, base_dir: Path, data_dir: Path, log_trial):
+    def __init__(self, params, name: str, space: dict, dirs: SearchDirs, log_trial):
         from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
         from bakeoff.evaluate.local import EvalInputs
 
-        self.params, self.name, self.b, self.space, self.log_trial = params, name, b, space, log_trial
-        self.inputs = EvalInputs.load(data_dir, params)
-        self.model = load_for_eval(base_dir, precision=resolve_precision(params.eval.dtype))
-        self.tok = load_tokenizer(base_dir)
+        self.params, self.name, self.space, self.log_trial = params, name, space, log_trial
+        self.b = params.baseline(name)
+        self.inputs = EvalInputs.load(dirs.data, params)
+        self.model = load_for_eval(dirs.base, precision=resolve_precision(params.eval.dtype))
+        self.tok = load_tokenizer(dirs.base)
         self.context = getattr(self.model.config, "max_position_embeddings", None) or 10 ** 9
 
     def prompts(self, cfg: dict) -> list[list[dict]]:

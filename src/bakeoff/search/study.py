@@ -1,8 +1,8 @@
 """An Optuna study in its database, safe for several workers: the budget holds across them, no two draw from the
 same state, a worker that dies gives its trial's place back, and every worker returns the whole study's choice.
 
-    study, url = open_study(params, "lora", space, data_dir, work_dir, "minimize", rung_steps=10)
-    rec = run_study(study, objective, trials=4, url=url, sampler_for=lambda n: ..., enqueue=recipe)
+    study, url = open_study(params, "lora", space, SearchDirs(base, data_dir, work_dir), "minimize", rung_steps=10)
+    rec = run_study(study, objective, trials=4, draws=Draws(url, sampler_for=lambda n: ..., recipe=recipe))
 
 Each worker holds the study's lock (``bakeoff.search.locks``: an advisory lock on PostgreSQL, a file lock on the default
 SQLite file) from counting the trials left until its next trial's values are drawn; trials beat a heartbeat
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from bakeoff.search.space import study_name
+from bakeoff.search.space import SearchDirs, study_name
 
 
 def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: int = 0):
@@ -89,8 +91,7 @@ def storage_of(url: str):
         return optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
 
 
-def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, direction: str,
-               rung_steps: int | None = None):
+def open_study(params, name: str, space: dict, dirs: SearchDirs, direction: str, rung_steps: int | None = None):
     """(study, storage URL): the study of ``name`` in ``tune.storage`` (default: .bakeoff_tmp/tune.db), created or
     continued, with heartbeats: a trial whose worker stops beating for ``GRACE_S`` is marked failed."""
     import optuna
@@ -98,8 +99,8 @@ def open_study(params, name: str, space: dict, data_dir: Path, work_dir: Path, d
     from bakeoff.core import runs
 
     tc = params.tune
-    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
-    url = storage_url(params, work_dir)
+    data_hash = (runs.read_json(Path(dirs.data) / "stats.json") or {}).get("data_hash", "")
+    url = storage_url(params, dirs.work)
     sampler, pruner = _sampler_and_pruner(tc, space, rung_steps)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead
     from bakeoff.search.locks import Lock
@@ -166,20 +167,32 @@ def _fail_stale(study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
-def run_study(study, objective, trials: int, token_budget: float | None = None, *, url: str | None = None,
-              sampler_for=None, recipe: dict | None = None, grid: list[dict] | None = None, propose=None) -> dict:
-    """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has) and
-    return its choice and every finished trial. ``token_budget`` (``tune.budget: tokens``): trials go on, up to
-    ``trials`` of them, only while the finished ones have trained fewer tokens than it.
+@dataclass
+class Draws:
+    """How a study's trials are drawn. Several workers on one study (``url``: its database): each holds the study's
+    lock (``bakeoff.search.locks``) from counting the trials left until its next trial's values are drawn (the
+    objective calls ``values_drawn``), so the trial count holds across workers and no two draw from the same state;
+    ``sampler_for(number)`` gives the sampler seeded for that trial number; ``recipe`` is trial 0's values (the plain
+    recipe), queued first and queued again when its trial is lost; ``grid`` (a finite space, ``grid_order``) queues
+    every trial's point; ``propose()``, asked under the lock before a draw, may return values to queue (a range just
+    widened)."""
 
-    Several workers on one study (``url``: its database): each holds the study's lock (``bakeoff.search.locks``) from
-    counting the trials left until its next trial's values are drawn (the objective calls ``values_drawn``), so
-    ``trials`` holds across workers and no two draw from the same state; ``sampler_for(number)`` gives the
-    sampler seeded for that trial number; ``recipe`` is trial 0's values (the plain recipe), queued first and
-    queued again when its trial is lost; ``grid`` (a finite space, ``grid_order``) queues every trial's point;
-    ``propose()``, asked under the lock before a draw, may return values to queue (a range just widened). Then
-    each waits for trials still running elsewhere, so every worker returns the same, whole study's choice."""
+    url: str | None = None
+    sampler_for: Callable | None = None
+    recipe: dict | None = None
+    grid: list[dict] | None = None
+    propose: Callable | None = None
+
+
+def run_study(study, objective, trials: int, token_budget: float | None = None, draws: Draws | None = None) -> dict:
+    """Run the trials still missing from ``study`` (a resumed, shared or parallel study counts what it has), drawn as
+    ``draws`` says, and return its choice and every finished trial. ``token_budget`` (``tune.budget: tokens``): trials
+    go on, up to ``trials`` of them, only while the finished ones have trained fewer tokens than it. Then each worker
+    waits for trials still running elsewhere, so every worker returns the same, whole study's choice."""
     import optuna
+
+    draws = draws or Draws()
+    grid = draws.grid
 
     S = optuna.trial.TrialState
     finished = (S.COMPLETE, S.PRUNED, S.FAIL)
@@ -204,7 +217,7 @@ def run_study(study, objective, trials: int, token_budget: float | None = None, 
             values_drawn()
 
     while True:
-        _draw_until_full(study, guarded, full, url, sampler_for, recipe, grid, propose)
+        _draw_until_full(study, guarded, full, draws)
         _wait_for_others(study)  # a trial lost there (its worker died) gives its place back: draw it again
         if full():
             break
@@ -225,10 +238,11 @@ def next_point(every: list, recipe: dict | None, grid: list[dict] | None) -> dic
     return next((p for p in grid if p not in taken), None) if grid is not None else None
 
 
-def _draw_until_full(study, guarded, full, url, sampler_for, recipe, grid, propose=None) -> None:
+def _draw_until_full(study, guarded, full, draws: Draws) -> None:
     """Trials one at a time, each drawn under the study's lock, until the budget's places are taken."""
     import optuna
 
+    url, sampler_for, recipe, grid, propose = draws.url, draws.sampler_for, draws.recipe, draws.grid, draws.propose
     S = optuna.trial.TrialState
     while True:
         lock = _lock_for(study, url)

@@ -18,7 +18,16 @@ from pathlib import Path
 
 from bakeoff.core.spaces import apply, run_identity
 from bakeoff.search.space import SearchDirs, rung_steps, token_budget, trial_variant
-from bakeoff.search.study import _sampler_and_pruner, counts, finite, grid_order, open_study, run_study, values_drawn
+from bakeoff.search.study import (
+    Draws,
+    _sampler_and_pruner,
+    counts,
+    finite,
+    grid_order,
+    open_study,
+    run_study,
+    values_drawn,
+)
 
 
 def recipe_values(variant, space: dict) -> dict:
@@ -181,7 +190,7 @@ class VariantSearch:
         self.rung = rung_steps(self.v, self.tc)
         self.recipe = recipe_values(self.v, space)
         self.space = with_recipe(space, self.recipe)
-        self.study, self.storage = open_study(params, name, self.space, dirs.data, dirs.work, self.direction, self.rung)
+        self.study, self.storage = open_study(params, name, self.space, dirs, self.direction, self.rung)
         self.precision = resolve_precision(self.v.train.precision)
         self.parent = runs.variant_dir(self.v.parent) if self.v.parent else None
 
@@ -260,10 +269,9 @@ class VariantSearch:
         """The study's trials (across every worker), then the record: the choice, the recipe's trial, adoption."""
         tc, space, study, recipe = self.tc, self.space, self.study, self.recipe
         budget, budget_from = token_budget(tc, self.v)
-        rec = run_study(study, self.objective, tc.trials, budget,
-                        url=self.storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, self.rung, n)[0],
-                        recipe=recipe, grid=grid_order(space, tc.seed, recipe) if finite(space) else None,
-                        propose=self.widen)
+        rec = run_study(study, self.objective, tc.trials, budget, Draws(
+            self.storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, self.rung, n)[0], recipe=recipe,
+            grid=grid_order(space, tc.seed, recipe) if finite(space) else None, propose=self.widen))
         twin = next((t for t in rec["trials"] if t.get("recipe")), None)
         out = {"variant": self.name, "storage": self.storage.split("://")[0],
                "searched": study.user_attrs.get("space") or space, "space_written": space,

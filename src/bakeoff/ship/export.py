@@ -142,10 +142,10 @@ class LlamaServer:
     ENGINE = "llama.cpp (llama-cpp-python server)"
 
     def __init__(self, gguf: Path, alias: str = "bakeoff", threads: int | None = None, n_ctx: int = 4096,
-                 api_key: str | None = None, log: Path | None = None, port: int | None = None):
+                 api_key: str | None = None, log: Path | None = None):
         self.gguf, self.alias, self.n_ctx, self.api_key = Path(gguf), alias, n_ctx, api_key
         self.threads = threads or max(1, (os.cpu_count() or 2))
-        self.port = port or free_port()
+        self.port = free_port()
         self.log = log
         self.proc: subprocess.Popen | None = None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bakeoff.core import runs, tracking
@@ -62,8 +63,7 @@ def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:
     if rec.get("status") != "ok" or not vdir.exists():
         return {"status": "skipped", "reason": f"{name} has no evaluated weights (status {rec.get('status')!r})"}
     t, t0 = {}, time.perf_counter()
-    files, gguf, source = _artifacts(params, name, vdir, dest, t, t0)
-    out = _checks(params, name, dest, inputs, files, gguf, source, t, t0)
+    out = _checks(params, name, dest, inputs, _Made(*_artifacts(params, name, vdir, dest, t, t0), t, t0))
     m = rec.get("metrics") or {}
     out["in_framework"] = {k: m.get(k) for k in ("latency_p50_s", "latency_p95_s", "latency_tokens_per_s",
                                                   "gen_tokens_per_s", "serving_dtype")}
@@ -99,9 +99,21 @@ def _artifacts(params, name: str, vdir: Path, dest: Path, t: dict, t0: float):
     return files, gguf, source
 
 
-def _checks(params, name: str, dest: Path, inputs: EvalInputs, files: dict, gguf: Path, source, t: dict,
-            t0: float) -> dict:
+@dataclass
+class _Made:
+    """What ``_artifacts`` wrote (``files``; the ``gguf``, made from the base's ``source`` GGUF where there was one),
+    and the export's clock: each step's seconds in ``t``, from ``t0``."""
+
+    files: dict
+    gguf: Path | None
+    source: Path | None
+    t: dict
+    t0: float
+
+
+def _checks(params, name: str, dest: Path, inputs: EvalInputs, made: _Made) -> dict:
     """Merge fidelity in-framework, then the GGUF served by llama.cpp and scored through the endpoint path."""
+    files, gguf, source, t, t0 = made.files, made.gguf, made.source, made.t, made.t0
     evaluated = [json.loads(x) for x in runs.predictions(name).read_text().splitlines() if x.strip()]
     serving, plan = resolve_precision(params.eval.dtype), inputs.plan
     tok = load_tokenizer(runs.BASE)

@@ -91,6 +91,16 @@ class Job:
     judge_patience: float | None = None
     keep_best: bool = False
 
+    @classmethod
+    def of_variant(cls, technique: Technique, v, out_dir: Path, work_dir: Path) -> Job:
+        """The pipeline's run of variant ``v`` (the train stage's, its other seeds', a curve point's): from the
+        prepared base in the variant's precision, from its parent's adapter where it continues one."""
+        from bakeoff.core import runs
+        from bakeoff.core.models import resolve_precision
+
+        return cls(technique, v, runs.BASE, out_dir, resolve_precision(v.train.precision), work_dir,
+                   parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+
 
 @dataclass
 class _Window:

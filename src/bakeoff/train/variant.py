@@ -127,7 +127,6 @@ class Job:
 
     def produce(self) -> dict:
         """Train (or adopt) the model into ``out``; its measured figures."""
-        from bakeoff.core.models import resolve_precision
         from bakeoff.train.techniques import get_technique
         from bakeoff.train.trainer import Job, train
 
@@ -144,8 +143,7 @@ class Job:
             return {**rec, "adopted_from_trial": trial,
                     "measured_in": f"tune@{name} (trial {trial}, the search's process)"}
         technique = get_technique(v.technique)
-        job = Job(technique, v, runs.BASE, self.out, resolve_precision(v.train.precision), runs.work_dir(name),
-                  parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+        job = Job.of_variant(technique, v, self.out, runs.work_dir(name))
         got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED),
                     resume=self.resume, extra_callbacks=live_curves())
         return {**got, "curves_logged": True}
@@ -220,14 +218,12 @@ class Job:
 
     def _seed_run(self, sv, seed: int) -> dict:
         from bakeoff.core import tracking
-        from bakeoff.core.models import resolve_precision
         from bakeoff.train.techniques import get_technique
         from bakeoff.train.trainer import Job, train
 
         v, name = self.v, self.name
         technique = get_technique(v.technique)
-        job = Job(technique, sv, runs.BASE, runs.seed_dir(name, seed), resolve_precision(v.train.precision),
-                  runs.work_dir(name) / f"seed-{seed}", parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+        job = Job.of_variant(technique, sv, runs.seed_dir(name, seed), runs.work_dir(name) / f"seed-{seed}")
         got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED))
         for h in got.pop("history"):
             tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
