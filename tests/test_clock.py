@@ -67,7 +67,9 @@ def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(projec
     assert (project / "b.txt").read_text() == "xx"  # DVC really ran them
     rec = json.loads((project / "reports/clock.json").read_text())
     assert rec["stages"]["first"]["actual_s"] >= 0.6
-    assert rec["stages"]["first"]["estimated_from"] == "throughput estimate"
+    # a throughput estimate, scaled where this machine's speed probe differs from the reference's (another machine
+    # kind, or a busy one)
+    assert rec["stages"]["first"]["estimated_from"].startswith("throughput estimate")
     assert rec["runs"][-1]["completed"] and rec["runs"][-1]["stages_ran"] == 3
 
     # nothing changed: DVC's own check says so, and nothing runs

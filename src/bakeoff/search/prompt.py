@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from bakeoff.search.space import SearchDirs
-from bakeoff.search.study import Draws, _sampler_and_pruner, grid_order, open_study, run_study, values_drawn
+from bakeoff.search.study import Draws, grid_order, open_study, run_study, seeded, values_drawn
 from bakeoff.search.trials import trial_failure, with_recipe
 
 
@@ -24,7 +24,7 @@ def search_prompt(params, name: str, dirs: SearchDirs, log_trial=None) -> dict:
     s = PromptSearch(params, name, space, dirs, log_trial)
     study, storage = open_study(params, name, space, dirs, "maximize")
     rec = run_study(study, s.objective, tc.trials, draws=Draws(
-        storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, None, n)[0], recipe=recipe,
+        storage, sampler_for=seeded(tc, space), recipe=recipe,
         grid=grid_order(space, tc.seed, recipe)))
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
     return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,

@@ -37,6 +37,11 @@ def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: 
     return sampler, pruner
 
 
+def seeded(tc, space: dict, rung_steps: int | None = None) -> Callable:
+    """A search's ``Draws.sampler_for``: trial number → the sampler that draws it (``_sampler_and_pruner``)."""
+    return lambda number: _sampler_and_pruner(tc, space, rung_steps, number)[0]
+
+
 def finite(space: dict) -> bool:
     return all("choices" in spec for spec in space.values())
 

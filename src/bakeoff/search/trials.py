@@ -18,16 +18,7 @@ from pathlib import Path
 
 from bakeoff.core.spaces import apply, run_identity
 from bakeoff.search.space import SearchDirs, rung_steps, token_budget, trial_variant
-from bakeoff.search.study import (
-    Draws,
-    _sampler_and_pruner,
-    counts,
-    finite,
-    grid_order,
-    open_study,
-    run_study,
-    values_drawn,
-)
+from bakeoff.search.study import Draws, counts, finite, grid_order, open_study, run_study, seeded, values_drawn
 
 
 def recipe_values(variant, space: dict) -> dict:
@@ -270,7 +261,7 @@ class VariantSearch:
         tc, space, study, recipe = self.tc, self.space, self.study, self.recipe
         budget, budget_from = token_budget(tc, self.v)
         rec = run_study(study, self.objective, tc.trials, budget, Draws(
-            self.storage, sampler_for=lambda n: _sampler_and_pruner(tc, space, self.rung, n)[0], recipe=recipe,
+            self.storage, sampler_for=seeded(tc, space, self.rung), recipe=recipe,
             grid=grid_order(space, tc.seed, recipe) if finite(space) else None, propose=self.widen))
         twin = next((t for t in rec["trials"] if t.get("recipe")), None)
         out = {"variant": self.name, "storage": self.storage.split("://")[0],
