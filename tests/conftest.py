@@ -68,6 +68,22 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))
 
 
+MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
+
+@pytest.fixture(autouse=True)
+def mlflow_env_as_it_was():
+    """``mlflow.set_tracking_uri`` also writes ``MLFLOW_TRACKING_URI`` into ``os.environ``: a store a test opened in
+    this process (a password in it, or a sqlite file since deleted) must not reach the next test's subprocesses."""
+    before = {k: os.environ.get(k) for k in MLFLOW_ENV}
+    yield
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
     import fcntl
