@@ -40,7 +40,7 @@ def main() -> None:
     from bakeoff.core.models import load_for_eval, load_tokenizer
     from bakeoff.data.examples import load_examples
     from bakeoff.data.prompts import encode, few_shot_messages, render_prompt, shot_picker
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
 
     params = load_params(args.params)
     tok, model = load_tokenizer(args.model), load_for_eval(args.model)
@@ -50,15 +50,15 @@ def main() -> None:
     stats = json.loads((Path(args.data) / "stats.json").read_text())
     new = (stats.get("generation") or {}).get("max_new_tokens") or params.task.max_new_tokens  # `auto` resolved
     bs = params.eval.batch_size
-    generate(model, tok, prompts[:2], new, bs, progress=False)  # warm-up, untimed
+    generate(model, tok, prompts[:2], Decoding(new, bs), None)  # warm-up, untimed
 
     t0 = time.perf_counter()
-    single, slog = generate(model, tok, prompts, new, 1, desc="batch 1")
+    single, slog = generate(model, tok, prompts, Decoding(new, 1), desc="batch 1")
     t_single = time.perf_counter() - t0
     batched_s = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        batched, blog = generate(model, tok, prompts, new, bs, desc=f"batch {bs}")
+        batched, blog = generate(model, tok, prompts, Decoding(new, bs), desc=f"batch {bs}")
         batched_s.append(time.perf_counter() - t0)
     t_batched = statistics.median(batched_s)
     agree = sum(a == b for a, b in zip(batched, single)) / len(test)

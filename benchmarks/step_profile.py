@@ -158,7 +158,7 @@ def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
     generation's tokens/s."""
     from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
     from bakeoff.data.examples import load_examples
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
 
     precision = resolve_precision(params.eval.dtype)
     is_adapter = (Path(model_dir) / "adapter_config.json").exists()
@@ -167,7 +167,8 @@ def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
     model.set_attn_implementation(attention)
     tok = load_tokenizer(ROOT / "models" / "base")
     test = load_examples(ROOT / "data" / "prepared" / "test.jsonl")
-    out, log = generate(model, tok, [e.messages for e in test], params.task.max_new_tokens, params.eval.batch_size)
+    decoding = Decoding(params.task.max_new_tokens, params.eval.batch_size)
+    out, log = generate(model, tok, [e.messages for e in test], decoding)
     return out, log.generated_tokens / log.seconds
 
 

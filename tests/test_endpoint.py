@@ -330,7 +330,7 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     from bakeoff.core.models import load_for_eval, load_model, load_tokenizer
     from bakeoff.core.scoring import score
     from bakeoff.data.examples import load_examples
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
     from bakeoff.evaluate.local import rows_of
 
     repo, _, _ = project
@@ -344,7 +344,7 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     test = load_examples(repo / "data" / "prepared" / "test.jsonl")
     tok = load_tokenizer(repo / "models" / "base")
     evaluated = load_for_eval(repo / "models" / "base", repo / "models" / "variants" / "lora", "fp32")
-    preds, _ = generate(evaluated, tok, [e.messages for e in test], 12, 16, progress=False)
+    preds, _ = generate(evaluated, tok, [e.messages for e in test], Decoding(12, 16), None)
     items = score("exact_match", preds, [e.completion for e in test])[1]
     (repo / "runs" / "lora").mkdir(exist_ok=True)
     (repo / "runs" / "lora" / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_of(test,

@@ -9,7 +9,7 @@ from bakeoff.core.models import load_model, load_tokenizer
 from bakeoff.core.scoring import exact_match, loose_match
 from bakeoff.data.examples import Example, Pair, read_examples
 from bakeoff.data.prompts import NearestShots, few_shot_messages, shot_picker
-from bakeoff.evaluate.generation import generate
+from bakeoff.evaluate.generation import Decoding, generate
 from bakeoff.evaluate.local import Ask, EvalPlan, evaluate_examples
 from bakeoff.evaluate.logprobs import preference_margins
 
@@ -62,8 +62,8 @@ def test_batched_generation_matches_one_at_a_time(tiny_model_dir, tickets):
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
     prompts = [e.messages for e in read_examples(tickets)[:12]]
-    batched, _ = generate(model, tok, prompts, 12, batch_size=6)
-    single, _ = generate(model, tok, prompts, 12, batch_size=1)
+    batched, _ = generate(model, tok, prompts, Decoding(12, 6))
+    single, _ = generate(model, tok, prompts, Decoding(12, 1))
     assert sum(a == b for a, b in zip(batched, single)) >= 11     # ≥ 90% here; the benchmark checks ≥ 99%
 
 
@@ -75,10 +75,10 @@ def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, ti
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
     prompts = [e.messages for e in read_examples(tickets)[:10]]
-    fresh, _ = generate(model, tok, prompts, 6, batch_size=4)
+    fresh, _ = generate(model, tok, prompts, Decoding(6, 4))
     path = tmp_path / "answers.jsonl"
     first = Resume(path, "run-1")
-    generate(model, tok, prompts[:6], 6, batch_size=4, resume=first)    # killed after 6 of 10
+    generate(model, tok, prompts[:6], Decoding(6, 4), resume=first)    # killed after 6 of 10
     first.flush()
     assert len(path.read_text().splitlines()) == 1 + 6
     with open(path, "a") as f:
@@ -87,19 +87,19 @@ def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, ti
     orig = model.generate
     monkeypatch.setattr(model, "generate", lambda **kw: calls.append(len(kw["input_ids"])) or orig(**kw))
     again = Resume(path, "run-1")
-    out, log = generate(model, tok, prompts, 6, batch_size=4, resume=again)
+    out, log = generate(model, tok, prompts, Decoding(6, 4), resume=again)
     assert out == fresh and log.resumed == 6 and sum(calls) == 4
     assert log.metrics()["gen_resumed"] == 6 and log.metrics()["gen_tokens_per_s"] > 0  # the 4 generated here
     again.flush()  # killed again: the 4 answered after the cut line are on lines of their own, so all 10 come back
     resumed = Resume(path, "run-1")
-    _, whole = generate(model, tok, prompts, 6, batch_size=4, resume=resumed)
+    _, whole = generate(model, tok, prompts, Decoding(6, 4), resume=resumed)
     resumed.finish()
     assert whole.resumed == 10 and "gen_tokens_per_s" not in whole.metrics(), whole.metrics()  # nothing timed here
     again.finish()
     assert not path.exists()
-    generate(model, tok, prompts[:3], 6, resume=Resume(path, "run-1"))
+    generate(model, tok, prompts[:3], Decoding(6), resume=Resume(path, "run-1"))
     calls.clear()
-    _, log = generate(model, tok, prompts[:3], 6, resume=Resume(path, "run-2"))  # another model: nothing reused
+    _, log = generate(model, tok, prompts[:3], Decoding(6), resume=Resume(path, "run-2"))  # another model: none reused
     assert log.resumed == 0 and sum(calls) == 3
 
 
@@ -141,8 +141,8 @@ def test_lm_eval_scores_the_same_outputs(tiny_model_dir, tickets, tmp_path):
     test = read_examples(tickets)[:10]
     for i, e in enumerate(test):
         e.id = i
-    test[0].completion = generate(model, tok, [test[0].messages], 8)[0][0]   # one the model gets right
-    ours, _ = generate(model, tok, [e.messages for e in test], 8, batch_size=5)
+    test[0].completion = generate(model, tok, [test[0].messages], Decoding(8))[0][0]   # one the model gets right
+    ours, _ = generate(model, tok, [e.messages for e in test], Decoding(8, 5))
     task = lmeval.write_task(test, tok, tmp_path / "task", max_new_tokens=8)
     assert (task / "bakeoff_test.yaml").exists() and (task / "bakeoff_test.jsonl").exists()
     out = lmeval.run_task(task, {"pretrained": str(tiny_model_dir)}, tok, batch_size=5)

@@ -226,7 +226,7 @@ def test_the_experiment_is_tagged_as_model_development(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     params = load_params(ROOT / "params.yaml")
-    with tracking.run(params, "x", "variant", "lora", {}):
+    with tracking.run(params, tracking.RunTags("x", "variant", "lora"), {}):
         pass
     exp = mlflow.MlflowClient().get_experiment_by_name(tracking.experiment_name(params))
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"

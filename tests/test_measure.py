@@ -48,12 +48,12 @@ def test_peak_memory_sees_a_known_block_and_resets_between_windows():
 
 def test_generation_log_counts_generated_tokens_only(tiny_model_dir):
     from bakeoff.core.models import load_model, load_tokenizer
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
 
     tok, model = load_tokenizer(tiny_model_dir), load_model(tiny_model_dir).eval()
     model.generation_config.suppress_tokens = sorted({tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")})
     prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "a much longer prompt " * 8}]]
-    _, log = generate(model, tok, prompts, max_new_tokens=4, batch_size=2)
+    _, log = generate(model, tok, prompts, Decoding(4, 2))
     # two answers of exactly 4 tokens each: the prompts (of different lengths) and the left padding are not counted
     assert log.generated_tokens == 8
     assert len(log.prompt_tokens) == 2

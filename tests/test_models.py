@@ -52,7 +52,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     from bakeoff.core.models import load_for_eval, load_tokenizer
     from bakeoff.core.sections import TrainConfig, VariantConfig
     from bakeoff.data.examples import read_examples
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import Job, train
 
@@ -61,7 +61,7 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     assert record["kind"] == "alias" and record["params"] == 134_515_008
     model, tok = load_for_eval(out), load_tokenizer(out)
     (answer,), log = generate(model, tok, [[{"role": "user", "content":
-                                             "What is the capital of France? Answer in one word."}]], 12)
+                                             "What is the capital of France? Answer in one word."}]], Decoding(12))
     assert "paris" in answer.lower()
     assert 0 < log.generated_tokens < 12   # stopped on its end-of-turn token, before the budget
 

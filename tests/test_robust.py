@@ -179,7 +179,7 @@ def test_unreachable_tracking_server_fails_before_anything_runs(monkeypatch, tmp
     params = load_params(_params(tmp_path, "task: {name: t}\n"))
     with (pytest.raises(tracking.TrackingUnreachable, match=r"http://127\.0\.0\.1:9 \(from MLFLOW_TRACKING_URI\) is "
                                                             r"unreachable"),
-          tracking.run(params, "x", "variant", "lora", {})):
+          tracking.run(params, tracking.RunTags("x", "variant", "lora"), {})):
         raise AssertionError("the run must not start")
 
 

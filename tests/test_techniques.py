@@ -423,14 +423,14 @@ def test_qlora_control_scores_its_untrained_4bit_base_like_every_run(tiny_model_
     plan = EvalPlan(metric="exact_match", max_new_tokens=4, batch_size=4, labels=None)
     from dataclasses import replace as _replace
 
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
     from bakeoff.evaluate.lmeval import run_probe
 
     prompts = [e.messages for e in rows[16:24]]
     with model.disable_adapter():  # the untrained 4-bit base's own answers, and its probe score, taken apart
-        base_answers, _ = generate(model, tok, prompts, 4, 4)
+        base_answers, _ = generate(model, tok, prompts, Decoding(4, 4))
         base_probe = run_probe(model, tok, tmp_path / "probe_base", 4, "bfloat16", limit=8)["probe_acc"]
-    trained_answers, _ = generate(model, tok, prompts, 4, 4)
+    trained_answers, _ = generate(model, tok, prompts, Decoding(4, 4))
     assert trained_answers != base_answers  # the adapter moved the answers: the check below can tell them apart
     test = [_replace(e, completion=a) for e, a in zip(rows[16:24], base_answers)]  # references: the base's answers
     got = quantized_control(model, tok, test, plan,

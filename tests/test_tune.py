@@ -282,7 +282,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
 
     from bakeoff.core.models import load_tokenizer, resolve_precision
     from bakeoff.data.examples import read_pairs
-    from bakeoff.evaluate.generation import generate
+    from bakeoff.evaluate.generation import Decoding, generate
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import Job, train
 
@@ -301,7 +301,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
               "fp32", tmp_path / "w"), get_technique("lora").load_rows(data))
     served = get_technique("lora").load_for_eval(tiny_model_dir, parent, lora, resolve_precision(params.eval.dtype))
     val = read_examples(tickets)[32:40]  # the validation rows _prepared wrote
-    answers, _ = generate(served, load_tokenizer(tiny_model_dir), [e.messages for e in val], 8, 8)
+    answers, _ = generate(served, load_tokenizer(tiny_model_dir), [e.messages for e in val], Decoding(8, 8))
     write_jsonl(data / "val.jsonl", [replace(e, completion=a) for e, a in zip(val, answers)])
     params = replace(params, task=replace(params.task, max_new_tokens=8))
     dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe

@@ -24,6 +24,7 @@ import json
 import os
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from bakeoff.core.errors import UserError
@@ -96,11 +97,21 @@ def _setup(params):
     return exp
 
 
+@dataclass(frozen=True)
+class RunTags:
+    """What an MLflow run is filed under: its bakeoff name (``lora``, ``zero_shot``, ``lora.tune``), its kind
+    (``variant``, ``baseline``, ``tune``, ``repro``) and its technique (``-`` for none)."""
+
+    name: str
+    kind: str
+    technique: str
+
+
 @contextmanager
-def run(params, name: str, kind: str, technique: str, logged_params: dict, data_hash: str = "",
-        system_metrics: bool = False, run_name: str | None = None):
-    """Start a fresh MLflow run for ``name`` and mark it the latest of that name; with ``system_metrics``, MLflow
-    samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
+def run(params, tags: RunTags, logged_params: dict, data_hash: str = "", system_metrics: bool = False,
+        run_name: str | None = None):
+    """Start a fresh MLflow run for ``tags.name`` and mark it the latest of that name; with ``system_metrics``,
+    MLflow samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
     import mlflow
 
     if system_metrics:
@@ -109,17 +120,17 @@ def run(params, name: str, kind: str, technique: str, logged_params: dict, data_
 
     exp = _setup(params)
     client = mlflow.MlflowClient()
-    for old in client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{name}'"):
+    for old in client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{tags.name}'"):
         client.set_tag(old.info.run_id, LATEST, "false")
-    tags = {"bakeoff.name": name, "kind": kind, "technique": technique, "git_commit": git_commit(),
-            "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
-    with mlflow.start_run(run_name=run_name or name, tags=tags, log_system_metrics=system_metrics) as r:
+    filed = {"bakeoff.name": tags.name, "kind": tags.kind, "technique": tags.technique, "git_commit": git_commit(),
+             "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
+    with mlflow.start_run(run_name=run_name or tags.name, tags=filed, log_system_metrics=system_metrics) as r:
         mlflow.log_params(flatten(logged_params))
         yield r
 
 
 @contextmanager
-def resume(params, run_id: str | None, name: str, kind: str, technique: str, logged_params: dict):
+def resume(params, run_id: str | None, tags: RunTags, logged_params: dict):
     """Continue the run that training opened (train and evaluate of a variant share one run)."""
     import mlflow
 
@@ -130,7 +141,7 @@ def resume(params, run_id: str | None, name: str, kind: str, technique: str, log
         except Exception:  # the store was reset or moved: start a new run rather than lose the results
             run_id = None
     if run_id is None:
-        with run(params, name, kind, technique, logged_params) as r:
+        with run(params, tags, logged_params) as r:
             yield r
         return
     import time

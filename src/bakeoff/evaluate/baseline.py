@@ -70,7 +70,7 @@ def evaluate_baseline(params, name: str) -> None:
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval), "tuned": tuned}
     record = {"name": name, "kind": "baseline", "technique": describe(b), "prompt_sent": prompt_sent(b, inputs, pick)}
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
-    with tracking.run(params, name, "baseline", record["technique"], logged) as run:
+    with tracking.run(params, tracking.RunTags(name, "baseline", record["technique"]), logged) as run:
         record["run_id"] = run.info.run_id
         tracking.log_splits({**({"train": "shots"} if b.shots else {}), "val": "validation", "test": "testing"},
                             str(runs.PREPARED))

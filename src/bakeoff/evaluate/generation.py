@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -14,13 +15,22 @@ from bakeoff.core.runs import Resume
 from bakeoff.data.prompts import encode, render_prompt
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """Greedy decoding's budget: at most ``max_new_tokens`` per answer, ``batch_size`` prompts a batch (an
+    evaluation's ``EvalPlan.decoding``)."""
+
+    max_new_tokens: int
+    batch_size: int = 16
+
+
 @torch.inference_mode()
-def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_size: int = 16,
-             desc: str = "generate", progress: bool = True,
+def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: str | None = "generate",
              resume: Resume | None = None) -> tuple[list[str], GenerationLog]:
-    """Greedy completions for chat prompts, in the input order. With ``resume``, answers already streamed there
-    are taken as they are (``log.resumed`` counts them; speed figures cover only what this call generated) and
-    each new batch's answers are streamed to it."""
+    """Greedy completions for chat prompts, in the input order, with a progress bar labelled ``desc`` (None: no bar).
+    With ``resume``, answers already streamed there are taken as they are (``log.resumed`` counts them; speed figures
+    cover only what this call generated) and each new batch's answers are streamed to it."""
+    max_new_tokens, batch_size = decoding.max_new_tokens, decoding.batch_size
     log = GenerationLog()
     rendered = [render_prompt(tok, m) for m in prompts]
     encoded = [encode(tok, r) for r in rendered]
@@ -39,7 +49,7 @@ def generate(model, tok, prompts: list[list[dict]], max_new_tokens: int, batch_s
     pad = tok.pad_token_id
     dev = next(model.parameters()).device
     bar = progress_bar(total=len(encoded), initial=len(encoded) - len(order), desc=desc, unit="ex", leave=False,
-                       show=progress)
+                       show=desc is not None)
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         width = max(len(encoded[i]) for i in idx)
@@ -79,9 +89,9 @@ def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests
     prompts = prompts[:requests]
     if not prompts:
         return log
-    generate(model, tok, prompts[:1], max_new_tokens, 1, progress=False)
+    generate(model, tok, prompts[:1], Decoding(max_new_tokens, 1), None)
     for p in progress_bar(prompts, desc=desc, unit="req", leave=False):
-        _, g = generate(model, tok, [p], max_new_tokens, 1, progress=False)
+        _, g = generate(model, tok, [p], Decoding(max_new_tokens, 1), None)
         log.seconds.append(g.seconds)
         log.generated_tokens += g.generated_tokens
     return log
@@ -95,10 +105,10 @@ def interleaved_latency(models: dict, tok, prompts: list[list[dict]], max_new_to
     names, prompts = list(models), prompts[:requests]
     logs = {n: LatencyLog() for n in names}
     for n in names:
-        generate(models[n], tok, prompts[:1], max_new_tokens, 1, progress=False)
+        generate(models[n], tok, prompts[:1], Decoding(max_new_tokens, 1), None)
     for i, p in enumerate(progress_bar(prompts, desc=desc, unit="round", leave=False)):
         for n in names[i % len(names):] + names[:i % len(names)]:
-            _, g = generate(models[n], tok, [p], max_new_tokens, 1, progress=False)
+            _, g = generate(models[n], tok, [p], Decoding(max_new_tokens, 1), None)
             logs[n].seconds.append(g.seconds)
             logs[n].generated_tokens += g.generated_tokens
     return logs

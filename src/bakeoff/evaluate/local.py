@@ -20,7 +20,7 @@ from bakeoff.core.runs import Resume
 from bakeoff.core.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
 from bakeoff.data.examples import Example, Pair
 from bakeoff.data.prompts import render_prompt
-from bakeoff.evaluate.generation import StepTimes, generate, latency
+from bakeoff.evaluate.generation import Decoding, StepTimes, generate, latency
 from bakeoff.evaluate.logprobs import (
     answer_distributions,
     choose_labels,
@@ -53,6 +53,10 @@ class EvalPlan:
     def from_params(cls, params, labels: list[str] | None = None) -> EvalPlan:
         return cls(params.task.metric, params.task.max_new_tokens, params.eval.batch_size, labels,
                    params.eval.latency_requests)
+
+    @property
+    def decoding(self) -> Decoding:
+        return Decoding(self.max_new_tokens, self.batch_size)
 
 
 def as_written(e: Example) -> list[dict]:
@@ -95,7 +99,7 @@ def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
     times = StepTimes()
     prompts = [to_prompt(e) for e in test]
     refs = [e.completion for e in test]
-    preds, gen = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=desc, resume=ask.resume)
+    preds, gen = generate(model, tok, prompts, plan.decoding, desc=desc, resume=ask.resume)
     value, items = score(plan.metric, preds, refs, plan.labels)
     val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
     with times("eval_val_loss"):
@@ -105,7 +109,7 @@ def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
                **gen.metrics()}
     if val:  # the split that chooses the verdict's winners (bakeoff.decide.verdict): the test split only reports
         with times("eval_val_generate"):
-            val_preds, _ = generate(model, tok, val_prompts, plan.max_new_tokens, plan.batch_size,
+            val_preds, _ = generate(model, tok, val_prompts, plan.decoding,
                                     desc=f"{desc} val")
         metrics.update(val_quality=round(score(plan.metric, val_preds, val_refs, plan.labels)[0], 4), n_val=len(val))
         if label_choice and plan.labels:
@@ -146,7 +150,7 @@ def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=Non
     disabled answers the test split zero-shot (``control_quality``) and, with ``probe(model) → {probe_acc}``, the
     general probe (``control_probe_acc``). Quantization and training then show apart in the forgetting table."""
     with model.disable_adapter():
-        preds, _ = generate(model, tok, [e.messages for e in test], plan.max_new_tokens, plan.batch_size,
+        preds, _ = generate(model, tok, [e.messages for e in test], plan.decoding,
                             desc="quantized base (control)")
         out = {"control_quality": round(score(plan.metric, preds, [e.completion for e in test], plan.labels)[0], 4)}
         if probe is not None:
@@ -160,7 +164,7 @@ def score_seed(model, tok, inputs: EvalInputs, rows: list[dict], seed: int, desc
     """Another training seed of a variant on the test split: its answers and primary-metric items go into the primary
     seed's ``rows`` (``seed_predictions`` / ``seed_scores``, keyed by seed); returns its quality."""
     test, plan = inputs.test, inputs.plan
-    preds, _ = generate(model, tok, [e.messages for e in test], plan.max_new_tokens, plan.batch_size, desc=desc)
+    preds, _ = generate(model, tok, [e.messages for e in test], plan.decoding, desc=desc)
     value, items = score(plan.metric, preds, [e.completion for e in test], plan.labels)
     for r, p, i in zip(rows, preds, items):
         r.setdefault("seed_predictions", {})[str(seed)] = p

@@ -22,6 +22,7 @@ from bakeoff.data.examples import Example, Pair
 from bakeoff.data.prompts import prompt_and_full
 
 HEAD_CHUNK = 8192  # vocabulary rows of the output head cast to fp32 at a time (128 MB at hidden 4096)
+FULL_SEQUENCES_PER_BATCH = 8  # (prompt, label) sequences a batch when label choice scores each pair whole
 
 
 class Head:
@@ -159,8 +160,8 @@ def label_logprobs(model, tok, prompts: list[list[dict]], labels: list[str],
     return out
 
 
-def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8,
-                  desc: str | None = None, shared: bool = True) -> list[str]:
+def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None,
+                  shared: bool = True) -> list[str]:
     """Per prompt, the label the model finds most likely as the whole answer (summed log-probability, as
     lm-eval's ``multiple_choice`` ``acc``; a tie goes to the label listed first): prompting with the output
     constrained to the label set. ``shared`` (default) encodes each prompt once (``label_logprobs``); without it,
@@ -169,17 +170,18 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], batc
     The model scores as it is served (its serving dtype, or its 4-bit base), with the output head and the
     log-softmax in fp32 at the scored positions (``Head``): nothing is copied to fp32 but those logits, so label
     choice fits wherever generation fits."""
-    table = label_scores(model, tok, prompts, labels, batch_size, desc, shared)
+    table = label_scores(model, tok, prompts, labels, desc, shared)
     return [labels[max(range(len(labels)), key=lambda j: (row[j], -j))] for row in table]
 
 
-def label_scores(model, tok, prompts: list[list[dict]], labels: list[str], batch_size: int = 8,
-                 desc: str | None = None, shared: bool = True) -> list[list[float]]:
-    """Per prompt, every label's summed log-probability as the whole answer (what ``choose_labels`` picks from)."""
+def label_scores(model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None,
+                 shared: bool = True) -> list[list[float]]:
+    """Per prompt, every label's summed log-probability as the whole answer (what ``choose_labels`` picks from);
+    without ``shared``, ``FULL_SEQUENCES_PER_BATCH`` (prompt, label) sequences a batch."""
     if shared:
         return label_logprobs(model, tok, prompts, labels, desc=desc)
     flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
-                               [c for _ in prompts for c in labels], batch_size, desc)
+                               [c for _ in prompts for c in labels], FULL_SEQUENCES_PER_BATCH, desc)
     return [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
 
 

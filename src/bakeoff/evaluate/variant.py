@@ -47,7 +47,7 @@ def evaluate_variant(params, name: str) -> None:
     trained = runs.read_json(runs.train_record(name)) or {}
     inputs = EvalInputs.load(runs.PREPARED, params)
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
-    with tracking.resume(params, trained.get("run_id"), name, "variant", v.technique, {}) as run:
+    with tracking.resume(params, trained.get("run_id"), tracking.RunTags(name, "variant", v.technique), {}) as run:
         record["run_id"] = run.info.run_id
         tracking.log_splits({"test": "testing"}, str(runs.PREPARED))
         if trained.get("status") != "ok":  # training did not produce a model: carry its status over

@@ -103,7 +103,7 @@ def summary_run(params, names: list[str], summary: Summary) -> str:
     import mlflow
 
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with tracking.run(params, "comparison", "repro", "-", {"runs": names},
+    with tracking.run(params, tracking.RunTags("comparison", "repro", "-"), {"runs": names},
                       run_name=f"repro {runs.git_commit()[:7]} {when}") as r:
         mlflow.set_tags(summary.tags)
         for name, table in summary.tables.items():

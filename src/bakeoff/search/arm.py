@@ -117,7 +117,7 @@ def tune_one(params, name: str, target: str) -> dict:
     logged = {"tune": {"trials": params.tune.trials, "trial_steps": params.tune.trial_steps,
                        "objective": objective_of(params.tune, v), "pruner": params.tune.pruner,
                        "space": params.tune.spaces.get(v.technique)}, "shares": target}
-    with tracking.run(params, f"{name}.tune", "tune", v.technique, logged):
+    with tracking.run(params, tracking.RunTags(f"{name}.tune", "tune", v.technique), logged):
         dirs = SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"))
         rec = trials.search_variant(params, target, dirs, score_fn=val_metric(params), log_trial=trial_logger(name))
         _summarise(rec)
@@ -130,7 +130,7 @@ def tune_prompt(params, name: str) -> dict:
     from bakeoff.search.space import SearchDirs
 
     logged = {"tune": {"trials": params.tune.trials, "space": params.baseline(name).search}}
-    with tracking.run(params, f"{name}.tune", "tune", "prompting", logged):
+    with tracking.run(params, tracking.RunTags(f"{name}.tune", "tune", "prompting"), logged):
         rec = prompt.search_prompt(params, name, SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune")),
                                    log_trial=trial_logger(name))
         _summarise(rec)
@@ -151,8 +151,7 @@ def val_metric(params):
         model = get_technique(variant.technique).load_for_eval(runs.BASE, out_dir, variant,
                                                                resolve_precision(params.eval.dtype))
         tok = load_tokenizer(runs.BASE)
-        preds, _ = generate(model, tok, [e.messages for e in inputs.val], inputs.plan.max_new_tokens,
-                            inputs.plan.batch_size, desc="trial val")
+        preds, _ = generate(model, tok, [e.messages for e in inputs.val], inputs.plan.decoding, desc="trial val")
         return score(params.task.metric, preds, [e.completion for e in inputs.val], inputs.plan.labels)[0]
     return score_fn
 

@@ -102,7 +102,7 @@ def _measure(params, name: str, share: float, record: dict, out: Path) -> dict:
             r.update(choice=r["prediction"], choice_score=r["score"])
         m["figure"] = "label choice"
     else:
-        preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"curve {name} {share:g}")
+        preds, _ = generate(model, tok, prompts, plan.decoding, desc=f"curve {name} {share:g}")
         value, items = score(plan.metric, preds, refs, plan.labels)
         rows = rows_of(inputs.test, preds, items)
         m["figure"] = "generation"

@@ -95,7 +95,7 @@ class PromptSearch:
         from bakeoff.evaluate.logprobs import choose_labels
 
         plan, metric, refs = self.inputs.plan, self.params.task.metric, [e.completion for e in self.inputs.val]
-        preds, _ = generate(self.model, self.tok, prompts, plan.max_new_tokens, plan.batch_size,
+        preds, _ = generate(self.model, self.tok, prompts, plan.decoding,
                             desc=f"{self.name} trial")
         value = free = score(metric, preds, refs, plan.labels)[0]
         if plan.labels:

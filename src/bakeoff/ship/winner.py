@@ -125,7 +125,7 @@ def _checks(params, name: str, dest: Path, inputs: EvalInputs, made: _Made) -> d
         out.pop("gguf_tokenizer")
     # merge fidelity: the merged files, loaded as a user would, answer the test split in-framework
     model = load_for_eval(dest / "merged", precision=serving)
-    preds, _ = generate(model, tok, prompts, plan.max_new_tokens, plan.batch_size, desc=f"{name} merged")
+    preds, _ = generate(model, tok, prompts, plan.decoding, desc=f"{name} merged")
     del model
     out["merged"] = agreement(preds, score(plan.metric, preds, [e.completion for e in inputs.test],
                                                  plan.labels)[1], evaluated, plan.metric,

@@ -70,7 +70,7 @@ def record_failed_launch(params, name: str, v, rc: int, t0: float) -> dict:
     (out / "NOT_TRAINED").write_text(f"{status}: {error}\n")
     state = runs.work_dir(name) / "resume.json"  # rank 0 writes its MLflow run there once it opened it
     run_id = (runs.read_json(state) or {}).get("run_id") if state.exists() and state.stat().st_mtime >= t0 else None
-    with tracking.resume(params, run_id, name, "variant", v.technique, {}) as run:
+    with tracking.resume(params, run_id, tracking.RunTags(name, "variant", v.technique), {}) as run:
         record["run_id"] = run.info.run_id
         tracking.mark(record)
     runs.stamp_device(record)

@@ -157,9 +157,9 @@ class Job:
         if self.resume is None:
             shutil.rmtree(work, ignore_errors=True)
         record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
-        opened = (tracking.resume(self.params, self.resume_run_id, name, "variant", v.technique, self.logged)
-                  if self.resume else tracking.run(self.params, name, "variant", v.technique, self.logged,
-                                                   data_hash=self.data_hash, system_metrics=True))
+        tags = tracking.RunTags(name, "variant", v.technique)
+        opened = (tracking.resume(self.params, self.resume_run_id, tags, self.logged) if self.resume
+                  else tracking.run(self.params, tags, self.logged, data_hash=self.data_hash, system_metrics=True))
         with opened as run:
             record["run_id"] = run.info.run_id
             runs.write_json(work / "resume.json", {"fingerprint": self.fp, "run_id": run.info.run_id})
