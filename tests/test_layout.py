@@ -227,6 +227,47 @@ def test_no_new_function_takes_more_than_six_parameters(tmp_path):
     assert over_six_parameters(tmp_path) == {"m.py:many", "m.py:kw"}
 
 
+# words still built in decide/ that belong to report/ (bakeoff.report.verdict and .sizing show the way): exact
+# per file, so a moved sentence must leave the count and no new one may join it
+SENTENCES_IN_DECIDE_TO_MOVE = {"curve.py": 5, "data_value.py": 5, "decision.py": 5, "evidence.py": 4, "figures.py": 2,
+                               "recommend.py": 1, "rule.py": 1, "sizing.py": 3, "verdict.py": 9}
+
+
+def sentences(path: Path) -> list[str]:
+    """String literals and f-strings of three or more words in ``path``, outside docstrings and raised errors."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            skip.add(id(first.value))
+        inner = node.exc if isinstance(node, ast.Raise) else node if isinstance(node, ast.JoinedStr) else None
+        if inner is not None:
+            skip |= {id(sub) for sub in ast.walk(inner) if sub is not node}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip or not (isinstance(node, ast.JoinedStr)
+                                    or isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        parts = node.values if isinstance(node, ast.JoinedStr) else [node]
+        text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in parts)
+        if len(re.findall(r"[A-Za-z]{2,}", text)) >= 3 and " " in text.strip():
+            found.append(text)
+    return found
+
+
+def test_decide_builds_no_new_sentence(tmp_path):
+    counts = {p.name: len(s) for p in sorted((LIB / "decide").glob("*.py")) if (s := sentences(p))}
+    assert counts == SENTENCES_IN_DECIDE_TO_MOVE, (
+        "decide/ computes and report/ words it: a sentence moved out leaves SENTENCES_IN_DECIDE_TO_MOVE, a new one "
+        f"belongs in report/: {counts}")
+    (tmp_path / "m.py").write_text('"""A docstring of words."""\ndef f(x):\n    """Its own words."""\n'
+                                   '    if x:\n        raise ValueError(f"an error says {x} in words")\n'
+                                   '    return {"key": "a_code", "why": f"measured on {x} here", "ok": "two words"}\n')
+    assert sentences(tmp_path / "m.py") == ["measured on {} here"]
+
+
 def _code_lines(path: Path) -> int:
     """Lines of a file that are neither blank, comments nor docstrings."""
     tree = ast.parse(path.read_text())

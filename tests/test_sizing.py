@@ -160,6 +160,7 @@ def test_time_estimates_take_each_techniques_utilisation_at_the_targets_shape():
 
     from bakeoff.core.config import load_params
     from bakeoff.decide.sizing import measured_speeds, table, train_hours
+    from bakeoff.report.sizing import card_words, speed_words
 
     p = load_params(ROOT / "params.yaml")
     speeds = measured_speeds(str(ROOT / "reports" / "bench" / "gpu.json"))
@@ -170,15 +171,15 @@ def test_time_estimates_take_each_techniques_utilisation_at_the_targets_shape():
         f, v = fits[("llama-3.1-8b", variant)], p.variants[variant]
         assert f.mfu == pytest.approx(mfu, abs=0.001), variant
         assert f.mfu_source["row"] == row and f.mfu_source["how"] == ("measured" if row else "assumed"), variant
-        assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in f.mfu_source["why"]
+        assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in speed_words(f.mfu_source)
         want = train_hours(LLAMA3_8B, v.technique, 1e7, cards[f.gpu], f.mfu_source["mfu"],
                            bool(v.train.gradient_checkpointing))
         assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant
         assert f.hours_high == pytest.approx(f.hours * 2, rel=0.01), variant
-    assert "DPO was never measured; LoRA's figure at this size" in fits[("llama-3.1-8b", "dpo")].mfu_source["why"]
-    assert "assumed the same on H100-80GB" in fits[("llama-3.1-8b", "lora")].mfu_source["card"]
+    assert "DPO was never measured; LoRA's figure at this size" in speed_words(fits[("llama-3.1-8b", "dpo")].mfu_source)
+    assert "assumed the same on H100-80GB" in card_words(fits[("llama-3.1-8b", "lora")].mfu_source)
     assert fits[("llama-3.2-1b", "full")].mfu_source["row"] == "mfu full"  # the 1B rows for a 1B target
-    assert "unscaled" in fits[("llama-3.1-70b", "lora")].mfu_source["why"]   # 70B from the 8B row, said so
+    assert "unscaled" in speed_words(fits[("llama-3.1-70b", "lora")].mfu_source)   # 70B from the 8B row, said so
     # the 8B estimate at the 8B rows costs 1.3-1.7x what the 1B rows' figures gave
     old = {(f.target, f.variant): f for f in table(replace(p, sizing=replace(p.sizing, mfu_from="params")),
                                                    {n: 1e7 for n in p.variants}, speeds=speeds)}

@@ -19,14 +19,22 @@ GPU_CHECK = "reports/bench/gpu.json"
 
 @dataclass(frozen=True)
 class Speed:
-    """The FLOP utilisation one technique's time at one target divides by, and where it comes from."""
+    """The FLOP utilisation one technique's time at one target divides by, and where it comes from (the report's
+    ``bakeoff.report.sizing.speed_words`` says it)."""
 
     mfu: float
     mfu_low: float
-    how: str  # "measured" (a GPU-check row) or "assumed" (sizing.mfu)
-    why: str  # words for the report: the row, its size and shape, or why the figure is assumed
+    how: str  # "measured" (a GPU-check row) or "assumed" (sizing.mfu, or LoRA's row for DPO)
+    basis: str  # one of BASES
     device: str | None = None  # the card the row was measured on
-    row: str | None = None  # "<part> <row>" in reports/bench/gpu.json
+    row: str | None = None  # "<part> <row>" in reports/bench/gpu.json (the technique's own row only)
+    shape: dict | None = None  # the row read: flop_params, micro_batch, seq_len, and the target's flop_params
+    technique: str = ""
+
+
+# where a Speed comes from: the technique's own GPU-check row; LoRA's row, for DPO (never measured); sizing.mfu,
+# because sizing.mfu_from is params, because there is no GPU-check record, or because the check never ran it
+BASES = ("row", "lora_row", "params", "no_record", "unmeasured")
 
 
 def measured_speeds(path: str | None = None) -> list[dict]:
@@ -75,33 +83,29 @@ def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[
         return min(rows, key=lambda r: (round(abs(math.log(r["flop_params"] / shape.flop_params)), 3),
                                         r["checkpointing"] != checkpointing))
 
-    def where(r: dict) -> str:
-        gap = r["flop_params"] / shape.flop_params
-        scaled = "" if 0.8 < gap < 1.25 else f", applied to {shape.flop_params / 1e9:.1f}B unscaled (the nearest size)"
-        return (f"gpu_check.py, {r['part']} {r['row']}: {r['flop_params'] / 1e9:.1f}B parameters, {r['micro_batch']} × "
-                f"{r['seq_len']} tokens{scaled}")
+    def shape_of(r: dict) -> dict:
+        return {"part": r["part"], "row": r["row"], "flop_params": r["flop_params"], "micro_batch": r["micro_batch"],
+                "seq_len": r["seq_len"], "target_flop_params": shape.flop_params}
 
     measured = speeds if s.mfu_from == "gpu_check" else []
     rows = [r for r in measured if r["technique"] == technique]
     if rows:
         r = nearest(rows)
-        return Speed(r["hfu"], low(r["hfu"]), "measured", f"measured on an {r['device'] or 'GPU'} ({where(r)})",
-                     r["device"], f"{r['part']} {r['row']}")
+        return Speed(r["hfu"], low(r["hfu"]), "measured", "row", r["device"], f"{r['part']} {r['row']}", shape_of(r),
+                     technique)
     lora = [r for r in measured if r["technique"] == "lora"] if technique == "dpo" else []
     if lora:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed
         r = nearest(lora)
-        return Speed(r["hfu"], low(r["hfu"]), "assumed",
-                     f"assumed: DPO was never measured; LoRA's figure at this size ({where(r)})", r["device"])
+        return Speed(r["hfu"], low(r["hfu"]), "assumed", "lora_row", r["device"], None, shape_of(r), technique)
     m = s.mfu_for(technique)
-    why = ("sizing.mfu_from is params" if s.mfu_from != "gpu_check"
-           else "no GPU-check record (reports/bench/gpu.json)" if not speeds
-           else f"{technique} was never measured by the GPU check")
-    return Speed(m, low(m), "assumed", f"assumed: sizing.mfu ({why})")
+    basis = "params" if s.mfu_from != "gpu_check" else "no_record" if not speeds else "unmeasured"
+    return Speed(m, low(m), "assumed", basis, technique=technique)
 
 
 def on_card(speed: Speed, card: str | None) -> dict:
-    """A fit's ``mfu_source``: the speed's fields, and whether the card it is priced on is the one measured."""
+    """A fit's ``mfu_source``: the speed's fields, and ``other_card``, the card it is priced on where that is not
+    the one measured (its utilisation assumed the same there)."""
     out = {**speed.__dict__}
     if speed.how == "measured" and card and card not in (speed.device or ""):
-        out["card"] = f"assumed the same on {card}"
+        out["other_card"] = card
     return out

@@ -25,7 +25,7 @@ from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
 from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
-from bakeoff.report.sizing import sizing_lines
+from bakeoff.report.sizing import sizing_lines, worded
 from bakeoff.report.tables import Page, forgetting, markdown, metrics_json, provenance_lines, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
@@ -131,7 +131,7 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
         paths["pairwise"] = out_dir / "pairwise.csv"
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
-    paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
+    paths["sizing"].write_text(json.dumps({**worded(sized), "verdict": v, "cost": c, **extra}, indent=2, default=str))
     paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
     paths["curve"].write_text(json.dumps(d.curve if d.curve is not None else {
         "status": "off", "reason": "curve.fractions is empty: no data-value curve"}, indent=2, default=str))

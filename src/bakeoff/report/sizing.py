@@ -91,6 +91,40 @@ def memory_check_words(gpu: dict) -> str:
             f"{out['largest']:.0%}.")
 
 
+def speed_words(src: dict) -> str:
+    """Where a utilisation comes from (a fit's ``mfu_source``, ``bakeoff.decide.speed.Speed``), in words."""
+    basis, technique = src.get("basis"), src.get("technique") or "this technique"
+    if basis in ("row", "lora_row"):
+        s = src.get("shape") or {}
+        gap = s["flop_params"] / s["target_flop_params"] if s.get("target_flop_params") else 1.0
+        scaled = ("" if 0.8 < gap < 1.25
+                  else f", applied to {s['target_flop_params'] / 1e9:.1f}B unscaled (the nearest size)")
+        where = (f"gpu_check.py, {s.get('part')} {s.get('row')}: {s.get('flop_params', 0) / 1e9:.1f}B parameters, "
+                 f"{s.get('micro_batch')} × {s.get('seq_len')} tokens{scaled}")
+        if basis == "row":
+            return f"measured on an {src.get('device') or 'GPU'} ({where})"
+        return f"assumed: DPO was never measured; LoRA's figure at this size ({where})"
+    why = {"params": "sizing.mfu_from is params", "no_record": "no GPU-check record (reports/bench/gpu.json)",
+           "unmeasured": f"{technique} was never measured by the GPU check"}
+    return f"assumed: sizing.mfu ({why.get(basis, basis)})" if basis else src.get("why", "")
+
+
+def card_words(src: dict) -> str:
+    """The card a measured utilisation is priced on, where it is not the card measured ('' where it is)."""
+    return f"assumed the same on {src['other_card']}" if src.get("other_card") else src.get("card", "")
+
+
+def worded(sized: dict) -> dict:
+    """``sized`` as sizing.json holds it: each fit's ``mfu_source`` with its ``why`` and ``card`` in words."""
+    fits = []
+    for f in sized.get("fits") or []:
+        src = f.get("mfu_source") or {}
+        if src.get("basis"):
+            src = {**src, "why": speed_words(src), **({"card": card_words(src)} if src.get("other_card") else {})}
+        fits.append({**f, "mfu_source": src} if src else f)
+    return {**sized, "fits": fits}
+
+
 def speed_lines(fits: list[dict], target: str | None) -> list[str]:
     """Each technique's utilisation at the sizing target, and where it comes from (measured row or assumed)."""
     seen, rows = set(), []
@@ -99,8 +133,8 @@ def speed_lines(fits: list[dict], target: str | None) -> list[str]:
         if not src or f["target"] != target or f.get("technique") in seen:
             continue
         seen.add(f.get("technique"))
-        card = f"; {src['card']}" if src.get("card") else ""
-        rows.append(f"| {f['technique']} | {f['mfu']:.1%} to {src['mfu_low']:.1%} | {src['why']}{card} |")
+        card = f"; {card_words(src)}" if card_words(src) else ""
+        rows.append(f"| {f['technique']} | {f['mfu']:.1%} to {src['mfu_low']:.1%} | {speed_words(src)}{card} |")
     if not rows:
         return []
     return [f"FLOP utilisation at `{target}` (HFU: recompute counted), per technique:", "",

@@ -29,6 +29,7 @@ from bakeoff.decide.sizing import (
     train_tokens,
 )
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
+from bakeoff.report.sizing import speed_words
 
 
 @dataclass
@@ -116,7 +117,8 @@ def lines(c: Cards, margin: float) -> list[str]:
         high = "–" if f.usd_high is None else f"{f.usd_high:,.2f}"
         out.append(f"| {g.name} | {g.memory_gb:g} | {f.need_gb:.1f} | {holds} | {hours} | {usd} | {high} |")
     other = ("; on every other card assumed the same" if c.speed.how == "measured" else "")
-    out += ["", (f"Utilisation {c.speed.mfu:.1%}, {c.speed.why}{other}; the low end {c.speed.mfu_low:.1%}. "
+    out += ["", (f"Utilisation {c.speed.mfu:.1%}, {speed_words(c.speed.__dict__)}{other}; the low end "
+                 f"{c.speed.mfu_low:.1%}. "
                  "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
                  "bakeoff.core.measure.")]
     return out
