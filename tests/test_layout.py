@@ -268,6 +268,15 @@ def test_decide_builds_no_new_sentence(tmp_path):
     assert sentences(tmp_path / "m.py") == ["measured on {} here"]
 
 
+def test_no_class_is_built_inside_a_function():
+    """A class that needs a library imported late (transformers, TRL, lm-eval) lives at the top of a module that is
+    itself imported late (``train/callbacks.py``, ``train/backends/trl_dpo.py``), not inside a function."""
+    built = [f"{path.relative_to(LIB)}:{fn.name} builds {c.name}" for path in LIB.rglob("*.py")
+             for fn in ast.walk(ast.parse(path.read_text())) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for c in ast.walk(fn) if isinstance(c, ast.ClassDef)]
+    assert not built, f"classes built inside functions: {built}"
+
+
 def _code_lines(path: Path) -> int:
     """Lines of a file that are neither blank, comments nor docstrings."""
     tree = ast.parse(path.read_text())

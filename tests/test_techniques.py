@@ -136,7 +136,7 @@ def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_ref
     from trl.trainer import dpo_trainer
 
     from bakeoff.data.examples import Pair
-    from bakeoff.train.techniques import dpo
+    from bakeoff.train.backends import trl_dpo
 
     sft_dir = tmp_path / "sft"
     train(Job(get_technique("lora"), _variant("lora", r=4, alpha=8), tiny_model_dir, sft_dir, "fp32",
@@ -149,7 +149,7 @@ def test_dpo_reference_pass_runs_once_per_process_and_trains_as_the_per_step_ref
                         orig_pass(self, *a))
     monkeypatch.setattr(dpo_trainer, "use_adapter", lambda *a, **k: per_step.append(k.get("adapter_name")) or
                         orig_adapter(*a, **k))
-    monkeypatch.setattr(dpo, "_REF_LOGPS", {})
+    monkeypatch.setattr(trl_dpo, "_REF_LOGPS", {})
     losses = {}
     for run, pre in (("first", True), ("second", True), ("per step", False)):
         per_step.clear()

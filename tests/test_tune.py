@@ -84,7 +84,7 @@ def test_successive_halving_stops_a_trial_only_beyond_the_paired_noise_of_the_ga
     flips sign from row to row is noise however large one trial's mean looks."""
     import random
 
-    from bakeoff.search.trials import beyond_noise
+    from bakeoff.search.pruning import beyond_noise
     from bakeoff.train.stopping import row_stats
 
     rng = random.Random(0)

@@ -60,27 +60,11 @@ def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: in
 
 def replay(answers: dict[str, str]):
     """An lm-eval model that answers each ``generate_until`` request with bakeoff's answer to the same prompt
-    (``answers``: rendered prompt → answer). lm-eval still builds the requests from its task file, filters and scores
-    them; only the generation is reused."""
-    from lm_eval.api.model import LM
+    (``answers``: rendered prompt → answer; ``bakeoff.evaluate.replay.Replay``). lm-eval still builds the requests
+    from its task file, filters and scores them; only the generation is reused."""
+    from bakeoff.evaluate.replay import Replay
 
-    class Replay(LM):
-        def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-            out = []
-            for r in requests:
-                context = r.args[0]
-                if context not in answers:
-                    raise KeyError(f"lm-eval asked for a prompt bakeoff did not answer (its prompt rendering "
-                                   f"differs from ours): {context[-200:]!r}")
-                out.append(answers[context])
-            return out
-
-        def loglikelihood(self, requests, disable_tqdm: bool = False):
-            raise NotImplementedError("replayed answers have no log-probabilities: use eval.lm_eval: generate")
-
-        loglikelihood_rolling = loglikelihood
-
-    return Replay()
+    return Replay(answers)
 
 
 def _model(model, tok, batch_size: int, dtype: str = "float32"):

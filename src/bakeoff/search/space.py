@@ -8,7 +8,7 @@ Every arm gets the same counted budget: ``tune.trials`` trials, each with the va
 schedule (short trials favour high learning rates: a choice is made at the horizon that will be trained). Validation
 loss is reported every ``tune.trial_steps`` × max_steps steps, and successive halving (``pruner: halving``) stops a
 trial at a rung (that share, then twice it, ...) unless it is in the better half there or within the validation
-loss's noise of the rung's best (``trials.beyond_noise``), so only promising trials reach the full length; every step a
+loss's noise of the rung's best (``pruning.beyond_noise``), so only promising trials reach the full length; every step a
 trial trains is counted. Trial 0 is the plain recipe, the values params.yaml
 writes, so the choice is never worse on validation than the recipe it replaces (``beat_recipe`` says whether the
 search found better). In the second half of the trials a choice at the edge of its range widens the range on that

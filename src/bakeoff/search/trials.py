@@ -96,51 +96,12 @@ def suggest(trial, name: str, spec: dict):
     return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
 
 
-def beyond_noise(value: float, others: list[tuple[float, list | None]], rows: list | None, z: float,
-                 minimize: bool = True) -> bool:
-    """Whether ``value`` (this trial's validation loss at a step, ``rows`` its per-row losses) is worse than the best
-    of ``others`` (the other trials' (loss, per-row losses) at the same step) by more than ``z`` standard errors of
-    the gap. Both are scored on the same validation rows, so the gap's noise is the standard error of the per-row
-    differences (paired, as early stopping judges two evaluations); without per-row losses on both sides (DPO) any
-    gap counts. Successive halving may stop a trial only then."""
-    from bakeoff.train.stopping import row_stats
-
-    if not others:
-        return True
-    best_value, best_rows = (min if minimize else max)(others, key=lambda o: o[0])
-    gap = value - best_value if minimize else best_value - value
-    paired = rows and best_rows and len(rows) == len(best_rows) and len(rows) > 1
-    se = row_stats([a - b for a, b in zip(rows, best_rows)])[1] if paired else 0.0
-    return gap > z * se
-
-
 def pruning_callback(trial, noise_z: float = 2.0):
-    """A TrainerCallback reporting each evaluation's loss to ``trial`` (its per-row losses kept in the trial, for
-    the trials after it) and stopping the run when Optuna prunes it and its loss is worse than the best at that step
-    beyond the paired noise (``beyond_noise``; the trainer's stopping rule puts the per-row losses in
-    ``eval_row_losses``)."""
-    import optuna
-    from transformers import TrainerCallback
+    """A TrainerCallback reporting each evaluation's loss to ``trial`` and stopping the run when Optuna prunes it
+    beyond the paired noise (``bakeoff.search.pruning.PruningReport``)."""
+    from bakeoff.search.pruning import PruningReport
 
-    class Report(TrainerCallback):
-        def on_evaluate(self, args, state, control, metrics=None, **kw):
-            if metrics and "eval_loss" in metrics:
-                if trial.study.direction != optuna.study.StudyDirection.MINIMIZE:
-                    return  # judged on the task metric at the end: a loss at a rung says nothing of it
-                step, value, rows = state.global_step, metrics["eval_loss"], metrics.get("eval_row_losses")
-                trial.report(value, step)
-                if rows:
-                    trial.set_user_attr(f"rows@{step}", [round(x, 6) for x in rows])
-                if not trial.should_prune():
-                    return
-                done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-                others = [(t.intermediate_values[step], t.user_attrs.get(f"rows@{step}"))
-                          for t in trial.study.get_trials(deepcopy=False, states=done)
-                          if step in t.intermediate_values]
-                if beyond_noise(value, others, rows, noise_z):
-                    raise optuna.TrialPruned(f"validation loss {value:.4f} at step {step}")
-
-    return Report()
+    return PruningReport(trial, noise_z)
 
 
 def search_variant(params, name: str, dirs: SearchDirs, score_fn=None, log_trial=None) -> dict:

@@ -1,7 +1,8 @@
 """What the training loop (``bakeoff.train.trainer``) adds to TRL's trainer, each a class of its own: the steps and
 the memory budget (``BudgetSteps``), the measured micro-batches and the loss the kernels choose (``MeasuredLoss``,
-mixed in front of the technique's trainer class by ``measured``), and early stopping on validation
-(``StopOnRule``). Imports transformers when loaded: the trainer loads it when a run starts, not before.
+mixed in front of the technique's trainer class by ``measured``), early stopping on validation (``StopOnRule``), and
+the live loss curves in MLflow (``LiveCurves``). Imports transformers when loaded: the trainer loads it when a run
+starts, not before.
 """
 
 from __future__ import annotations
@@ -100,3 +101,17 @@ class StopOnRule(TrainerCallback):
             metrics["eval_row_losses"] = list(gathered)
         if gathered and self.rule.update(state.global_step, gathered) and self.stop:
             control.should_training_stop = True
+
+
+class LiveCurves(TrainerCallback):
+    """Logs every logged training loss (``train_loss``) and every evaluation's loss (``val_loss_during_training``)
+    into the active MLflow run at its optimizer step, from the first process only."""
+
+    NAMES = (("loss", "train_loss"), ("eval_loss", "val_loss_during_training"))
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        import mlflow
+
+        got = {name: float(logs[k]) for k, name in self.NAMES if isinstance((logs or {}).get(k), (int, float))}
+        if got and state.is_world_process_zero:
+            mlflow.log_metrics(got, step=state.global_step)

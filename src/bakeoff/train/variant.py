@@ -45,22 +45,14 @@ def run_variant(script: str, name: str, params) -> None:
 def live_curves() -> list:
     """[a TrainerCallback] logging every logged training loss (``train_loss``) and every evaluation's loss
     (``val_loss_during_training``) into the active MLflow run at its optimizer step while the run trains, from the
-    first process only; [] without an active run."""
+    first process only (``bakeoff.train.callbacks.LiveCurves``); [] without an active run."""
     import mlflow
-    from transformers import TrainerCallback
 
     if mlflow.active_run() is None:
         return []
+    from bakeoff.train.callbacks import LiveCurves
 
-    NAMES = (("loss", "train_loss"), ("eval_loss", "val_loss_during_training"))
-
-    class _Curves(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kw):
-            got = {name: float(logs[k]) for k, name in NAMES if isinstance((logs or {}).get(k), (int, float))}
-            if got and state.is_world_process_zero:
-                mlflow.log_metrics(got, step=state.global_step)
-
-    return [_Curves()]
+    return [LiveCurves()]
 
 
 def link_trial(name: str, trial: int) -> str | None:

@@ -7,7 +7,7 @@ Only adapter weights change.
 The reference's log-probabilities are computed once per pair before the first step (TRL's
 ``precompute_ref_log_probs``; option ``precompute_ref``, on by default) instead of in every step: the reference is
 frozen, so they are the same numbers. They are kept for the process, keyed by the tokenized pairs, the reference's
-weights and the precision (``cached_ref_trainer``), so every trial of a search reuses the first trial's
+weights and the precision (``bakeoff.train.backends.trl_dpo``), so every trial of a search reuses the first trial's
 (``tune_from@dpo``).
 """
 
@@ -59,7 +59,9 @@ class Dpo(Technique):
             args["train_sampling_strategy"] = "random"           # which TRL's tokenized pairs do not have
             print(f"[{variant.name}] batching group_by_length: preference pairs are drawn in random order (TRL's "
                   "tokenized pairs have no input_ids column for transformers' length grouping)", flush=True)
-        return cached_ref_trainer(), DPOConfig(**args,
+        from bakeoff.train.backends.trl_dpo import CachedRefDPOTrainer
+
+        return CachedRefDPOTrainer, DPOConfig(**args,
                                      beta=variant.options["beta"], loss_type=[variant.options["loss_type"]],
                                      max_length=variant.train.max_seq_len,
                                      precompute_ref_log_probs=bool(variant.options.get("precompute_ref", True)))
@@ -78,45 +80,3 @@ class Dpo(Technique):
 
     def save(self, model, tok, out_dir: Path) -> None:
         model.save_pretrained(out_dir, selected_adapters=["default"])
-
-
-_REF_LOGPS: dict[str, tuple[list, list, float]] = {}  # key (``_ref_key``) → (chosen, rejected, seconds the pass took)
-
-
-def _ref_key(dataset, model_hash: str, args) -> str:
-    """What the reference's log-probabilities of ``dataset`` depend on: its tokenized pairs (truncation included),
-    the reference's weights (TRL's hash of the module) and the precision the forward pass runs in."""
-    import hashlib
-    import json
-
-    cols = [c for c in dataset.column_names if c not in ("ref_chosen_logps", "ref_rejected_logps")]
-    h = hashlib.sha256(json.dumps([model_hash, bool(args.bf16), bool(args.fp16), cols]).encode())
-    for row in dataset.select_columns(cols).to_list():
-        h.update(json.dumps(row, sort_keys=True, default=str).encode())
-    return h.hexdigest()
-
-
-def cached_ref_trainer():
-    """TRL's DPOTrainer whose precomputed reference log-probabilities are reused within the process: TRL's own cache
-    is keyed by the dataset's fingerprint, which is new for every trainer (its tokenizing map is not hashable), so a
-    search's every trial would pass over the reference again."""
-    from trl import DPOTrainer
-
-    class CachedRefDPOTrainer(DPOTrainer):
-        reused_ref_s = 0.0  # the measured seconds of the reference passes this run took from an earlier one
-
-        def _precompute_ref_logps(self, dataset, name, batch_size):
-            import time
-
-            key = _ref_key(dataset, self._precompute_model_hash, self.args)
-            if key in _REF_LOGPS:
-                chosen, rejected, seconds = _REF_LOGPS[key]
-                self.reused_ref_s += seconds
-                return dataset.add_column("ref_chosen_logps", chosen).add_column("ref_rejected_logps", rejected)
-            t0 = time.perf_counter()
-            out = super()._precompute_ref_logps(dataset, name, batch_size)
-            _REF_LOGPS[key] = (list(out["ref_chosen_logps"]), list(out["ref_rejected_logps"]),
-                               time.perf_counter() - t0)
-            return out
-
-    return CachedRefDPOTrainer
