@@ -277,6 +277,14 @@ def test_no_class_is_built_inside_a_function():
     assert not built, f"classes built inside functions: {built}"
 
 
+def test_the_report_reads_no_record_itself():
+    """report/ renders from the ``Decision`` it is given (``Decision.searches``, ``.evaluations``, ``.records``);
+    only the champion's packaging reads a prompting run's prompt, to ship it beside the model."""
+    readers = sorted(str(p.relative_to(LIB)) for p in (LIB / "report").glob("*.py")
+                     if re.search(r"runs\.read_json|read_json\(runs\.", p.read_text()))
+    assert readers == ["report/champion.py"], f"report files that read records themselves: {readers}"
+
+
 def _code_lines(path: Path) -> int:
     """Lines of a file that are neither blank, comments nor docstrings."""
     tree = ast.parse(path.read_text())

@@ -9,6 +9,7 @@ import pytest
 
 from bakeoff import report
 from bakeoff.decide import figures, verdict
+from bakeoff.decide.decision import eval_records, search_records
 from bakeoff.report import sections
 from bakeoff.report import sizing as report_sizing
 from bakeoff.report.verdict import format_line, reason, worded
@@ -318,7 +319,7 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
         "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
         "beat_recipe": True, "widened": []})
     df = figures.collect([], ["lora", "full"])
-    text = "\n".join(tables.search_lines(df))
+    text = "\n".join(tables.search_lines(df, search_records(["lora", "full"])))
     assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored " \
            "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted " \
            "rather than trained again (its speed and memory were measured in the tune stage's process); a choice at " \
@@ -337,7 +338,7 @@ def test_an_arm_that_takes_another_arms_search_says_why_it_trains_again(tmp_path
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "qlora", [1.0] * 10, 100, "variant")
     runs.write_json(runs.tuned_record("qlora"), {"values": {"lr": 2e-3}, "shared_from": "lora", "trials": []})
-    text = "\n".join(tables.search_lines(figures.collect([], ["qlora"])))
+    text = "\n".join(tables.search_lines(figures.collect([], ["qlora"]), search_records(["qlora"])))
     assert "`qlora`: trains at `lora`'s choice (`tune.share`); it cannot adopt a trial, since every trial of that " \
            "search trained `lora`, not its own setup, so it trains again." in text
 
@@ -461,7 +462,7 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
                        "kind": ["baseline", "variant", "variant", "variant"]})
     spent = {"lora": {"trials": 4, "own": True, "lender": "lora", "tokens": 100, "steps": 10, "seconds": 5.0,
                       "share": 1.0, "carried_tokens": 100, "carried_seconds": 5.0}}
-    table = "\n".join(sections.budget_lines(df, spent))
+    table = "\n".join(sections.budget_lines(df, spent, searches=search_records(df["name"])))
     assert "| zero_shot | none (baselines.zero_shot has no search) |" in table
     assert "| lora | own | 4 | 100 |" in table
     assert "| unsloth | `lora`'s, unused (the arm did not run: skipped) |" in table
@@ -488,7 +489,7 @@ def test_a_standard_task_that_could_not_run_offline_says_not_run_not_the_library
         (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(
             {"status": "ok", "lm_eval_tasks": {"arc_easy": {"status": "skipped", "reason": reason},
                                                "hellaswag": {"status": "failed", "reason": "KeyError: 'x'\nmore"}}}))
-    text = "\n".join(report.tables.forgetting(["zero_shot", "lora"]))
+    text = "\n".join(report.tables.forgetting(["zero_shot", "lora"], evaluations=eval_records(["zero_shot", "lora"])))
     assert "arc_easy: not run (offline" in text and "for `zero_shot`, `lora`" in text
     assert "OfflineModeIsEnabled" not in text and "ConnectionError" not in text
     assert "hellaswag: failed (KeyError: 'x') for" in text

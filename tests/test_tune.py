@@ -366,12 +366,13 @@ def test_a_derived_arm_searches_within_the_tokens_its_parents_search_trained(tmp
     # the report's budget section says so, beside the arm's own row
     import pandas as pd
 
+    from bakeoff.decide.decision import search_records
     from bakeoff.report.sections import derived_budget_words
 
     (tmp_path / "runs" / "dpo").mkdir()
     (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({
         "token_budget": 215064.0, "token_budget_from": "lora's search", "tune_tokens": 257034, "trials": [{}] * 3}))
-    words = derived_budget_words(pd.DataFrame({"name": ["lora", "dpo"]}))
+    words = derived_budget_words(pd.DataFrame({"name": ["lora", "dpo"]}), search_records(["lora", "dpo"]))
     assert words.startswith("`dpo`'s trials") and "past the 215,064 tokens lora's search trained" in words
     assert "(257,034 in 3 trials)" in words
 

@@ -10,7 +10,7 @@ Deterministic (seeded bootstraps), so two stages that call it on the same runs r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +42,8 @@ class Decision:
     provenance: dict  # data hash, commit, versions, the machine
     curve: dict | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
     evidence: dict | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
+    searches: dict = field(default_factory=dict)  # each run's search record (runs/<name>/tuned.json; {}: none)
+    evaluations: dict = field(default_factory=dict)  # each run's evaluation record (runs/<name>/eval.json)
 
     @property
     def picked(self) -> str | None:
@@ -65,8 +67,20 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, c
         from bakeoff.decide.data_value import report_data
 
         fitted, shown = report_data(params, df), evidence.guarded(params, df, v, stats)
+    names = list(df["name"])
     return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
-                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted, evidence=shown)
+                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted, evidence=shown,
+                    searches=search_records(names), evaluations=eval_records(names))
+
+
+def search_records(names) -> dict:
+    """Each run's search record (``runs/<name>/tuned.json``; {} where it has none): what the report says of it."""
+    return {n: runs.read_json(runs.tuned_record(n)) or {} for n in names}
+
+
+def eval_records(names) -> dict:
+    """Each run's evaluation record (``runs/<name>/eval.json``; {} where it has none)."""
+    return {n: runs.read_json(runs.eval_record(n)) or {} for n in names}
 
 
 def _verdict(params, flips_dir, shipped):

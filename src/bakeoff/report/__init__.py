@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bakeoff.core import runs
 from bakeoff.report import curve as data_curve
 from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
 from bakeoff.report.glossary import glossary_lines
@@ -71,15 +70,16 @@ def searched(trials: int) -> str:
     return f"each search {trials} trial{'s' if trials != 1 else ''}" if trials else "no search: each arm as written"
 
 
-def caveats(df: pd.DataFrame, v: dict, prov: dict) -> list[str]:
+def caveats(df: pd.DataFrame, v: dict, prov: dict, searches: dict) -> list[str]:
     """At most three things a buyer must know before acting on the first screen: first, any run that did not
-    finish (an endpoint that did not answer, an arm that ran out of memory), since the verdict is then on the rest."""
+    finish (an endpoint that did not answer, an arm that ran out of memory), since the verdict is then on the rest;
+    ``searches``: each run's search record (``Decision.searches``)."""
     out = []
     stopped = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
     if len(stopped):
         out.append("No result from " + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
                    + "; the verdict is on the other runs (why: Runs that did not finish, below).")
-    unsearched = [(n, rec["status"]) for n in df["name"] if (rec := runs.read_json(runs.tuned_record(n)) or {})
+    unsearched = [(n, rec["status"]) for n in df["name"] if (rec := searches.get(n) or {})
                   and rec.get("status") not in (None, "ok", "off")]
     if unsearched:
         out.append("The search did not run for " + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
@@ -116,15 +116,16 @@ def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict |
     middle = (cost_plot_lines(images, v.get("scope"), target) + where_lines(d.evidence, v.get("scope"))
               + pairwise_lines(pw, v.get("recommendation"), images)
               + data_curve.lines(d.curve, images)
-              + dpo_lines(df, pw, parents) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve)
+              + dpo_lines(df, pw, parents, d) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve,
+                                                             d.searches)
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope"))
               + sample_lines(d.evidence, v.get("scope")) + prompt_lines(d.evidence))
-    tail = (sizing_lines(params, sized, extra.get("costs"), images) + forgetting(list(df["name"]), df, images)
-            + glossary_lines() + provenance_lines(prov))
+    tail = (sizing_lines(params, sized, extra.get("costs"), images)
+            + forgetting(list(df["name"]), df, images, d.evaluations) + glossary_lines() + provenance_lines(prov))
     record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(d.curve),
               "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs"),
               "where": (d.evidence or {}).get("where")}
-    head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov))
+    head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov, d.searches))
             + data_curve.headline(d.curve, v.get("decision")))
     paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
     if pw is not None:

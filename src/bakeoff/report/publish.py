@@ -9,13 +9,13 @@ from pathlib import Path
 from bakeoff.core import runs, tracking
 
 
-def champion_of(params, rec: dict) -> dict | None:
+def champion_of(params, rec: dict, evaluations: dict) -> dict | None:
     """Register the recommended run (its model with MLflow's transformers flavour, its records, params.yaml) as the
-    champion (``bakeoff.report.champion``)."""
+    champion (``bakeoff.report.champion``); ``evaluations``: each run's evaluation record (``Decision.evaluations``)."""
     from bakeoff.report import champion
 
     name = rec.get("run")
-    ev = runs.read_json(runs.eval_record(name)) if name else None
+    ev = evaluations.get(name) if name else None
     if not ev or not ev.get("run_id"):
         return None
     dtype = (ev.get("metrics") or {}).get("serving_dtype")
@@ -47,7 +47,7 @@ def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
     nested = nest_repro(params, parent, names)
     print(f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
           "tagged superseded")
-    champion = champion_of(params, v.get("recommendation") or {})
+    champion = champion_of(params, v.get("recommendation") or {}, d.evaluations)
     if champion:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
 

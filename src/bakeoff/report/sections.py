@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bakeoff.core import runs
 from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.statistics import round_sig
 from bakeoff.report.choice import against_best_lines, technique_words
@@ -159,11 +158,11 @@ def cost_lines(v: dict, c: dict) -> list[str]:
     return out
 
 
-def derived_budget_words(df: pd.DataFrame) -> str:
+def derived_budget_words(df: pd.DataFrame, searches: dict) -> str:
     """A derived arm's search capped at its parent's search's tokens (``bakeoff.search.space.token_budget``)."""
     out = []
     for name in df["name"]:
-        rec = runs.read_json(runs.tuned_record(name)) or {}
+        rec = searches.get(name) or {}
         if str(rec.get("token_budget_from", "")).endswith("'s search"):
             out.append(f"`{name}`'s trials are judged on the task metric, which has no value at the pruning rungs, "
                        f"so none is cut short: its search stopped at the first trial that took it past the "
@@ -172,14 +171,17 @@ def derived_budget_words(df: pd.DataFrame) -> str:
     return "".join(out)
 
 
-def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None) -> list[str]:
+def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None,
+                 searches: dict | None = None) -> list[str]:
     """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share;
-    then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored."""
+    then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored. ``searches``:
+    each run's search record (``Decision.searches``)."""
+    searches = searches or {}
     rows = []
     for name in df["name"]:
         b = spent.get(name)
         if not b or not b["trials"]:
-            rec = runs.read_json(runs.tuned_record(name)) or {}
+            rec = searches.get(name) or {}
             if rec.get("status") not in (None, "ok", "off"):  # a search that crashed or ran out of memory
                 why = (rec.get("error") or "").splitlines()[0][:200]
                 rows.append(f"| {name} | **not run** ({rec['status']}: {why}; params.yaml's values trained) | 0 | – "
@@ -206,7 +208,7 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = No
                 "`tune.budget_tokens` gives every arm the same training tokens instead). " if tc.budget == "trials" else
                 f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
                 "(`tune.budget: tokens`). ")
-    rule += derived_budget_words(df)
+    rule += derived_budget_words(df, searches)
     return ["## Searches and their budget", "",
             rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are "
                    "the "
@@ -214,7 +216,7 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = No
             "a search several arms use (`tune.share`) is split evenly among them, each carrying its share into its "
             "all-in cost.", "",
             "| arm | search | trials | tokens | steps | seconds | share | tokens carried | seconds carried |",
-            "|---|---|---|---|---|---|---|---|---|", *rows, "", *search_lines(df)[1:], ""]
+            "|---|---|---|---|---|---|---|---|---|", *rows, "", *search_lines(df, searches)[1:], ""]
 
 
 def _status(df: pd.DataFrame, name: str) -> str:
@@ -222,9 +224,10 @@ def _status(df: pd.DataFrame, name: str) -> str:
     return str(row["status"].iloc[0]) if len(row) else "missing"
 
 
-def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[str]:
+def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> list[str]:
     """A derived variant against its parent, on the task (the pairwise test) and on the held-out preference pairs
-    (exact McNemar on each pair's win and a paired permutation test of the margin)."""
+    (exact McNemar on each pair's win and a paired permutation test of the margin); its training and search records
+    from ``d`` (the ``Decision``)."""
     from bakeoff.decide.statistics import mcnemar_exact, paired_permutation_p
 
     rows = {r["name"]: r for _, r in df.iterrows()}
@@ -255,13 +258,13 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict) -> list[
                         f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
                         f"{p_margin:.2g}).")
         if str(a.get("convergence", "")).startswith("did not move"):
-            loss = (runs.read_json(runs.train_record(child)) or {}).get("val_curve") or [{}]
+            loss = (d.records.get(child) or {}).get("val_curve") or [{}]
             said.append(f"- It did not move from `{parent}`: the same answer on every test item"
                         + (f", and its preference loss on the validation pairs {loss[-1]['loss']:.3f} is ln 2 = 0.693 "
                            "within its noise (where a policy still equal to its reference starts)"
                            if loss[-1].get("loss") is not None else "") + ". Its search kept a rate too small to "
                         "train; the parent is the run to read.")
-        rec = runs.read_json(runs.tuned_record(child)) or {}
+        rec = d.searches.get(child) or {}
         if rec.get("objective"):
             said.append(f"- Its search judged trials by {objective_words(rec)} on the validation split.")
         out += said + [""]

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bakeoff.core import runs
-
 # column → (header, format) for the Markdown table; every figure is defined in core/measure.py or evaluate/scoring.py
 COLUMNS = {
     "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"),
@@ -87,12 +85,13 @@ def _values(values: dict) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
 
-def search_lines(df: pd.DataFrame) -> list[str]:
-    """What each variant's search did, from its record (runs/<name>/tuned.json): the plain recipe's validation score
-    against the choice (measured on the validation split, each at the full max_steps), and any widened range."""
+def search_lines(df: pd.DataFrame, searches: dict) -> list[str]:
+    """What each variant's search did, from its record (``searches``: runs/<name>/tuned.json, ``Decision.searches``):
+    the plain recipe's validation score against the choice (measured on the validation split, each at the full
+    max_steps), and any widened range."""
     out = []
     for name in df[df["kind"] == "variant"]["name"]:
-        rec = runs.read_json(runs.tuned_record(name)) or {}
+        rec = searches.get(name) or {}
         if rec.get("shared_from"):  # its values come from another arm's trials, none of which is its own run
             lender = rec["shared_from"]
             out.append(f"- `{name}`: trains at `{lender}`'s choice (`tune.share`); it cannot adopt a trial, since "
@@ -158,11 +157,13 @@ def base_probe(df: pd.DataFrame) -> float | None:
     return float(base["probe_acc"].iloc[0]) if len(base) else None
 
 
-def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | None = None) -> list[str]:
+def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | None = None,
+               evaluations: dict | None = None) -> list[str]:
     """The forgetting check: each run's score on the offline general-ability probe against the base model's, its
     KL divergence from the base on general instructions, a quantized base's untrained control (quantization apart
-    from training), and the standard lm-eval tasks (or why they were skipped, once for all runs)."""
-    lines = []
+    from training), and the standard lm-eval tasks (or why they were skipped, once for all runs; ``evaluations``:
+    each run's evaluation record, ``Decision.evaluations``)."""
+    lines, evaluations = [], evaluations or {}
     base = base_probe(df) if df is not None else None
     if base is not None:
         lines += [("Measured here: `probe` is the share of the 200 general multiple-choice questions of `data/probe` "
@@ -192,7 +193,7 @@ def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | 
         lines += image(images, "tradeoff", "task gain against probe loss")
     skipped: dict[tuple, list[str]] = {}
     for name in names:
-        rec = runs.read_json(runs.eval_record(name)) or {}
+        rec = evaluations.get(name) or {}
         for task, res in (rec.get("lm_eval_tasks") or {}).items():
             if res.get("status") == "ok":
                 figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
