@@ -119,7 +119,7 @@ def test_the_curve_reads_only_what_its_points_hold():
     fit = fit_arm(_committed_lora(), resamples=300)
     assert fit["quality"] == [0.85, 0.8667, 0.9, 0.8833]
     p = fit["projection"][0]
-    assert set(p["forms"]) == {"power2", "power3", "loglinear"} and p["gain_from"] == "the largest measured point"
+    assert set(p["forms"]) == {"power2", "power3", "loglinear"} and p["gain_from"] == "largest_point"
     assert p["ci"][0] <= min(x["ci"][0] for x in p["forms"].values())  # the interval spans every form's
     assert p["ci"][1] >= max(x["ci"][1] for x in p["forms"].values())
     assert p["spread"][0] < p["spread"][1]
@@ -159,7 +159,7 @@ def test_crossover_and_projected_verdict():
     pr = Points(ns, [list((u < 0.55 + 0.02 * np.log2(n / 50)).astype(float)) for n in ns])
     draws = resample_indices(500, 100)
     cross = crossover(ft, pr, draws)
-    assert cross["where"] == "in the measured range"
+    assert cross["where"] == "measured"
     assert 70 < cross["rows"] < 200 and cross["rows_ci"][0] <= cross["rows"] <= cross["rows_ci"][1]
     later = verdict_at(ft, pr, draws, 2, min_gain=0.05)
     assert later["decision"] == "fine-tune" and later["gain"] > 0.2
@@ -260,7 +260,39 @@ def test_a_recommendation_that_cannot_be_read_is_the_points_status_not_the_stage
     monkeypatch.setattr(decision, "decide", broken)
     monkeypatch.chdir(tmp_path)
     name, why = decision.curve_arm(params, "recommended")
-    assert name is None and "no recommendation to draw (FileNotFoundError: runs/full/eval.json)" in why
+    assert name is None and "no_recommendation (FileNotFoundError: runs/full/eval.json)" in why
     run_point(params, "recommended", 0.25, name, why)
     rec = json.loads((tmp_path / "reports" / "curve" / "recommended-0.25" / "point.json").read_text())
     assert rec["status"] == "skipped" and "FileNotFoundError" in rec["error"]
+
+
+def test_the_report_words_every_code_of_the_curve_and_keeps_an_older_records_words():
+    """decide gives the curve's facts as codes; the report's page and reports/curve.json carry their words, each key
+    where it was, and a point record written before the codes (its words already) reads as it was."""
+    from bakeoff.report.curve import worded
+
+    curve = {"arms": {
+        "recommended": {"run": "lora", "chosen_as": "recommended", "points": [], "status": "skipped",
+                        "missing": "unfinished"},
+        "best_prompt": {"run": None, "chosen_as": "best_prompt", "points": [], "status": "skipped",
+                        "missing": "no_run"},
+        "lora": {"run": "lora", "chosen_as": "the recommended variant", "status": "too few points",
+                 "points": [{"share": 0.25, "status": "stale", "drawn_for": "full", "rows": 30}]},
+        "full": {"run": "full", "chosen_as": "named", "status": "ok", "backtest": {"inside": False, "sizes": 2},
+                 "projection": [{"multiple": 2, "gain_from": "largest_point", "forms": {}}]}},
+        "crossover": {"rows": 120, "where": "projected"}}
+    w = worded(curve)
+    a = w["arms"]
+    assert list(a["recommended"]) == ["run", "chosen_as", "points", "status", "reason"]
+    assert a["recommended"]["reason"] == "`lora` did not finish" and a["recommended"]["chosen_as"] == \
+        "the recommended variant"
+    assert a["best_prompt"]["reason"] == "no finished run for `best_prompt`"
+    assert a["best_prompt"]["chosen_as"] == "the best prompting baseline on validation"
+    assert a["lora"]["chosen_as"] == "the recommended variant"  # an older record's words, kept
+    assert a["lora"]["reason"] == "no smaller share finished: nothing to fit"
+    assert a["lora"]["points"] == [{"share": 0.25, "status": "stale (drawn for `full`)", "rows": 30}]
+    assert a["full"]["backtest"] == {"inside": False, "reason": "2 sizes: a back-test needs 3 or more"}
+    assert a["full"]["projection"][0]["gain_from"] == "the largest measured point"
+    assert a["full"]["chosen_as"] == "named in curve.arms"
+    assert w["crossover"]["where"] == "beyond the measured range (a projection)"
+    assert curve["arms"]["full"]["backtest"] == {"inside": False, "sizes": 2}  # the decision itself is untouched

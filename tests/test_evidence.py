@@ -58,9 +58,11 @@ def test_samples_follow_the_rule_and_markup_in_an_answer_stays_text(tmp_path, mo
                               ("yes", "yes", 1.0), ("yes", "yes", 1.0)])
     got = evidence.samples({"prompt": evidence._rows("prompt"), "lora": evidence._rows("lora")}, "prompt", "lora")
     assert [s["id"] for s in got] == [0, 2, 1, 4, 3]   # lora's wins, its loss, a fourth difference, both worst
-    assert [s["why"] for s in got][:3] == ["`lora` better", "`lora` better", "`prompt` better"]
-    assert got[-1]["why"] == "both answer it worst"
-    md = "\n".join(sample_lines({"samples": got, "rule": evidence.RULE}, V["scope"]))
+    assert [s["why"] for s in got] == ["run_better", "run_better", "prompt_better", "run_better", "worst"]
+    md = "\n".join(sample_lines({"samples": got, "rule": evidence.RULE, "prompt": "prompt", "run": "lora"}, V["scope"]))
+    assert "(t.jsonl:1; `lora` better)" in md and "(t.jsonl:2; `prompt` better)" in md
+    assert "(t.jsonl:4; both answer it worst)" in md
+    assert "differ most in score, its wins and its losses alike" in md
     row = next(line for line in md.splitlines() if line.startswith("| `lora` |") and "alert" in line)
     assert row.count("|") == 4                        # three cells: no pipe of the answer splits the row
     assert f"({len(nasty) - 400:,} more characters)" in row   # cut, and the rest counted

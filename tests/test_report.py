@@ -12,7 +12,8 @@ from bakeoff.decide import figures, verdict
 from bakeoff.decide.decision import eval_records, search_records
 from bakeoff.report import sections
 from bakeoff.report import sizing as report_sizing
-from bakeoff.report.verdict import format_line, reason, worded
+from bakeoff.report.forgetting import forgetting
+from bakeoff.report.verdict import format_line, reason, worded, worded_finding
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +72,7 @@ def test_verdict_without_a_finished_variant_is_inconclusive():
     df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.5,
                         "best_baseline": "zero_shot", "gain": float("nan")}])
     v = verdict.verdict(df, 0.05)
-    assert v == {"decision": "inconclusive", "missing": "fine-tuned variant", "min_gain": 0.05}
+    assert v == {"decision": "inconclusive", "missing": "variant", "min_gain": 0.05}
     assert worded(v, df) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished", "min_gain": 0.05}
 
 
@@ -133,7 +134,7 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     found = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"),
                                   "few_shot": BaselineConfig("few_shot", shots=3)})
     assert [d["baseline"] for d in found] == ["zero_shot"]
-    d = found[0]
+    d = worded_finding(found[0])  # the report's words for the finding
     assert (d["contains_reference"], d["quality"]) == (1.0, 0.0)
     line = format_line(d)  # the report's words for the finding
     assert "fails on format, not knowledge" in line and "100% of its answers contain the reference" in line
@@ -141,13 +142,15 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     # with an instruction and a label set tried, neither is offered again
     again = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")},
                              labels=refs)
+    again = [worded_finding(x) for x in again]
     assert not any("instruction" in x or "task.labels" in x for x in again[0]["left"])
     assert any("Answer with the city only." in x for x in again[0]["tried"])
 
     # another arm's search tried an instruction and 8 nearest shots: named as tried there, not offered as untried
     searched = BaselineConfig("prompt_search", shots=3, search={"shots": [1, 8], "selection": ["fixed", "nearest"],
                                                                 "instruction": [None, "Answer with the city only."]})
-    third = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
+    third = [worded_finding(x) for x in verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"),
+                                                              "prompt_search": searched})]
     assert third[0]["tried_elsewhere"] == ["an instruction (prompt_search)", "8 or more nearest shots (prompt_search)"]
     assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
     assert "Tried by other prompting arms: an instruction (prompt_search)" in format_line(third[0])
@@ -179,7 +182,7 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     assert as_run(params, "prompt_search")[1] == {"shots": 8, "selection": "nearest", "instruction": "City only."}
     chatty = all_metrics(["The capital of Peru is Lima.", "It is Paris."], ["Lima", "Paris"], labels=None)
     df = pd.DataFrame([{"name": "prompt_search", "kind": "baseline", "status": "ok", "quality": 0.0, **chatty}])
-    d = verdict.diagnose(df, ran)[0]
+    d = worded_finding(verdict.diagnose(df, ran)[0])
     assert d["tried"] == ["8 shots (nearest)", "instruction 'City only.'"]
     assert "Tried: 8 shots (nearest)" in format_line(d)
     assert not any("instruction" in x or "shots" in x for x in d["left"])
@@ -187,7 +190,7 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
     runs.write_json(runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed",
                                                                     "instruction": None}})
-    d = verdict.diagnose(df, decision.baselines_as_run(params))[0]
+    d = worded_finding(verdict.diagnose(df, decision.baselines_as_run(params))[0])
     assert d["tried"] == ["3 shots (fixed)", "no instruction", "an instruction (in its search, not chosen)",
                           "8 or more nearest shots (in its search, not chosen)"]
     assert d["tried_elsewhere"] == [] and not any("instruction" in x or "shots" in x for x in d["left"])
@@ -239,7 +242,6 @@ def test_forgetting_table_and_tradeoff_plot_read_the_probe_against_the_base(tmp_
     """The base's probe score comes from the baseline; each variant's Δ probe is against it, in points, beside its
     KL to the base and its task gain; the trade-off plot places every variant with both figures."""
     from bakeoff.report.plots import plots
-    from bakeoff.report.tables import forgetting
 
     monkeypatch.chdir(tmp_path)
     df = pd.DataFrame([
@@ -361,7 +363,8 @@ def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, m
     df["convergence"] = "converged"
     got = verdict.did_not_move(df, {"dpo": "lora", "dpo_moved": "lora", "dpo_loss": "lora"})
     assert list(got) == ["dpo"] and got["dpo"]["identical"] == 40
-    conv = df.set_index("name")["convergence"]
+    assert df.set_index("name")["convergence"]["dpo"] == "unmoved"
+    conv = report.tables.worded_runs(df, got).set_index("name")["convergence"]  # as the report shows it
     assert conv["dpo"] == "did not move from `lora`" and conv["dpo_moved"] == conv["dpo_loss"] == "converged"
 
 
@@ -379,7 +382,7 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
     figures.add_confidence(df, "exact_match", resamples=500)
     v = verdict.verdict(df, 0.05)
     assert v["variant"] == "full" and v["tie"] == {"runs": ["full", "lora"], "at": 0.9, "split": "validation",
-                                                   "rule": "the first listed in params.yaml leads"}
+                                                   "rule": "params_order"}
     assert reason(v).startswith("`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
                                 "leads) beats `few_shot` (10.0% generated)"), reason(v)
 
@@ -489,7 +492,8 @@ def test_a_standard_task_that_could_not_run_offline_says_not_run_not_the_library
         (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(
             {"status": "ok", "lm_eval_tasks": {"arc_easy": {"status": "skipped", "reason": reason},
                                                "hellaswag": {"status": "failed", "reason": "KeyError: 'x'\nmore"}}}))
-    text = "\n".join(report.tables.forgetting(["zero_shot", "lora"], evaluations=eval_records(["zero_shot", "lora"])))
+    names = ["zero_shot", "lora"]
+    text = "\n".join(forgetting(names, evaluations=eval_records(names)))
     assert "arc_easy: not run (offline" in text and "for `zero_shot`, `lora`" in text
     assert "OfflineModeIsEnabled" not in text and "ConnectionError" not in text
     assert "hellaswag: failed (KeyError: 'x') for" in text

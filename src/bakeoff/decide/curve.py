@@ -207,7 +207,7 @@ def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None)
         projection.append({"multiple": m, "rows": round(n_full * m), "quality": main["quality"],
                            "ci": [min(lows), max(highs)] if lows else None, "spread": [min(points), max(points)],
                            "gain": main["gain"], "gain_ci": [min(glows), max(ghighs)] if glows else None,
-                           "gain_from": "the largest measured point", "forms": forms})
+                           "gain_from": "largest_point", "forms": forms})
     out = {"form": f.form, "forms": list(FORMS), "n_points": len(f.ns), "n_items": len(pts.items[0]),
            "rows": [int(n) for n in f.ns],
            "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
@@ -259,7 +259,7 @@ def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
     ``flat_accepted``: "no gain from the last size" (the largest fitted point's score) lies in the band too, so the
     back-test cannot tell flat from growth. The error and its bootstrap interval are kept as information."""
     if len(f.ns) < 3:
-        return {"inside": False, "reason": f"{len(f.ns)} sizes: a back-test needs 3 or more"}
+        return {"inside": False, "sizes": len(f.ns)}  # a back-test needs 3 or more
     b = Fitted(pts, draws, drop_last=True)
     n_full = float(f.ns.max())
     pred, observed = b.at(n_full), float(f.q[-1])
@@ -294,8 +294,8 @@ def crossover(ft: Points, pr: Points, draws: np.ndarray, upto: float = 4.0) -> d
     point = _first_pass(grid, predict_many(a.ns, a.P, a.form, grid)[0] - predict_many(b.ns, b.P, b.form, grid)[0])
     diffs = a.boot_at(grid) - b.boot_at(grid)
     found = [x for x in (_first_pass(grid, d) for d in diffs) if x is not None]
-    where = ("never" if point is None else "from the smallest size" if point <= lo * 1.0001
-             else "in the measured range" if point <= hi else "beyond the measured range (a projection)")
+    where = ("never" if point is None else "smallest" if point <= lo * 1.0001 else "measured" if point <= hi
+             else "projected")  # from the smallest size, in the measured range, beyond it (a projection)
     return {"rows": None if point is None else round(point), "where": where,
             "rows_ci": None if not found else [round(float(np.percentile(found, 2.5))),
                                                round(float(np.percentile(found, 97.5)))],

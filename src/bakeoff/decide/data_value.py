@@ -33,7 +33,7 @@ def report_data(params, df) -> dict | None:
         if entry.get("status") != "collected":
             continue
         if len(entry["_ns"]) < 2:
-            entry.update(status="too few points", reason="no smaller share finished: nothing to fit")
+            entry.update(status="too few points")  # no smaller share finished: nothing to fit
             continue
         draws = resample_indices(len(entry["_items"][0]), c.resamples) if draws is None else draws
         pts = Points(entry.pop("_ns"), entry.pop("_items"), METRICS[params.task.metric].figure, entry.pop("_names"))
@@ -78,8 +78,7 @@ def arm_points(params, df, arm: str, full_items: dict) -> dict:
     entry = {"run": name, "chosen_as": next((r.get("chosen_as") for _, r in recs if r), None), "points": []}
     full = full_items.get(name) if name else None
     if full is None:
-        return {**entry, "status": "skipped",
-                "reason": f"no finished run for `{arm}`" if name is None else f"`{name}` did not finish"}
+        return {**entry, "status": "skipped", "missing": "no_run" if name is None else "unfinished"}
     row = df[df["name"] == name].iloc[0]
     choice = row["kind"] == "baseline" and by_label_choice(row, figures.choosing_split(df))
     ids = sorted(full)
@@ -87,8 +86,9 @@ def arm_points(params, df, arm: str, full_items: dict) -> dict:
     for share, r in recs:
         r = r or {}
         m = r.get("metrics") or {}
-        status = r.get("status", "missing") if r.get("run", name) == name else f"stale (drawn for `{r['run']}`)"
-        point = {"share": share, "status": status, **{k: m[k] for k in KEPT if k in m},
+        stale = r.get("run", name) != name  # drawn for another run than the arm's now
+        point = {"share": share, "status": "stale" if stale else r.get("status", "missing"),
+                 **({"drawn_for": r["run"]} if stale else {}), **{k: m[k] for k in KEPT if k in m},
                  **({"error": r["error"]} if r.get("error") else {})}
         entry["points"].append(point)
         got = figures.read_items(point_dir(arm, share) / "predictions.jsonl",

@@ -142,19 +142,18 @@ def picked(v: dict) -> str | None:
 
 
 def curve_arm(params, arm: str) -> tuple[str | None, str]:
-    """The run a data-value curve arm (``curve.arms``) names, and how it was chosen (None: no such run finished):
-    ``recommended``, the recommended variant (the best fine-tuned one, chosen on validation, when the recommendation is
-    not to fine-tune); ``best_prompt``, the best prompting baseline, chosen on validation; else the run named."""
+    """The run a data-value curve arm (``curve.arms``) names, and how it was chosen (None: no such run finished;
+    ``bakeoff.report.curve.CHOSEN_AS`` words it): ``recommended``, the recommended variant (``best_variant``, the best
+    fine-tuned one chosen on validation, when the recommendation is not to fine-tune); ``best_prompt``, the best
+    prompting baseline, chosen on validation; else the run named (``named``)."""
     if arm == "best_prompt":
-        return figures.best_baseline(figures.collect(list(params.baselines), list(params.variants))), \
-            "the best prompting baseline on validation"
+        return figures.best_baseline(figures.collect(list(params.baselines), list(params.variants))), "best_prompt"
     if arm != "recommended":
-        return arm, "named in curve.arms"
+        return arm, "named"
     try:  # no decision to read (a record missing or broken): the point's status, never the pipeline's end
         d = decide(params)
     except Exception as e:
-        return None, f"no recommendation to draw ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+        return None, f"no_recommendation ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
     if d.picked:
-        return d.picked, "the recommended variant"
-    return d.verdict.get("variant"), ("the best fine-tuned variant on validation, as the recommendation is not "
-                                      "to fine-tune)")
+        return d.picked, "recommended"
+    return d.verdict.get("variant"), "best_variant"  # the recommendation is not to fine-tune

@@ -20,8 +20,7 @@ import pandas as pd
 from bakeoff.core import runs
 
 SAMPLES = 5  # test items shown side by side
-RULE = ("the items where the recommended run and the best prompt differ most in score, its wins and its losses "
-        "alike (two of each where there are), then the item both answer worst; ties by test order")
+RULE = "largest_gaps_then_worst"  # the items the two differ most on, its wins and losses alike, then the worst
 
 
 def pair(v: dict) -> tuple[str | None, str | None]:
@@ -123,7 +122,9 @@ def _score(row: dict) -> float:
 
 
 def samples(preds: dict[str, dict], a: str, b: str, k: int = SAMPLES) -> list[dict]:
-    """``k`` test items by ``RULE``, each with its input, reference and every arm's answer and score."""
+    """``k`` test items by ``RULE`` (two of ``b``'s wins over ``a`` and two losses where there are, more of the
+    largest gaps, then the item both answer worst; ties by test order), each with its input, reference, ``why``
+    (``run_better``: ``b`` scores higher, ``prompt_better``, ``worst``) and every arm's answer and score."""
     ids = sorted(set(preds[a]) & set(preds[b]))
     gap = {i: _score(preds[b][i]) - _score(preds[a][i]) for i in ids}
     wins = sorted((i for i in ids if gap[i] > 0), key=lambda i: (-gap[i], i))
@@ -135,7 +136,7 @@ def samples(preds: dict[str, dict], a: str, b: str, k: int = SAMPLES) -> list[di
                    key=lambda i: (max(_score(preds[a][i]), _score(preds[b][i])), i))[:1]
     out = []
     for i in chosen + worst:
-        why = ("both answer it worst" if i in worst else f"`{b}` better" if gap[i] > 0 else f"`{a}` better")
+        why = "worst" if i in worst else "run_better" if gap[i] > 0 else "prompt_better"
         first = preds[a][i]
         out.append({"id": i, "source": first.get("source", ""), "why": why, "input": first.get("prompt", ""),
                     "reference": first.get("reference", ""),
@@ -150,6 +151,5 @@ def prompts(params) -> list[dict]:
     out = []
     for name in params.baselines:
         sent = (runs.read_json(runs.eval_record(name)) or {}).get("prompt_sent")
-        out.append({"name": name, **sent} if sent else
-                   {"name": name, "error": "not recorded: its evaluation ran before prompts were recorded"})
+        out.append({"name": name, **sent} if sent else {"name": name, "error": "unrecorded"})
     return out

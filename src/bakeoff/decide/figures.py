@@ -35,10 +35,8 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
                        label_choice_via=ev["engine"].get("label_choice"))
         tuned = runs.read_json(runs.tuned_record(name)) or {}
         if tuned.get("values"):  # what the tune stage chose, and what its search cost (training tokens and time)
-            row["tuned"] = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                     for k, v in tuned["values"].items())
             shared = tuned.get("shared_from")  # its search was another variant's, counted there
-            row["tuned"] += f" (search of `{shared}`)" if shared else ""
+            row["tuned"] = {"values": tuned["values"], "shared_from": shared}
             # an adopted trial is the training run itself, counted there, not again as search
             adopted = [t for t in tuned.get("trials") or [] if t.get("number") == row.get("adopted_from_trial")]
             row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0) - sum(t.get("tokens_seen") or 0
@@ -51,11 +49,7 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         if isinstance(row.get("dtypes"), dict):  # what the run held its weights and saved activations in
-            d = row.pop("dtypes")
-            base = d.get("base", "?") + (f" ({d['compute']} compute)" if d.get("compute") else "")
-            row["held_dtypes"] = (f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · "
-                                  f"activations {d.get('activations', '?')}"
-                                  + (" · checkpointed" if row.get("gradient_checkpointing") else ""))
+            row["held_dtypes"] = {**row.pop("dtypes"), "checkpointed": bool(row.get("gradient_checkpointing"))}
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -96,7 +90,7 @@ def use_interleaved(df: pd.DataFrame, timed: dict | None) -> None:
         hit = df["name"] == name
         for k, x in m.items():
             df.loc[hit, k] = x
-        df.loc[hit, "latency_how"] = "timed interleaved in one process, one request of each run in turn"
+        df.loc[hit, "latency_how"] = "interleaved"  # one process, one request of each run in turn
 
 
 def as_number(x) -> float:

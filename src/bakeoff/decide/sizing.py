@@ -185,7 +185,7 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
         r["error"] = round(err, 4)
     cuda = any((r.get("metrics") or {}).get("train_peak_reserved_mb") for r in records.values())
     return {"overhead_gb": round(overhead / GB, 3), "rows": rows,
-            "measured_on": "CUDA peak reserved" if cuda else "peak resident memory (RSS) on this machine's CPU",
+            "measured_on": "cuda_reserved" if cuda else "cpu_rss",  # CUDA's peak reserved, or this CPU's peak RSS
             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
 
 
@@ -257,6 +257,5 @@ def measured_on(params, path: str = GPU_CHECK) -> dict:
             "within_10": sum(e <= 0.10 for e in errors), "largest": max(errors, default=None),
             "out_of_sample": {"peaks": len(before), "within_10": sum(e <= 0.10 for e in before),
                               "largest": max(before, default=None),
-                              "how": "the memory model as it stood when the check ran, before it was revised on "
-                                     "these peaks"} if before else None,
+                              "how": "as_run"} if before else None,  # the model before it was revised on these peaks
             "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05}

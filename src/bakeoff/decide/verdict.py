@@ -47,7 +47,7 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
         if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
             continue
         out[child] = {"parent": parent, "identical": len(mine), "pref_loss": loss}
-        df.loc[df["name"] == child, "convergence"] = f"did not move from `{parent}`"
+        df.loc[df["name"] == child, "convergence"] = "unmoved"  # bakeoff.report.tables.worded_runs names the parent
     return out
 
 
@@ -59,8 +59,8 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
     if best_b is None or ok.empty:
-        missing = "prompting baseline" if best_b is None else "fine-tuned variant"
-        return {"decision": "inconclusive", "missing": missing, "min_gain": min_gain}
+        return {"decision": "inconclusive", "missing": "baseline" if best_b is None else "variant",
+                "min_gain": min_gain}
     split = choosing_split(df)
     col = "val_quality" if split == "val" else "quality"
     top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
@@ -70,7 +70,7 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     tied = [str(x) for x in ok.loc[ok[col] == top[col], "name"]]
     if len(tied) > 1:  # a tie for the leader: the rule that broke it is said, not hidden in a sort
         out["tie"] = {"runs": tied, "at": float(top[col]), "split": out["chosen_on"],
-                      "rule": "the first listed in params.yaml leads"}
+                      "rule": "params_order"}  # the first listed in params.yaml leads
     against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
     if isinstance(against, str):
         out["baseline_figure"] = against
@@ -86,22 +86,27 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
 FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
 
 
+FIXES = ("instruction", "nearest_shots")  # the cheap fixes a format failure is checked for: an instruction, 8+ nearest
+
+
 def _cheap_fixes(b, searched: bool) -> dict[str, bool]:
     """Which cheap fixes prompting arm ``b`` ran (``searched=False``: the prompt it ran with) or tried (``True``: that
     prompt or any value of its search space)."""
     def values(key):
         return [getattr(b, key), *(((b.search or {}).get(key) or []) if searched else [])]
 
-    return {"an instruction": any(values("instruction")),
-            "8 or more nearest shots": max(values("shots")) >= 8 and "nearest" in values("selection")}
+    return {"instruction": any(values("instruction")),
+            "nearest_shots": max(values("shots")) >= 8 and "nearest" in values("selection")}
 
 
 def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
     """Knowledge or format, per prompting baseline: when far more of its answers *contain* the reference than
     match it (``contains_reference`` − quality ≥ ``FORMAT_GAP``), the base model knows the answers and fails on
-    their form, and a cheap fix may close the gap before any training. Each finding names what it tried (shots,
-    selection, instruction, label choice), what another prompting arm tried (as written or in its search), and
-    what no arm tried."""
+    their form, and a cheap fix may close the gap before any training. Each finding holds the prompt it ran
+    (``ran``: shots, selection, instruction; None where the arm is unknown), its label-choice score, and per fix
+    (``FIXES``) whether it ``ran`` it, tried it in its ``searched`` space, another arm tried it (``elsewhere``, with
+    ``tried_by``) or none did (``left``); ``labels_left``: the task has no closed answer set. The facts only:
+    ``bakeoff.report.verdict.worded_finding`` words them."""
     out, by_arms = [], {}
     for n, b in baselines.items():
         for what in (what for what, yes in _cheap_fixes(b, True).items() if yes):
@@ -112,27 +117,18 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
             continue
         b = baselines.get(r["name"])
         choice = r.get("quality_label_choice")
-        tried = [f"{b.shots} shot{'s' if b.shots != 1 else ''}" + (f" ({b.selection})" if b.shots else "")
-                 if b else "?", f"instruction {b.instruction!r}" if b and b.instruction else "no instruction"]
-        if isinstance(choice, (int, float)) and choice == choice:
-            tried.append(f"label choice ({choice:.0%})")
         ran, searched = (_cheap_fixes(b, False), _cheap_fixes(b, True)) if b else ({}, {})
-        fixes = {"an instruction": f"an instruction that fixes the form (baselines.{r['name']}.instruction)",
-                 "8 or more nearest shots": "more or nearer shots"}
-        elsewhere, left = [], []
-        for what, fix in fixes.items():
+        fixes, tried_by = {}, {}
+        for what in FIXES:
             others = [a for a in by_arms.get(what, []) if a != r["name"]]
-            if ran.get(what):  # in the prompt it ran with, named above
-                continue
-            if searched.get(what):  # its own search tried it and chose otherwise on validation
-                tried.append(f"{what} (in its search, not chosen)")
-            elif others:
-                elsewhere.append(f"{what} ({', '.join(others)})")
-            else:
-                left.append(fix)
-        left += [] if labels else ["a closed answer set (task.labels: the answer is then chosen by likelihood)"]
+            fixes[what] = ("ran" if ran.get(what) else "searched" if searched.get(what)
+                           else "elsewhere" if others else "left")
+            if fixes[what] == "elsewhere":
+                tried_by[what] = others
         out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
-                    "tried": tried, "tried_elsewhere": elsewhere, "left": left})
+                    "ran": {"shots": b.shots, "selection": b.selection, "instruction": b.instruction} if b else None,
+                    "label_choice": float(choice) if isinstance(choice, (int, float)) and choice == choice else None,
+                    "fixes": fixes, "tried_by": tried_by, "labels_left": not labels})
     return out
 
 

@@ -19,13 +19,14 @@ import pandas as pd
 
 from bakeoff.report import curve as data_curve
 from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
+from bakeoff.report.forgetting import forgetting
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
 from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.sizing import sizing_lines, worded
-from bakeoff.report.tables import Page, forgetting, markdown, metrics_json, provenance_lines, write
+from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines, worded_runs, write
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
            "sizing_lines",
@@ -102,39 +103,41 @@ def said(d) -> dict:
     """The decision's verdict as the report writes it: its facts with their words (``report.verdict``)."""
     from bakeoff.report.verdict import worded
 
-    return worded(d.verdict, d.runs, d.costs)
+    return worded(d.verdict, worded_runs(d.runs, d.verdict.get("unmoved")), d.costs)
 
 
 def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict | None = None) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
-    df, v, c, sized, prov, stats, pw = d.runs, said(d), d.money, d.sizing, d.provenance, d.data_stats, d.pairwise
+    df, v, c, sized = worded_runs(d.runs, d.verdict.get("unmoved")), said(d), d.money, worded(d.sizing)
+    prov, stats, pw = d.provenance, d.data_stats, d.pairwise
+    curve = data_curve.worded(d.curve)
     extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
              "shipped": shipped}
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     target = next(iter(d.costs.values()))["target"] if d.costs else params.sizing.target
     middle = (cost_plot_lines(images, v.get("scope"), target) + where_lines(d.evidence, v.get("scope"))
               + pairwise_lines(pw, v.get("recommendation"), images)
-              + data_curve.lines(d.curve, images)
-              + dpo_lines(df, pw, parents, d) + budget_lines(df, extra.get("budget") or {}, params.tune, d.curve,
+              + data_curve.lines(curve, images)
+              + dpo_lines(df, pw, parents, d) + budget_lines(df, extra.get("budget") or {}, params.tune, curve,
                                                              d.searches)
               + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope"))
               + sample_lines(d.evidence, v.get("scope")) + prompt_lines(d.evidence))
     tail = (sizing_lines(params, sized, extra.get("costs"), images)
             + forgetting(list(df["name"]), df, images, d.evaluations) + glossary_lines() + provenance_lines(prov))
-    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(d.curve),
+    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(curve),
               "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs"),
               "where": (d.evidence or {}).get("where")}
     head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov, d.searches))
-            + data_curve.headline(d.curve, v.get("decision")))
+            + data_curve.headline(curve, v.get("decision")))
     paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
     if pw is not None:
         paths["pairwise"] = out_dir / "pairwise.csv"
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
-    paths["sizing"].write_text(json.dumps({**worded(sized), "verdict": v, "cost": c, **extra}, indent=2, default=str))
+    paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
     paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
-    paths["curve"].write_text(json.dumps(d.curve if d.curve is not None else {
+    paths["curve"].write_text(json.dumps(curve if curve is not None else {
         "status": "off", "reason": "curve.fractions is empty: no data-value curve"}, indent=2, default=str))
     paths["html"] = out_dir / "comparison.html"
     paths["html"].write_text(html(paths["md"].read_text(), images))

@@ -5,6 +5,52 @@ from __future__ import annotations
 
 from bakeoff.report.tables import details, image
 
+# how a curve arm's run was chosen (``bakeoff.decide.decision.curve_arm``); an older record holds the words already
+CHOSEN_AS = {"best_prompt": "the best prompting baseline on validation", "named": "named in curve.arms",
+             "recommended": "the recommended variant",
+             "best_variant": "the best fine-tuned variant on validation, as the recommendation is not to fine-tune"}
+WHERE = {"smallest": "from the smallest size", "measured": "in the measured range",
+         "projected": "beyond the measured range (a projection)"}  # where the fine-tuned arm passes the prompt
+
+
+def _swapped(d: dict, old: str, new: str, value) -> dict:
+    """``d`` with key ``old`` replaced by ``new`` = ``value`` in the same place (curve.json keeps its key order)."""
+    return {(new if k == old else k): (value if k == old else x) for k, x in d.items()}
+
+
+def _worded_arm(key: str, a: dict) -> dict:
+    a = dict(a)
+    if a.get("chosen_as") in CHOSEN_AS:
+        a["chosen_as"] = CHOSEN_AS[a["chosen_as"]]
+    elif str(a.get("chosen_as") or "").startswith("no_recommendation"):
+        a["chosen_as"] = "no recommendation to draw" + a["chosen_as"].removeprefix("no_recommendation")
+    if "missing" in a:
+        a = _swapped(a, "missing", "reason", f"no finished run for `{key}`" if a["missing"] == "no_run"
+                     else f"`{a['run']}` did not finish")
+    if a.get("status") == "too few points" and "reason" not in a:
+        a["reason"] = "no smaller share finished: nothing to fit"
+    a["points"] = [{k: (f"stale (drawn for `{p['drawn_for']}`)" if k == "status" else x)
+                    for k, x in p.items() if k != "drawn_for"} if p.get("status") == "stale" else p
+                   for p in a.get("points") or []]
+    b = a.get("backtest")
+    if b and "sizes" in b:
+        a["backtest"] = _swapped(b, "sizes", "reason", f"{b['sizes']} sizes: a back-test needs 3 or more")
+    if a.get("projection"):
+        a["projection"] = [{**p, "gain_from": "the largest measured point"} if p.get("gain_from") == "largest_point"
+                           else p for p in a["projection"]]
+    return a
+
+
+def worded(curve: dict | None) -> dict | None:
+    """The data-value curve (``bakeoff.decide.data_value``) as the report writes it (its page, reports/curve.json):
+    each code with its words."""
+    if not curve or not curve.get("arms"):
+        return curve
+    out = {**curve, "arms": {k: _worded_arm(k, a) for k, a in curve["arms"].items()}}
+    if out.get("crossover") and out["crossover"].get("where") in WHERE:
+        out["crossover"] = {**out["crossover"], "where": WHERE[out["crossover"]["where"]]}
+    return out
+
 
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"

@@ -85,16 +85,29 @@ def cost_plot_lines(images: dict | None, scope: dict | None, target: str | None)
             f"![quality against projected all-in cost on {target}](plots/quality_vs_cost.png)", ""]
 
 
+RULES = {"largest_gaps_then_worst": "the items where the recommended run and the best prompt differ most in score, "
+                                   "its wins and its losses alike (two of each where there are), then the item both "
+                                   "answer worst; ties by test order"}
+ERRORS = {"unrecorded": "not recorded: its evaluation ran before prompts were recorded"}
+
+
+def why_words(why: str, e: dict) -> str:
+    """Why a test item is shown (``bakeoff.decide.evidence.samples``)."""
+    return {"worst": "both answer it worst", "run_better": f"`{e.get('run')}` better",
+            "prompt_better": f"`{e.get('prompt')}` better"}.get(why, why)
+
+
 def sample_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     """## Answers side by side: each chosen item's input, reference and every run's answer with its score."""
     items = (e or {}).get("samples") or []
     if not items:
         return []
+    rule = RULES.get(e["rule"], e["rule"])
     lines = ["## Answers side by side", "",
-             (f"{len(items)} test items, {_on(scope)}, chosen by one rule: {e['rule']}. Every run's answer as it "
+             (f"{len(items)} test items, {_on(scope)}, chosen by one rule: {rule}. Every run's answer as it "
               "was scored; long ones are cut."), ""]
     for s in items:
-        lines += [f"**Test item {s['id']}** ({cell(s['source'], 120)}; {s['why']})", "",
+        lines += [f"**Test item {s['id']}** ({cell(s['source'], 120)}; {why_words(s['why'], e)})", "",
                   '<div class="answers">', "",  # the page wraps these cells (html.py); GitHub ignores the class
                   "| | answer | score |", "|---|---|---:|",
                   f"| input | {cell(s['input'])} | |", f"| reference | {cell(s['reference'])} | |"]
@@ -118,7 +131,7 @@ def prompt_lines(e: dict | None) -> list[str]:
               "search's choice applied), before the model's own chat template wraps them."), ""]
     for p in shown:
         if p.get("error"):
-            lines += [f"- `{p['name']}`: {cell(p['error'], 200)}", ""]
+            lines += [f"- `{p['name']}`: {cell(ERRORS.get(p['error'], p['error']), 200)}", ""]
             continue
         instr = f"; instruction: \"{cell(p['instruction'], 200)}\"" if p.get("instruction") else "; no instruction"
         lines += [f"**`{p['name']}`**: {p['rule']}{instr}.", ""]

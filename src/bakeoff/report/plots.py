@@ -120,7 +120,7 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict)
 def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None:
     """The learning–forgetting trade-off: each variant's task gain over the best prompt (pp) against what it lost on
     the general-ability probe (pp below the base model); up and left is better."""
-    from bakeoff.report.tables import base_probe
+    from bakeoff.report.forgetting import base_probe
 
     base = base_probe(ok)
     if base is None or "gain" not in ok.columns:

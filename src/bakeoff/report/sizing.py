@@ -114,8 +114,20 @@ def card_words(src: dict) -> str:
     return f"assumed the same on {src['other_card']}" if src.get("other_card") else src.get("card", "")
 
 
+MEASURED_ON = {"cuda_reserved": "CUDA peak reserved", "cpu_rss": "peak resident memory (RSS) on this machine's CPU"}
+OUT_OF_SAMPLE = {"as_run": "the memory model as it stood when the check ran, before it was revised on these peaks"}
+
+
 def worded(sized: dict) -> dict:
-    """``sized`` as sizing.json holds it: each fit's ``mfu_source`` with its ``why`` and ``card`` in words."""
+    """``sized`` (``bakeoff.decide.sizing.report_data``) as the report shows it and sizing.json holds it: each fit's
+    ``mfu_source`` with its ``why`` and ``card`` in words, what the calibration and the GPU check measured in words."""
+    sized = dict(sized)
+    calib = sized.get("calibration")
+    if isinstance(calib, dict) and calib.get("measured_on") in MEASURED_ON:
+        sized["calibration"] = {**calib, "measured_on": MEASURED_ON[calib["measured_on"]]}
+    out = (sized.get("gpu_check") or {}).get("out_of_sample")
+    if isinstance(out, dict) and out.get("how") in OUT_OF_SAMPLE:
+        sized["gpu_check"] = {**sized["gpu_check"], "out_of_sample": {**out, "how": OUT_OF_SAMPLE[out["how"]]}}
     fits = []
     for f in sized.get("fits") or []:
         src = f.get("mfu_source") or {}

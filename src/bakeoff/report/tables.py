@@ -46,6 +46,42 @@ COLUMNS = {
 }
 
 
+LATENCY_HOW = {"interleaved": "timed interleaved in one process, one request of each run in turn"}
+
+
+def dtypes_words(d):
+    """What a run held its weights and saved activations in (``held_dtypes``), in a cell."""
+    if not isinstance(d, dict):
+        return d
+    base = d.get("base", "?") + (f" ({d['compute']} compute)" if d.get("compute") else "")
+    return (f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · activations "
+            f"{d.get('activations', '?')}" + (" · checkpointed" if d.get("checkpointed") else ""))
+
+
+def tuned_words(t):
+    """What the tune stage chose for a run (``tuned``), in a cell: its values, and whose search where it shared one."""
+    if not isinstance(t, dict):
+        return t
+    said = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["values"].items())
+    return said + (f" (search of `{t['shared_from']}`)" if t.get("shared_from") else "")
+
+
+def worded_runs(df: pd.DataFrame, unmoved: dict | None = None) -> pd.DataFrame:
+    """The runs' table (``Decision.runs``) as the report shows it: its coded cells in words, each column in place
+    (``unmoved``: the verdict's derived runs that did not move from their parent)."""
+    out = df.copy()
+    for child, u in (unmoved or {}).items():
+        out.loc[(out["name"] == child) & (out.get("convergence") == "unmoved"), "convergence"] = (
+            f"did not move from `{u['parent']}`")
+    if "tuned" in out.columns:
+        out["tuned"] = out["tuned"].map(tuned_words)
+    if "held_dtypes" in out.columns:
+        out["held_dtypes"] = out["held_dtypes"].map(dtypes_words)
+    if "latency_how" in out.columns:
+        out["latency_how"] = out["latency_how"].map(lambda x: LATENCY_HOW.get(x, x) if isinstance(x, str) else x)
+    return out
+
+
 def _fmt(value, spec: str) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return "–"
@@ -147,72 +183,6 @@ def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
     for _, r in df.iterrows():
         lines.append("| " + " | ".join(_fmt(r.get(c), COLUMNS[c][1]) for c in cols) + " |")
     return lines
-
-
-def base_probe(df: pd.DataFrame) -> float | None:
-    """The base model's probe score: a baseline's (the untouched model, scored once without shots)."""
-    if "probe_acc" not in df.columns:
-        return None
-    base = df[(df["kind"] == "baseline") & df["probe_acc"].notna()]
-    return float(base["probe_acc"].iloc[0]) if len(base) else None
-
-
-def forgetting(names: list[str], df: pd.DataFrame | None = None, images: dict | None = None,
-               evaluations: dict | None = None) -> list[str]:
-    """The forgetting check: each run's score on the offline general-ability probe against the base model's, its
-    KL divergence from the base on general instructions, a quantized base's untrained control (quantization apart
-    from training), and the standard lm-eval tasks (or why they were skipped, once for all runs; ``evaluations``:
-    each run's evaluation record, ``Decision.evaluations``)."""
-    lines, evaluations = [], evaluations or {}
-    base = base_probe(df) if df is not None else None
-    if base is not None:
-        lines += [("Measured here: `probe` is the share of the 200 general multiple-choice questions of `data/probe` "
-                  "(CC0, lm-eval local task) a run gets right; Δ probe is against the base model "
-                  f"({base:.1%}); KL is the mean per-token KL divergence over fixed answers to 24 general "
-                  "instructions (nats; 0 = unchanged), from the base model, or for QLoRA from its own 4-bit base "
-                  "(its row `… 4-bit base, untrained` is that base against the base model: what quantization alone "
-                  "moved)."), "",
-                  "| run | task quality | Δ vs best prompt | probe | Δ probe | KL | KL from |",
-                  "|---|---|---|---|---|---|---|"]
-        for _, r in df[df["probe_acc"].notna()].iterrows():
-            kl = r.get("general_kl")
-            against = r.get("general_kl_against")
-            frm = "its 4-bit base" if isinstance(against, str) and "adapter disabled" in against else "the base"
-            control = r.get("control_probe_acc")
-            if isinstance(control, (int, float)) and control == control:
-                lines.append(f"| {r['name']}: 4-bit base, untrained | "
-                             f"{_fmt(r.get('control_quality'), '{:.1%}')} | – | "
-                             f"{r['control_probe_acc']:.1%} | {(r['control_probe_acc'] - base) * 100:+.1f} pp | "
-                             f"{_fmt(r.get('control_general_kl'), '{:.4f}')} | the base |")
-                frm = "its 4-bit base"
-            lines.append(f"| {r['name']} | {_fmt(r.get('quality'), '{:.1%}')} | "
-                         f"{_fmt(r.get('gain_vs_prompting'), '{}')} | "
-                         f"{r['probe_acc']:.1%} | {(r['probe_acc'] - base) * 100:+.1f} pp | "
-                         f"{_fmt(kl, '{:.4f}')} | {frm if r['kind'] == 'variant' else '–'} |")
-        lines.append("")
-        lines += image(images, "tradeoff", "task gain against probe loss")
-    skipped: dict[tuple, list[str]] = {}
-    for name in names:
-        rec = evaluations.get(name) or {}
-        for task, res in (rec.get("lm_eval_tasks") or {}).items():
-            if res.get("status") == "ok":
-                figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
-                lines.append(f"- `{name}` · {task}: {figs}")
-            else:
-                skipped.setdefault((task, res.get("status", "skipped"), res.get("reason", "")), []).append(name)
-    for (task, status, reason), who in skipped.items():
-        lines.append(f"- {task}: {not_run(status, reason)} for {', '.join(f'`{n}`' for n in who)}")
-    return ["## Forgetting check", "", *lines, ""] if lines else []
-
-
-def not_run(status: str, reason: str) -> str:
-    """A standard lm-eval task that did not run, in a user's words: ``not run (offline)`` where its data could not be
-    had here (the library's own message stays in the run's eval.json), else the status with the first line of why."""
-    if status == "skipped" and any(w in reason for w in ("OfflineModeIsEnabled", "Couldn't reach", "ConnectionError",
-                                                           "ConnectTimeout", "LocalEntryNotFoundError")):
-        return "not run (offline: its data is on the hub, which this machine cannot reach)"
-    first = reason.splitlines()[0][:160] if reason else ""
-    return f"{'not run' if status == 'skipped' else status}" + (f" ({first})" if first else "")
 
 
 def _lm_eval_how(df: pd.DataFrame) -> str:

@@ -59,15 +59,20 @@ def recommendation_words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | Non
     return {"line": line, "measured": measured, "projected": projected}
 
 
+MISSING = {"baseline": "prompting baseline", "variant": "fine-tuned variant"}  # the verdict's "missing"
+TIE_RULES = {"params_order": "the first listed in params.yaml leads"}  # what broke a tie for the lead
+FIX_NAMES = {"instruction": "an instruction", "nearest_shots": "8 or more nearest shots"}
+
+
 def reason(v: dict) -> str:
     """Why the verdict is what it is: the gain over the best prompt with its interval against min_gain, the leader's
     tie and the rule that broke it, how many test items would settle an inconclusive one."""
     if "missing" in v:
-        return f"no {v['missing']} finished"
+        return f"no {MISSING[v['missing']]} finished"
     best_b, against, top, t = v["baseline"], v.get("baseline_figure"), v["variant"], v.get("tie")
     said = f"`{best_b}` ({against})" if against else f"`{best_b}`"
     lead = (f"`{top}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top)}` at {t['at']:.1%} on "
-            f"{t['split']}; {t['rule']})" if t else f"`{top}`")
+            f"{t['split']}; {TIE_RULES.get(t['rule'], t['rule'])})" if t else f"`{top}`")
     gain, lo, hi, min_gain = v["gain"], v["ci_low"], v["ci_high"], v["min_gain"]
     if v["decision"] == "fine-tune":
         return (f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], "
@@ -90,6 +95,35 @@ def format_line(d: dict) -> str:
             + (f" Not tried: {'; '.join(d['left'])}." if d["left"] else ""))
 
 
+def worded_finding(d: dict) -> dict:
+    """A knowledge-or-format finding (``decide.verdict.diagnose``) as the report writes it: what its prompt tried,
+    what other prompting arms tried, what none tried, and its ``line``."""
+    ran = d.get("ran")
+    if ran:
+        shots = ran["shots"]
+        tried = [f"{shots} shot{'s' if shots != 1 else ''}" + (f" ({ran['selection']})" if shots else ""),
+                 f"instruction {ran['instruction']!r}" if ran["instruction"] else "no instruction"]
+    else:
+        tried = ["?", "no instruction"]
+    if d.get("label_choice") is not None:
+        tried.append(f"label choice ({d['label_choice']:.0%})")
+    untried = {"instruction": f"an instruction that fixes the form (baselines.{d['baseline']}.instruction)",
+               "nearest_shots": "more or nearer shots"}
+    elsewhere, left = [], []
+    for fix, how in d["fixes"].items():
+        if how == "searched":  # its own search tried it and chose otherwise on validation
+            tried.append(f"{FIX_NAMES[fix]} (in its search, not chosen)")
+        elif how == "elsewhere":
+            elsewhere.append(f"{FIX_NAMES[fix]} ({', '.join(d['tried_by'][fix])})")
+        elif how == "left":
+            left.append(untried[fix])
+    if d.get("labels_left"):
+        left.append("a closed answer set (task.labels: the answer is then chosen by likelihood)")
+    words = {"baseline": d["baseline"], "contains_reference": d["contains_reference"], "quality": d["quality"],
+             "tried": tried, "tried_elsewhere": elsewhere, "left": left}
+    return {**words, "line": format_line(words)}
+
+
 def worded(v: dict, df: pd.DataFrame, costs: dict | None = None) -> dict:
     """The verdict as the report writes it (the report's pages, sizing.json, metrics.json, the MLflow tags): its
     facts with their words, in the record's order (the reason after the decision and what settles it)."""
@@ -101,8 +135,10 @@ def worded(v: dict, df: pd.DataFrame, costs: dict | None = None) -> dict:
         out[k] = x
         if k == after:
             out["reason"] = reason(v)
+    if "tie" in out:
+        out["tie"] = {**out["tie"], "rule": TIE_RULES.get(out["tie"]["rule"], out["tie"]["rule"])}
     if "diagnosis" in out:
-        out["diagnosis"] = [{**d, "line": format_line(d)} for d in out["diagnosis"] or []]
+        out["diagnosis"] = [worded_finding(d) for d in out["diagnosis"] or []]
     if "recommendation" in out:
         out["recommendation"] = worded_recommendation(v["recommendation"], df, {**v, "reason": out.get("reason")},
                                                       costs)
