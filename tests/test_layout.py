@@ -289,6 +289,29 @@ def test_the_report_reads_no_record_itself():
     assert readers == ["report/champion.py"], f"report files that read records themselves: {readers}"
 
 
+# a technique's name written elsewhere in the library, and why: the quick look trains the LoRA arm; a saved model
+# that is no adapter is a "full" checkpoint (export's kind, not the technique)
+NAMED_ELSEWHERE = {"lora": {"run/quick.py"}, "full": {"train/techniques/base.py"}}
+
+
+def test_a_technique_lives_in_its_folder_and_its_settings():
+    """Adding a technique touches three files: its training code (``train/techniques/<name>.py``), the registry
+    beside it (``train/techniques/__init__.py``) and its settings (``core/techniques.py``: options, checks and
+    ``FACTS``, which every other room reads instead of the technique's name)."""
+    from bakeoff.core.techniques import FACTS, OPTIONS
+    from bakeoff.train.techniques import technique_names
+
+    assert set(FACTS) == set(OPTIONS) == set(technique_names())
+    named: dict[str, set[str]] = {t: set() for t in FACTS}
+    for path in LIB.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in named:
+                named[node.value].add(str(path.relative_to(LIB)))
+    for t, files in named.items():
+        assert files == {"core/techniques.py", f"train/techniques/{t}.py", *NAMED_ELSEWHERE.get(t, ())}, (
+            f"{t} is named in {sorted(files)}: read bakeoff.core.techniques.FACTS there instead")
+
+
 def _code_lines(path: Path) -> int:
     """Lines of a file that are neither blank, comments nor docstrings."""
     tree = ast.parse(path.read_text())

@@ -124,8 +124,9 @@ def _variant(section: str, name: str, v, train: TrainConfig, src: Source) -> Var
         raise src.error(f"{key}.{okey}", msg)
     backend = v.get("backend", "hf")
     check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
-    check(backend == "hf" or technique in ("lora", "qlora"), src, f"{key}.backend",
-           f"unsloth runs lora and qlora variants, not {technique!r}")
+    unsloth = [t for t, f in technique_options.FACTS.items() if f.unsloth]
+    check(backend == "hf" or technique in unsloth, src, f"{key}.backend",
+          f"unsloth runs {' and '.join(unsloth)} variants, not {technique!r}")
     parent = options.get("init_from")
     if section == "variants" and parent is not None:
         raise src.error(key, f"a {technique} variant starts from another variant's output: put it under "

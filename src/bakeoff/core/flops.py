@@ -4,11 +4,14 @@ benchmarks/gpu_check.py and for sizing's time estimates), implemented here."""
 from __future__ import annotations
 
 from bakeoff.core.measure import count_params
+from bakeoff.core.techniques import facts
 
 
 def model_flops_per_token(n_params: int, technique: str) -> float:
-    """6·N (full), 4·N (frozen base), + 2·N for DPO's reference forward; N without the input embedding."""
-    return ((6 if technique == "full" else 4) + (2 if technique == "dpo" else 0)) * n_params
+    """6·N (every weight trained), 4·N (a frozen base), + 2·N for a reference model's forward (preference pairs);
+    N without the input embedding."""
+    f = facts(technique)
+    return ((6 if f.trains == "all" else 4) + (2 if f.pairs else 0)) * n_params
 
 
 def hardware_flops_per_token(n_params: int, technique: str, checkpointing: bool = False) -> float:

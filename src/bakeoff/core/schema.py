@@ -16,6 +16,7 @@ import yaml
 
 from bakeoff.core.errors import UserError
 from bakeoff.core.secrets import KEY_QUERY, credential_in
+from bakeoff.core.techniques import FACTS
 
 
 class ParamsError(UserError):
@@ -236,11 +237,11 @@ def check_sizing(s, src: Source, serve_gpu: str | None = None) -> None:
           f"{serve_gpu!r} is not one of sizing.gpus" + (suggest(str(serve_gpu), cards) if cards else ""))
 
 
-MFU_TECHNIQUES = ("full", "lora", "qlora", "dpo")
+MFU_TECHNIQUES = tuple(FACTS)  # every technique has a utilisation: its own, or its ``like``'s
 
 
 def check_mfu(m, src: Source, key: str) -> None:
-    """One utilisation in (0, 1], or one per technique: full, lora, qlora (dpo takes lora's unless given), or
+    """One utilisation in (0, 1], or one per technique (one ``like`` another, DPO, takes its figure unless given), or
     ``default`` for the ones not named."""
     def share(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
@@ -252,7 +253,7 @@ def check_mfu(m, src: Source, key: str) -> None:
     for k, v in m.items():
         check(k in allowed, src, f"{key}.{k}", "unknown technique" + suggest(str(k), list(allowed)))
         check(share(v), src, f"{key}.{k}", f"must be a number in (0, 1], got {v!r}")
-    lacking = [t for t in MFU_TECHNIQUES if t not in m and "default" not in m and not (t == "dpo" and "lora" in m)]
+    lacking = [t for t in MFU_TECHNIQUES if t not in m and "default" not in m and FACTS[t].like not in m]
     check(not lacking, src, key, f"names no figure for {', '.join(lacking)} (add them, or a default)")
 
 

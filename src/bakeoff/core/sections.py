@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from bakeoff.core.schema import ParamsError, suggest
 from bakeoff.core.spaces import TuneConfig
+from bakeoff.core.techniques import FACTS
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,10 @@ class VariantConfig:
     options: dict = field(default_factory=dict)  # technique-specific, validated by the technique
     parent: str | None = None  # for `derived:` variants: the variant whose output this one starts from
 
-    def __post_init__(self):  # gradient_checkpointing auto: on for QLoRA (its point is memory, as PEFT prepares it)
+    def __post_init__(self):  # gradient_checkpointing auto: the technique's (on for QLoRA: its point is memory)
         if self.train.gradient_checkpointing == "auto":
-            object.__setattr__(self, "train", replace(self.train, gradient_checkpointing=self.technique == "qlora"))
+            on = self.technique in FACTS and FACTS[self.technique].checkpointing
+            object.__setattr__(self, "train", replace(self.train, gradient_checkpointing=on))
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class SizingConfig:
     margin: float = 0.1  # share of a card's memory kept free
     # model FLOP utilisation for time estimates, one figure or one per technique (full, lora, qlora, dpo, default;
     # dpo takes lora's unless named): measure yours with benchmarks/gpu_check.py
-    mfu: float | dict = field(default_factory=lambda: {"full": 0.32, "lora": 0.17, "qlora": 0.11})
+    mfu: float | dict = field(default_factory=lambda: {t: f.mfu for t, f in FACTS.items() if f.mfu is not None})
     mfu_low: float | dict | None = None  # the pessimistic end of the time and cost ranges (None: half of mfu)
     # gpu_check: each technique's utilisation from the GPU check's row nearest the target in size (reports/bench/
     # gpu.json), sizing.mfu where none was measured (DPO, a missing record), labelled assumed; params: sizing.mfu
@@ -196,11 +198,11 @@ class SizingConfig:
 
 
 def per_technique(m, technique: str) -> float:
-    """``m`` (a number, or technique → number with an optional ``default``) for ``technique``; DPO, a LoRA adapter
-    trained on pairs, takes LoRA's figure unless it has its own."""
+    """``m`` (a number, or technique → number with an optional ``default``) for ``technique``; a technique ``like``
+    another (DPO, a LoRA adapter trained on pairs) takes its figure unless it has its own."""
     if not isinstance(m, dict):
         return float(m)
-    for k in (technique, "lora" if technique == "dpo" else None, "default"):
+    for k in (technique, FACTS[technique].like if technique in FACTS else None, "default"):
         if k in m:
             return float(m[k])
     raise KeyError(f"sizing: no MFU for {technique} (name it, or a default)")

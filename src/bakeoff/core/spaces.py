@@ -11,15 +11,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from bakeoff.core.schema import ParamsError, suggest
+from bakeoff.core.techniques import FACTS
 
-# centred by technique on the published figures (Thinking Machines' "LoRA Without Regret"; Biderman et al. 2024):
-# LoRA's best rate is ~10× full fine-tuning's; DPO runs one to two orders below supervised fine-tuning
-DEFAULT_SPACES = {
-    "full": {"lr": {"low": 1.0e-5, "high": 3.0e-4, "log": True}},
-    "lora": {"lr": {"low": 1.0e-4, "high": 3.0e-3, "log": True}},
-    "qlora": {"lr": {"low": 1.0e-4, "high": 3.0e-3, "log": True}},
-    "dpo": {"lr": {"low": 1.0e-6, "high": 1.0e-4, "log": True}},
-}
+DEFAULT_SPACES = {t: f.space for t, f in FACTS.items()}  # each technique's (bakeoff.core.techniques.FACTS)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,40 @@ not depend on how a technique trains.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the rest of bakeoff reads of a technique besides its options: what it trains, its frozen base, its data,
+    its search space, its utilisation for time estimates, and its speed on CPU against LoRA's. A technique is its
+    training code (``bakeoff.train.techniques.<name>``) and these lines."""
+
+    trains: str  # "all": every weight (6·N FLOPs a token, fp32 master weights); "adapter": LoRA on a frozen base
+    space: dict  # tune.spaces' default: the search space, centred on the published rates
+    quantized: bool = False  # the frozen base quantized (4- or 8-bit): its untrained control is scored too
+    pairs: bool = False  # trains on preference pairs: two sequences a row, a reference model's forward pass
+    mfu: float | None = None  # sizing.mfu's default utilisation on a GPU (None: ``like``'s)
+    like: str | None = None  # the technique whose measured speed and utilisation it takes where it has none
+    checkpointing: bool = False  # gradient checkpointing where train.gradient_checkpointing is auto
+    cpu_slower: float = 1.0  # a row-step on CPU against LoRA's (the run clock's estimate)
+    unsloth: bool = False  # Unsloth's kernels can train it (backend: unsloth)
+
+
+_LR = {"log": True}
+FACTS: dict[str, Facts] = {
+    # centred by technique on the published figures (Thinking Machines' "LoRA Without Regret"; Biderman et al.
+    # 2024): LoRA's best rate is ~10× full fine-tuning's; DPO runs one to two orders below supervised fine-tuning
+    "full": Facts("all", {"lr": {"low": 1.0e-5, "high": 3.0e-4, **_LR}}, mfu=0.32, cpu_slower=1.2),
+    "lora": Facts("adapter", {"lr": {"low": 1.0e-4, "high": 3.0e-3, **_LR}}, mfu=0.17, unsloth=True),
+    "qlora": Facts("adapter", {"lr": {"low": 1.0e-4, "high": 3.0e-3, **_LR}}, quantized=True, mfu=0.11,
+                   checkpointing=True, cpu_slower=2.2, unsloth=True),  # a 4-bit base dequantized on CPU
+    "dpo": Facts("adapter", {"lr": {"low": 1.0e-6, "high": 1.0e-4, **_LR}}, pairs=True, like="lora"),
+}
+
+
+def facts(technique: str) -> Facts:
+    return FACTS[technique]
 
 _LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "targets": "all-linear"}
 OPTIONS: dict[str, dict] = {

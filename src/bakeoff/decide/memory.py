@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from bakeoff.core.techniques import facts
+
 GB = 1e9
 
 
@@ -132,7 +134,7 @@ class Setup:
 def labelled_logits(v) -> bool:
     """Whether the variant's loss computes logits at labelled tokens alone, as ``bakeoff.train.kernels.choose``
     decides for a Llama-style head: SFT (not DPO) through the pipeline's trainer (not Unsloth's own loss)."""
-    return getattr(v, "backend", "hf") != "unsloth" and v.train.labelled_loss(sft=v.technique != "dpo")
+    return getattr(v, "backend", "hf") != "unsloth" and v.train.labelled_loss(sft=not facts(v.technique).pairs)
 
 
 def logits_held(labelled: bool, answer_tokens: int | None, cuda: bool, backend: str = "hf") -> tuple[int | None, bool]:
@@ -169,23 +171,23 @@ def _half(precision: str) -> int:
 
 def estimate(shape: Shape, s: Setup, overhead_bytes: float = 0.0) -> Estimate:
     """Peak bytes of one training process for ``shape`` trained as ``s``."""
-    act_bytes = _half(s.precision)
-    if s.technique == "full":
+    act_bytes, f = _half(s.precision), facts(s.technique)
+    if f.trains == "all":
         trainable = shape.params
         weights = 4 * shape.params  # fp32 master weights (mixed precision autocasts from them)
-    elif s.technique == "qlora":
+    elif f.quantized:
         trainable = shape.lora_params(s.r, s.targets)
         if s.bits == 4:
             per = 0.5 + (0.127 if s.double_quant else 0.5) / 8
         else:
             per = 1.0 + 4 / shape.hidden  # int8 weights and a fp32 scale per row
         weights = per * shape.linear_params + act_bytes * shape.other_params + 4 * trainable
-    else:  # lora, dpo: a frozen base in the training dtype, fp32 adapters
+    else:  # LoRA, DPO: a frozen base in the training dtype, fp32 adapters
         trainable = shape.lora_params(s.r, s.targets)
         weights = act_bytes * shape.params + 4 * trainable
     grads = 4 * trainable
     optim = (2 if "8bit" in s.optimizer else 8) * trainable
-    rows = s.micro_batch * (2 if s.technique == "dpo" else 1)
+    rows = s.micro_batch * (2 if f.pairs else 1)  # chosen and rejected
     tokens = rows * s.seq_len
     scale = act_bytes / 2
     per_layer = tokens * (16 * shape.hidden + 8 * shape.intermediate) * scale

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bakeoff.core.flops import hardware_flops_per_token
+from bakeoff.core.techniques import facts
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
 from bakeoff.decide.speed import GPU_CHECK, measured_speeds, on_card, speed_at
 
@@ -166,7 +167,7 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
         measured_mb = m.get("train_peak_reserved_mb") or m.get("train_peak_rss_mb")
         v = params.variants[name]
         # estimate() counts a DPO row as two sequences: the width it takes is per sequence
-        width = run_width(m, v.train.effective_batch, 2 if v.technique == "dpo" else 1)
+        width = run_width(m, v.train.effective_batch, 2 if facts(v.technique).pairs else 1)
         if not measured_mb or not width:
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bakeoff.core.techniques import facts
 from bakeoff.decide.memory import Shape
 
 # benchmarks/gpu_check.py's record, committed. Not a DVC dep of compare: a copy of the project (a test's) has none,
@@ -93,9 +94,10 @@ def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[
         r = nearest(rows)
         return Speed(r["hfu"], low(r["hfu"]), "measured", "row", r["device"], f"{r['part']} {r['row']}", shape_of(r),
                      technique)
-    lora = [r for r in measured if r["technique"] == "lora"] if technique == "dpo" else []
-    if lora:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed
-        r = nearest(lora)
+    like = facts(technique).like
+    borrowed = [r for r in measured if r["technique"] == like] if like else []
+    if borrowed:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed
+        r = nearest(borrowed)
         return Speed(r["hfu"], low(r["hfu"]), "assumed", "lora_row", r["device"], None, shape_of(r), technique)
     m = s.mfu_for(technique)
     basis = "params" if s.mfu_from != "gpu_check" else "no_record" if not speeds else "unmeasured"

@@ -10,6 +10,7 @@ import gc
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_tokenizer, resolve_precision, torch_name
+from bakeoff.core.techniques import facts
 from bakeoff.data.examples import write_jsonl
 from bakeoff.evaluate.generation import latency
 from bakeoff.evaluate.local import (
@@ -79,7 +80,7 @@ class Evaluation:
         kl = KlToBase(BASE, self.name, self.serving) if self.params.eval.probe else None
         if kl and not side_check(self.record, metrics, "general_kl", lambda: kl.take(self.model, self.tok)):
             kl = None  # how far training moved the model from the base on general text (finished below)
-        if self.v.technique == "qlora" and hasattr(self.model, "disable_adapter"):
+        if facts(self.v.technique).quantized and hasattr(self.model, "disable_adapter"):
             self.control(metrics, kl)
         self.after_test(metrics, rows)
         if kl:  # the base, where it is loaded, only once the evaluated model is freed

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from bakeoff.core import runs
+from bakeoff.core.techniques import facts
 
 
 def _requirements() -> list[str]:
@@ -54,7 +55,7 @@ def log_model(params, name: str, run_id: str, dtype: str) -> tuple[object, str]:
 
         peft = PeftModel.from_pretrained(model, folder)
         note = (" Served over the 16-bit base: it trained on the 4-bit one, so answers may differ from the "
-                "evaluated ones." if technique == "qlora" else "")
+                "evaluated ones." if facts(technique).quantized else "")
         return mlflow.transformers.log_model({"model": peft, "tokenizer": tok}, base_model_path=str(base), **chat), (
             f"`{name}` ({technique}): the PEFT adapter over the base at {base} (not copied), served in {dtype}.{note}")
 

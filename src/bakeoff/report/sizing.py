@@ -176,7 +176,7 @@ def all_in_lines(costs: dict | None) -> list[str]:
 def mfu_text(s, low: bool = False) -> str:
     """``sizing.mfu`` (``low``: ``sizing.mfu_low``) in words: "30%", or "full 32%, lora 17%, qlora 11%" (DPO at
     LoRA's unless named); the low end unset is "half of it" or "half of each"."""
-    from bakeoff.core.schema import MFU_TECHNIQUES
+    from bakeoff.core.techniques import FACTS
 
     m = s.mfu_low if low else s.mfu
     if low and m is None:
@@ -184,4 +184,4 @@ def mfu_text(s, low: bool = False) -> str:
     if not isinstance(m, dict):
         return f"{m:.0%}"
     of = s.mfu_low_for if low else s.mfu_for
-    return ", ".join(f"{t} {of(t):.0%}" for t in MFU_TECHNIQUES if t != "dpo" or "dpo" in m)
+    return ", ".join(f"{t} {of(t):.0%}" for t, f in FACTS.items() if not f.like or t in m)

@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from bakeoff.core.techniques import facts
+
 # the last resort when nothing was measured here: seconds of each part of a stage for the default model
 # (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
 # `make repro` (every stage) and `make quick` (the small budget) and scaled by the probe here now
@@ -23,8 +25,8 @@ COST = {"start": 10.0,         # a stage's process start, imports and model load
         "trial": 8.0,          # a search trial's own start: its model load and its first validation pass
         "dpo_trial": 20.0,     # a DPO trial's: the reference model too, and the task metric on validation
         "merge": 3.0, "gguf": 11.0, "serve": 32.0, "rescore": 0.13}   # export's parts; rescore: a test item
-SLOWER = {"full": 1.2, "qlora": 2.2, "lowmem": 2.6}   # a row-step against LoRA's: every weight; a 4-bit base
-#                                                        dequantized on CPU; checkpointing with an 8-bit optimizer
+LOWMEM_SLOWER = 2.6  # a row-step against LoRA's with checkpointing and an 8-bit optimizer (each technique's own:
+#                     bakeoff.core.techniques.FACTS' cpu_slower)
 
 
 REFERENCE_PROBE = 0.0254
@@ -198,7 +200,7 @@ class Estimator:
         slower = 1.0
         if v is not None:
             lowmem = v.train.gradient_checkpointing is True and "8bit" in v.train.optimizer
-            slower = SLOWER["lowmem"] if lowmem else SLOWER.get(v.technique, 1.0)
+            slower = LOWMEM_SLOWER if lowmem else facts(v.technique).cpu_slower
         return self._row_steps(key) * COST["dpo_row_step" if dpo else "row_step"] * slower
 
     def _skipped(self, key: str | None) -> bool:
