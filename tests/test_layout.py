@@ -86,6 +86,12 @@ def test_a_stage_depends_on_what_it_can_change_and_no_more():
     for stage, (_, listed) in deps.items():
         code = [i for i, d in enumerate(listed) if d.startswith(("src/", "stages/"))]
         assert code == list(range(code[0], len(listed))), f"dvc.yaml: {stage} lists an input after its code"
+    # an edit to the report, the curve's fit or the evidence reruns `compare` alone, no training
+    for edited in ("report/curve.py", "report/tables.py", "report/verdict.py", "decide/curve.py",
+                   "decide/data_value.py", "decide/evidence.py"):
+        f = LIB / edited
+        rerun = [s for s, (_, listed) in deps.items() if any(f == ROOT / d or ROOT / d in f.parents for d in listed)]
+        assert rerun == ["compare"], f"an edit to {edited} reruns {rerun}"
 
 
 FLOOR_RULE = re.compile(r"May import (.*?)\.(?:\s|$)", re.DOTALL)

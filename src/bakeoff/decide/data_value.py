@@ -18,6 +18,17 @@ KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "qu
         "convergence")
 
 
+def with_curve(params, d):
+    """The compare stage's ``Decision`` (``bakeoff.decide.decision.decide``) with the data-value curve fitted from
+    the curve stage's points and the evidence behind the gain (``bakeoff.decide.evidence``)."""
+    from dataclasses import replace
+
+    from bakeoff.decide import evidence
+
+    return replace(d, curve=report_data(params, d.runs),
+                   evidence=evidence.guarded(params, d.runs, d.verdict, d.data_stats))
+
+
 def report_data(params, df) -> dict | None:
     from bakeoff.core.scoring import METRICS
 

@@ -50,10 +50,11 @@ class Decision:
         return picked(self.verdict)
 
 
-def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, curve: bool = False) -> Decision:
+def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
-    runs, and one recommendation, priced; with ``curve`` (the compare stage), the data-value curve fitted from the
-    curve stage's points and the evidence behind the gain (``bakeoff.decide.evidence``)."""
+    runs, and one recommendation, priced. The compare stage adds the data-value curve and the evidence behind the
+    gain (``bakeoff.decide.data_value.with_curve``), which nothing else imports: the curve stages, which train, do
+    not depend on the curve's fit."""
     df, v, records, sized, stats = _verdict(params, flips_dir, shipped)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
@@ -61,15 +62,9 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None, c
     rec = picked(v)
     money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
                          card.__dict__ if card else None)
-    fitted = shown = None
-    if curve:
-        from bakeoff.decide import evidence
-        from bakeoff.decide.data_value import report_data
-
-        fitted, shown = report_data(params, df), evidence.guarded(params, df, v, stats)
     names = list(df["name"])
     return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
-                    costs=priced, serving_card=card, money=money, provenance=prov, curve=fitted, evidence=shown,
+                    costs=priced, serving_card=card, money=money, provenance=prov,
                     searches=search_records(names), evaluations=eval_records(names))
 
 
