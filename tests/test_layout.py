@@ -436,3 +436,31 @@ def test_every_bakeoff_module_and_subcommand_the_makefile_runs_exists():
         assert module_file(name), f"Makefile: `-m {name}`: no such module under src/"
     known = _parser()._subparsers._group_actions[0].choices
     assert {"repro", "quick", "ui"} <= set(subs) <= set(known), f"Makefile: bakeoff {set(subs) - set(known)}"
+
+
+def test_every_committed_search_record_loads_as_a_typed_search_and_keeps_every_key():
+    """runs/*/tuned.json, as this repository's runs wrote them (older records with fewer keys among them), load as a
+    ``Search``: every key a field or kept in ``extra``, none lost; a missing record is an empty search."""
+    import json
+
+    from bakeoff.core.records import Search, Trial
+
+    committed = sorted((ROOT / "runs").glob("*/tuned.json"))
+    assert committed
+    for path in committed:
+        raw = json.loads(path.read_text())
+        s = Search.from_json(raw)
+        named = {f for f in Search.__dataclass_fields__ if f != "extra"}
+        assert set(raw) == (set(raw) & named) | set(s.extra), path
+        assert s.values == raw.get("values", {}) and len(s.trials) == len(raw.get("trials") or [])
+        for t, r in zip(s.trials, raw.get("trials") or []):
+            assert (t.number, t.value, t.tokens_seen) == (r.get("number"), r.get("value"), r.get("tokens_seen"))
+            assert set(r) == ({f for f in Trial.__dataclass_fields__ if f != "extra"} & set(r)) | set(t.extra)
+        for w, r in zip(s.widened, raw.get("widened") or []):
+            assert (w.param, w.from_, w.to) == (r["param"], r["from"], r["to"])
+    empty = Search.from_json(None)
+    assert empty == Search() and not empty.searched and not empty.stopped and empty.spent() == []
+    assert Search.from_json({"status": "oom", "trials": []}).stopped
+    adopted = Search.from_json({"trials": [{"number": 0, "tokens_seen": 5}, {"number": 1, "tokens_seen": 7}],
+                                "adopt": {"trial": 0}})
+    assert [t.number for t in adopted.spent()] == [1]

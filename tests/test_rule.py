@@ -134,6 +134,7 @@ def test_a_cheaper_run_shown_within_the_margin_replaces_the_best_and_says_by_how
 def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
     """A search whose trials all tie did not discriminate; the break-even names its serving throughput as assumed;
     the intervals hold no training seed when each arm trained once; a latency timed apart is not compared."""
+    from bakeoff.core.records import Search
     from bakeoff.report.glossary import glossary_lines
     from bakeoff.report.sections import cost_lines
     from bakeoff.report.shipped import _serving_lines
@@ -141,10 +142,11 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
 
     tied = {"trials": [{"number": i, "state": "complete", "value": 0.913, "wall_s": 400.0, "tokens_seen": 85678}
                        for i in range(4)]}
-    said = tied_search(tied)
+    said = tied_search(Search.from_json(tied))
     assert "its 4 trials all scored 0.913 on validation: the search did not discriminate" in said
     assert "1,600 s here (342,712 tokens) were spent without informing it" in said
-    assert tied_search({"trials": [{"state": "complete", "value": 0.9}, {"state": "complete", "value": 0.8}]}) is None
+    assert tied_search(Search.from_json({"trials": [{"state": "complete", "value": 0.9},
+                                                {"state": "complete", "value": 0.8}]})) is None
     v = {"baseline": "prompt", "variant": "lora", "scope": {"target": "llama-3.1-8b"}}
     c = {"break_even_requests_per_day": 430_000, "prompt_usd_per_request": 4e-5, "serve_card": "L4",
          "serve_usd_per_hour": 0.8}

@@ -110,12 +110,12 @@ def as_run(params, name: str) -> tuple:
     """``(config, values)``: ``name``, a variant or a prompting baseline, as its stage runs it, with the ``values`` its
     tune stage chose on validation (``runs/<name>/tuned.json``; ``{}`` when it was not searched). The search space
     stays in the config, so a report can say what the search tried as well as what it chose."""
-    from bakeoff.core import runs
+    from bakeoff.core.records import read_search
 
     if name not in params.variants and name not in params.baselines:
         raise ParamsError(f"{params.path}: no variant or baseline named {name!r}"
                           + suggest(name, [*params.variants, *params.baselines]))
-    values = (runs.read_json(runs.tuned_record(name)) or {}).get("values") or {}
+    values = read_search(name).values
     if name in params.variants:
         return apply(params.variant(name), values), values
     return replace(params.baseline(name), **values), values

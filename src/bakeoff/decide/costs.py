@@ -11,7 +11,7 @@ on assumed inputs (MFU, prices): the report shows it as a range, to two signific
 
 from __future__ import annotations
 
-from bakeoff.core import runs
+from bakeoff.core.records import Search, read_search
 from bakeoff.decide.memory import GB, Shape
 from bakeoff.decide.sizing import GPU
 
@@ -22,21 +22,19 @@ def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[s
     used by several arms (``tune.share``) is split evenly among them: each carries its share (``share``,
     ``carried_*``); an arm without a search carries nothing, and an arm that never ran (``idle``: skipped) takes no
     share of the search it would have used."""
-    recs = {n: runs.read_json(runs.tuned_record(n)) or {} for n in names}
-    lender = {n: r.get("shared_from") or n for n, r in recs.items() if r.get("trials") and n not in idle}
+    recs = {n: read_search(n) for n in names}
+    lender = {n: r.shared_from or n for n, r in recs.items() if r.trials and n not in idle}
     out = {}
     for n in names:
         if n not in lender:
             out[n] = {"own": True, "lender": None, "share": 1.0, "trials": 0, "tokens": 0, "steps": 0, "seconds": 0.0,
                       "carried_tokens": 0.0, "carried_seconds": 0.0}
             continue
-        src = recs.get(lender[n]) or recs[n]
-        trials = src.get("trials") or []
-        adopted = (src.get("adopt") or {}).get("trial")
-        spent = [t for t in trials if t.get("number") != adopted]
-        tokens = sum(t.get("tokens_seen") or 0 for t in spent)
-        steps = sum(max([p["step"] for p in t.get("val_curve") or []] or [0]) for t in spent)
-        seconds = round(sum(t.get("wall_s") or 0 for t in spent), 1)
+        src = recs[lender[n]] if recs.get(lender[n], Search()) != Search() else recs[n]  # the lender's, if written
+        trials, adopted, spent = src.trials, src.adopt.get("trial"), src.spent()
+        tokens = sum(t.tokens_seen or 0 for t in spent)
+        steps = sum(t.steps for t in spent)
+        seconds = round(sum(t.wall_s or 0 for t in spent), 1)
         users = sum(1 for m in lender if lender[m] == lender[n])
         share = 1.0 / users
         out[n] = {"own": lender[n] == n, "lender": lender[n], "share": share, "trials": len(trials),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.core.records import read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
 
@@ -42,7 +43,7 @@ class Decision:
     provenance: dict  # data hash, commit, versions, the machine
     curve: dict | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
     evidence: dict | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
-    searches: dict = field(default_factory=dict)  # each run's search record (runs/<name>/tuned.json; {}: none)
+    searches: dict = field(default_factory=dict)  # each run's search (runs/<name>/tuned.json), a Search
     evaluations: dict = field(default_factory=dict)  # each run's evaluation record (runs/<name>/eval.json)
 
     @property
@@ -69,8 +70,9 @@ def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -
 
 
 def search_records(names) -> dict:
-    """Each run's search record (``runs/<name>/tuned.json``; {} where it has none): what the report says of it."""
-    return {n: runs.read_json(runs.tuned_record(n)) or {} for n in names}
+    """Each run's search record (``runs/<name>/tuned.json``, a ``bakeoff.core.records.Search``; ``Search()`` where it
+    has none): what the report says of it."""
+    return {n: read_search(n) for n in names}
 
 
 def eval_records(names) -> dict:

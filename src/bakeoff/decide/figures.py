@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.core.records import read_search
 from bakeoff.core.scoring import METRICS, by_label_choice
 from bakeoff.decide.statistics import bootstrap_ci
 
@@ -33,16 +34,14 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
         if ev.get("engine"):  # an endpoint baseline: which model answered, and how label choice was made
             row.update(engine=f"endpoint: {ev['engine'].get('model')}",
                        label_choice_via=ev["engine"].get("label_choice"))
-        tuned = runs.read_json(runs.tuned_record(name)) or {}
-        if tuned.get("values"):  # what the tune stage chose, and what its search cost (training tokens and time)
-            shared = tuned.get("shared_from")  # its search was another variant's, counted there
-            row["tuned"] = {"values": tuned["values"], "shared_from": shared}
+        tuned = read_search(name)
+        if tuned.values:  # what the tune stage chose, and what its search cost (training tokens and time)
+            shared = tuned.shared_from  # its search was another variant's, counted there
+            row["tuned"] = {"values": tuned.values, "shared_from": shared}
             # an adopted trial is the training run itself, counted there, not again as search
-            adopted = [t for t in tuned.get("trials") or [] if t.get("number") == row.get("adopted_from_trial")]
-            row.update(tune_tokens=0 if shared else tuned.get("tune_tokens", 0) - sum(t.get("tokens_seen") or 0
-                                                                                     for t in adopted),
-                       tune_wall_s=0 if shared else round(tuned.get("tune_wall_s", 0) - sum(t.get("wall_s") or 0
-                                                                                            for t in adopted), 1))
+            adopted = [t for t in tuned.trials if t.number == row.get("adopted_from_trial")]
+            row.update(tune_tokens=0 if shared else tuned.tune_tokens - sum(t.tokens_seen or 0 for t in adopted),
+                       tune_wall_s=0 if shared else round(tuned.tune_wall_s - sum(t.wall_s or 0 for t in adopted), 1))
         if (row.get("seeds") or 1) > 1:  # mean and spread over training seeds (stages/evaluate.py)
             row["seed_spread"] = (f"{row['seeds']}: sd {row['quality_seed_sd'] * 100:.1f} pp, "
                                   f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}")

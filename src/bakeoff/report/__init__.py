@@ -80,8 +80,7 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict, searches: dict) -> list[str]:
     if len(stopped):
         out.append("No result from " + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
                    + "; the verdict is on the other runs (why: Runs that did not finish, below).")
-    unsearched = [(n, rec["status"]) for n in df["name"] if (rec := searches.get(n) or {})
-                  and rec.get("status") not in (None, "ok", "off")]
+    unsearched = [(n, rec.status) for n in df["name"] if (rec := searches.get(n)) is not None and rec.stopped]
     if unsearched:
         out.append("The search did not run for " + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
                    + ": those arms trained on params.yaml's values, unsearched (why: Searches and their budget).")

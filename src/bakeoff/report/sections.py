@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bakeoff.core.records import Search
 from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.statistics import round_sig
 from bakeoff.report.choice import against_best_lines, technique_words
@@ -162,12 +163,12 @@ def derived_budget_words(df: pd.DataFrame, searches: dict) -> str:
     """A derived arm's search capped at its parent's search's tokens (``bakeoff.search.space.token_budget``)."""
     out = []
     for name in df["name"]:
-        rec = searches.get(name) or {}
-        if str(rec.get("token_budget_from", "")).endswith("'s search"):
+        rec = searches.get(name) or Search()
+        if str(rec.token_budget_from or "").endswith("'s search"):
             out.append(f"`{name}`'s trials are judged on the task metric, which has no value at the pruning rungs, "
                        f"so none is cut short: its search stopped at the first trial that took it past the "
-                       f"{rec['token_budget']:,.0f} tokens {rec['token_budget_from']} trained "
-                       f"({rec.get('tune_tokens', 0):,.0f} in {len(rec.get('trials') or [])} trials). ")
+                       f"{rec.token_budget:,.0f} tokens {rec.token_budget_from} trained "
+                       f"({rec.tune_tokens:,.0f} in {len(rec.trials)} trials). ")
     return "".join(out)
 
 
@@ -181,17 +182,17 @@ def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = No
     for name in df["name"]:
         b = spent.get(name)
         if not b or not b["trials"]:
-            rec = searches.get(name) or {}
-            if rec.get("status") not in (None, "ok", "off"):  # a search that crashed or ran out of memory
-                why = (rec.get("error") or "").splitlines()[0][:200]
-                rows.append(f"| {name} | **not run** ({rec['status']}: {why}; params.yaml's values trained) | 0 | – "
+            rec = searches.get(name) or Search()
+            if rec.stopped:  # a search that crashed or ran out of memory
+                why = (rec.error or "").splitlines()[0][:200] if rec.error else ""
+                rows.append(f"| {name} | **not run** ({rec.status}: {why}; params.yaml's values trained) | 0 | – "
                             "| – | – | – | – | – |")
-            elif rec.get("shared_from") or (rec.get("status") == "ok" and rec.get("trials")):  # the arm did not run
-                lender = rec.get("shared_from") or name
+            elif rec.shared_from or (rec.status == "ok" and rec.trials):  # the arm did not run
+                lender = rec.shared_from or name
                 rows.append(f"| {name} | `{lender}`'s, unused (the arm did not run: "
                             f"{_status(df, name)}) | – | – | – | – | 0% | 0 | 0 |")
             else:  # no search for this arm (tune.trials 0, or a baseline without `search:`)
-                why = (rec.get("skipped") or "no search").rstrip(".")
+                why = (rec.skipped or "no search").rstrip(".")
                 rows.append(f"| {name} | none ({why}) | 0 | – | – | – | – | – | – |")
             continue
         of = "own" if b["own"] else f"`{b['lender']}`'s"
@@ -264,9 +265,9 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
                            "within its noise (where a policy still equal to its reference starts)"
                            if loss[-1].get("loss") is not None else "") + ". Its search kept a rate too small to "
                         "train; the parent is the run to read.")
-        rec = d.searches.get(child) or {}
-        if rec.get("objective"):
-            said.append(f"- Its search judged trials by {objective_words(rec)} on the validation split.")
+        objective = (d.searches.get(child) or Search()).objective
+        if objective:
+            said.append(f"- Its search judged trials by {objective_words(objective)} on the validation split.")
         out += said + [""]
     return ["## Derived variants against their parents", "", *out] if out else []
 
@@ -275,6 +276,6 @@ def as_pct(x) -> str:
     return _fmt(x, "{:.1%}")
 
 
-def objective_words(rec: dict) -> str:
+def objective_words(objective: str) -> str:
     return {"val_loss": "its own validation loss (for DPO, the preference loss: it can fall while the task gets worse)",
-            "metric": "the task metric"}.get(rec.get("objective"), str(rec.get("objective")))
+            "metric": "the task metric"}.get(objective, str(objective))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bakeoff.core.records import Recipe, Search
+
 # column → (header, format) for the Markdown table; every figure is defined in core/measure.py or evaluate/scoring.py
 COLUMNS = {
     "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"),
@@ -127,21 +129,21 @@ def search_lines(df: pd.DataFrame, searches: dict) -> list[str]:
     max_steps), and any widened range."""
     out = []
     for name in df[df["kind"] == "variant"]["name"]:
-        rec = searches.get(name) or {}
-        if rec.get("shared_from"):  # its values come from another arm's trials, none of which is its own run
-            lender = rec["shared_from"]
+        rec = searches.get(name) or Search()
+        if rec.shared_from:  # its values come from another arm's trials, none of which is its own run
+            lender = rec.shared_from
             out.append(f"- `{name}`: trains at `{lender}`'s choice (`tune.share`); it cannot adopt a trial, since "
                        f"every trial of that search trained `{lender}`, not its own setup, so it trains again.")
             continue
-        if not rec.get("trials"):
+        if not rec.trials:
             continue
-        recipe, said = rec.get("recipe") or {}, []
-        if recipe.get("value") is not None and rec.get("best_value") is not None:
-            judged = {"metric": "(task metric)"}.get(rec.get("objective"), rec.get("objective", ""))
-            said.append(f"the plain recipe ({_values(recipe['values'])}) scored {recipe['value']:.4g} {judged} on "
-                        f"validation at {rec.get('trial_steps')} steps; "
-                        + (f"the search chose {_values(rec['values'])}, which scored {rec['best_value']:.4g} there"
-                           if rec.get("beat_recipe") else "no trial scored better there, so the recipe trains"))
+        recipe, said = rec.recipe or Recipe(), []
+        if recipe.value is not None and rec.best_value is not None:
+            judged = {"metric": "(task metric)"}.get(rec.objective, rec.objective or "")
+            said.append(f"the plain recipe ({_values(recipe.values)}) scored {recipe.value:.4g} {judged} on "
+                        f"validation at {rec.trial_steps} steps; "
+                        + (f"the search chose {_values(rec.values)}, which scored {rec.best_value:.4g} there"
+                           if rec.beat_recipe else "no trial scored better there, so the recipe trains"))
         tie = tied_search(rec)
         if tie:
             said.append(tie)
@@ -150,27 +152,27 @@ def search_lines(df: pd.DataFrame, searches: dict) -> list[str]:
             said.append(f"its training run is the search's trial {int(row['adopted_from_trial'])}, the same run, "
                         "adopted rather than trained again (its speed and memory were measured in the tune stage's "
                         "process)")
-        for w in rec.get("widened") or []:
-            n = w.get("trials_outside")
-            ran = ("" if n is None else f" ({n} trial{'s' if n != 1 else ''} ran beyond {w['from']:.3g})" if n else
-                   f" (no trial ran beyond {w['from']:.3g}: the wider range was not tried)")
-            said.append(f"a choice at the {w['side']} edge widened {w['param']}'s range from {w['from']:.3g} to "
-                        f"{w['to']:.3g}{ran}")
+        for w in rec.widened:
+            n = w.trials_outside
+            ran = ("" if n is None else f" ({n} trial{'s' if n != 1 else ''} ran beyond {w.from_:.3g})" if n else
+                   f" (no trial ran beyond {w.from_:.3g}: the wider range was not tried)")
+            said.append(f"a choice at the {w.side} edge widened {w.param}'s range from {w.from_:.3g} to "
+                        f"{w.to:.3g}{ran}")
         if said:
             out.append(f"- `{name}`: " + "; ".join(said) + ".")
     return ["", "**Searches** (on the validation split, the test split never read):", *out] if out else []
 
 
-def tied_search(rec: dict) -> str | None:
+def tied_search(rec: Search) -> str | None:
     """A search whose finished trials all scored the same on validation did not discriminate: its choice is the
     recipe's by default, and what it cost was spent without informing the choice (said, not priced as a gain)."""
-    done = [t for t in rec.get("trials") or [] if t.get("state") == "complete" and t.get("value") is not None]
-    if len(done) < 2 or len({round(float(t["value"]), 6) for t in done}) > 1:
+    done = [t for t in rec.trials if t.state == "complete" and t.value is not None]
+    if len(done) < 2 or len({round(float(t.value), 6) for t in done}) > 1:
         return None
-    spent = sum(t.get("wall_s") or 0 for t in done)
-    return (f"**its {len(done)} trials all scored {float(done[0]['value']):.4g} on validation: the search did not "
+    spent = sum(t.wall_s or 0 for t in done)
+    return (f"**its {len(done)} trials all scored {float(done[0].value):.4g} on validation: the search did not "
             f"discriminate**, so its choice is no better informed than the recipe, and its {spent:,.0f} s here "
-            f"({sum(t.get('tokens_seen') or 0 for t in done):,} tokens) were spent without informing it")
+            f"({sum(t.tokens_seen or 0 for t in done):,} tokens) were spent without informing it")
 
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from bakeoff.core.records import read_search
 from bakeoff.core.spaces import TuneConfig, apply
 
 
@@ -96,12 +97,11 @@ def token_budget(tc, v) -> tuple[float | None, str | None]:
     ``tune.budget: tokens``; for a derived arm (DPO) under ``budget: trials``, the tokens the search of the arm it
     continues trained (its pruned trials counted as far as they ran), so that it trains no more than that search did
     while its task-metric objective leaves nothing to prune at the rungs; else none."""
-    from bakeoff.core import runs
 
     if tc.budget == "tokens":
         return tc.budget_tokens, "tune.budget_tokens"
     if v.parent:
-        parent = (runs.read_json(runs.tuned_record(v.parent)) or {}).get("tune_tokens")
+        parent = read_search(v.parent).tune_tokens
         if parent:
             return float(parent), f"{v.parent}'s search"
     return None, None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bakeoff.core import runs, spaces
+from bakeoff.core.records import read_search
 
 
 def run_variant(script: str, name: str, params) -> None:
@@ -112,7 +113,7 @@ class Job:
         parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
         fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
         resume, resume_run_id = resumable(runs.work_dir(name), fp, v.train.checkpoint_steps)
-        adopt = (runs.read_json(runs.tuned_record(name)) or {}).get("adopt") or {}
+        adopt = read_search(name).adopt
         adopt = adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() \
             else {}
         return cls(params, name, v, no_unsloth, logged, data_hash, parent_rec, fp, resume, resume_run_id, adopt)

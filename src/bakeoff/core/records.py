@@ -1,0 +1,123 @@
+"""Typed records that pass between stages, read from the JSON each stage writes: a search's record
+(``runs/<name>/tuned.json``) as ``Search``, its trials as ``Trial``, its plain recipe as ``Recipe`` and each range it
+widened as ``Widened``. The JSON on disk is as the tune stage writes it: a record from an older run, with fewer keys,
+loads (the missing fields take their defaults), and a key no field names is kept in ``extra``.
+
+    s = read_search("lora")           # a Search; Search() where the arm was never searched
+    s.values, s.status, s.shared_from, [t.tokens_seen for t in s.spent()]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from bakeoff.core import runs
+
+
+def _load(cls, d: dict | None, renamed: dict[str, str] | None = None) -> dict:
+    """``d``'s keys as ``cls``'s fields (``renamed``: JSON key → field), the rest under ``extra``."""
+    names = {f.name for f in fields(cls)} - {"extra"}
+    renamed = renamed or {}
+    known, extra = {}, {}
+    for k, x in (d or {}).items():
+        key = renamed.get(k, k)
+        (known if key in names else extra)[key if key in names else k] = x
+    return {**known, "extra": extra}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial of a search: its number, Optuna state, validation score, values, and what it cost."""
+
+    number: int | None = None
+    state: str | None = None
+    value: float | None = None
+    values: dict = field(default_factory=dict)
+    wall_s: float | None = None
+    tokens_seen: int | None = None
+    val_curve: list = field(default_factory=list)  # [{"step", "loss", ...}] at each validation pass
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Trial:
+        return cls(**_load(cls, d))
+
+    @property
+    def steps(self) -> int:
+        """The optimizer steps it ran to its last validation pass."""
+        return max([p["step"] for p in self.val_curve] or [0])
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The plain recipe (params.yaml's values), run first by every search, and its validation score."""
+
+    values: dict = field(default_factory=dict)
+    state: str | None = None
+    value: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Widened:
+    """A range the search widened after a choice at its edge (``from`` in the JSON), and how many trials ran beyond."""
+
+    param: str = ""
+    side: str = ""
+    from_: float | None = None
+    to: float | None = None
+    trials_outside: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Search:
+    """An arm's search (``bakeoff.search``): its status (``ok``, ``off``, ``failed``, ``oom``; None in a record from
+    before statuses), the values chosen, the trials, what it was judged by, and what it cost."""
+
+    status: str | None = None
+    values: dict = field(default_factory=dict)
+    trials: tuple[Trial, ...] = ()
+    objective: str | None = None  # val_loss | metric
+    best_value: float | None = None
+    best_trial: int | None = None
+    trial_steps: int | None = None
+    recipe: Recipe | None = None
+    beat_recipe: bool | None = None
+    widened: tuple[Widened, ...] = ()
+    shared_from: str | None = None  # the arm whose search it takes (tune.share)
+    skipped: str | None = None  # why there was no search
+    error: str | None = None
+    tune_tokens: float = 0
+    tune_wall_s: float = 0.0
+    token_budget: float | None = None
+    token_budget_from: str | None = None
+    adopt: dict = field(default_factory=dict)  # the trial that is the arm's own training run ({"trial": n, ...})
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Search:
+        got = _load(cls, d)
+        got["trials"] = tuple(Trial.from_json(t) for t in got.get("trials") or [])
+        got["recipe"] = Recipe(**_load(Recipe, got["recipe"])) if got.get("recipe") else None
+        got["widened"] = tuple(Widened(**_load(Widened, w, {"from": "from_"})) for w in got.get("widened") or [])
+        got["adopt"] = got.get("adopt") or {}
+        return cls(**got)
+
+    @property
+    def searched(self) -> bool:
+        return bool(self.trials)
+
+    @property
+    def stopped(self) -> bool:
+        """The search ran and did not finish (it crashed, or ran out of memory): the arm trained unsearched."""
+        return self.status not in (None, "ok", "off")
+
+    def spent(self) -> list[Trial]:
+        """The trials its cost counts: every one but the trial adopted as the arm's own training run."""
+        return [t for t in self.trials if t.number != self.adopt.get("trial")]
+
+
+def read_search(name: str) -> Search:
+    """``runs/<name>/tuned.json`` as a ``Search`` (``Search()`` where there is none)."""
+    return Search.from_json(runs.read_json(runs.tuned_record(name)))
