@@ -280,9 +280,10 @@ def test_a_one_line_edit_reruns_only_the_stages_that_load_the_file(repo):
     try:
         assert stale(sh("dvc status", repo)) == set()
         assert after_edit("report/tables.py") == {"compare"}
-        # the curve's fit: the comparison, the export (it reads the decision) and the curve's points (they draw
-        # the recommended run from it); no search, training or evaluation
-        decided = after_edit("decide/curve.py")
+        # the curve's fit: the comparison alone (the export and the curve's points read the decision, not the fit);
+        # the verdict's rule: the comparison, the export and the curve's points; no search, training or evaluation
+        assert after_edit("decide/curve.py") == {"compare"}
+        decided = after_edit("decide/verdict.py")
         assert "compare" in decided and "export" in decided, decided
         assert not {s for s in decided if s.startswith(("tune", "train", "evaluate", "baseline"))}, decided
         # the training loop: every search and training run and the curve's points; no evaluation, no report

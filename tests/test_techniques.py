@@ -203,11 +203,17 @@ def test_memory_budget_ends_as_oom_with_the_peak(tiny_model_dir, tickets, tmp_pa
     assert record["metrics"]["train_peak_rss_mb"] > 0.05 * 1024
 
 
-def test_cuda_oom_is_classified_oom():
-    from bakeoff.core.runs import classify
+def test_cuda_oom_is_classified_oom(tmp_path):
+    import json
 
-    assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] == "oom"
-    assert classify(ValueError("shapes do not match"))[0] == "failed"
+    from bakeoff.core.runs import Skipped, Status, classify, guarded, write_json
+
+    assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))[0] is Status.OOM
+    assert classify(ValueError("shapes do not match"))[0] is Status.FAILED
+    assert classify(Skipped("fp16 on CPU"))[0] is Status.SKIPPED
+    # a record holds the plain word on disk, as every earlier record does
+    write_json(tmp_path / "r.json", guarded({"name": "x"}, lambda: {"loss": 1.0}))
+    assert json.loads((tmp_path / "r.json").read_text())["status"] == "ok"
 
 
 def test_padding_free_without_flash_attention_is_skipped(tiny_model_dir, tickets, tmp_path):

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import traceback
+from enum import StrEnum
 from pathlib import Path
 
 BASE = Path("models/base")
@@ -27,7 +28,18 @@ RUNS = Path("runs")
 VARIANTS = Path("models/variants")
 TMP = Path(".bakeoff_tmp")
 CURVE = Path("reports/curve")  # the curve stage's points: reports/curve/<arm>-<share>/{point.json,predictions.jsonl}
-STATUSES = ("ok", "oom", "skipped", "failed")  # the one vocabulary of run outcomes
+
+
+class Status(StrEnum):
+    """The one vocabulary of a run's outcome (its record's ``status``; the JSON holds the plain word)."""
+
+    OK = "ok"
+    OOM = "oom"  # out of memory, or past memory_budget_gb: the peak it reached is kept
+    SKIPPED = "skipped"  # the platform cannot run it (fp16 on CPU, Unsloth without a GPU): the reason is kept
+    FAILED = "failed"  # any other exception: its message and the last frames
+
+
+STATUSES = tuple(Status)
 
 
 def repo_root() -> Path:
@@ -196,7 +208,7 @@ class Skipped(Exception):
     """Raised by a technique the platform cannot run; becomes status ``skipped`` with the reason."""
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
+def classify(exc: BaseException) -> tuple[Status, str]:
     """(status, reason) for an exception raised while a run was training or evaluating."""
     import torch
 
@@ -204,20 +216,21 @@ def classify(exc: BaseException) -> tuple[str, str]:
 
     text = scrub(f"{type(exc).__name__}: {exc}".strip())
     if isinstance(exc, Skipped):
-        return "skipped", str(exc)
+        return Status.SKIPPED, str(exc)
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
-        return "oom", text[:2000]
-    return "failed", text[:2000] + "\n" + scrub("".join(traceback.format_tb(exc.__traceback__, limit=-3)))
+        return Status.OOM, text[:2000]
+    return Status.FAILED, text[:2000] + "\n" + scrub("".join(traceback.format_tb(exc.__traceback__, limit=-3)))
 
 
 def guarded(record: dict, work) -> dict:
     """Run ``work()`` (returns metrics) and record ``ok`` with them, or the status and reason it failed with."""
     try:
-        record.update(status="ok", metrics=work())
+        record.update(status=Status.OK, metrics=work())
     except Exception as e:  # any failure is this run's result, not the pipeline's end
         status, reason = classify(e)
         # an `oom` keeps the peak it reached (and the steps it managed); the others keep nothing half-measured
-        record.update(status=status, error=reason, metrics=getattr(e, "partial_metrics", {}) if status == "oom" else {})
+        kept = getattr(e, "partial_metrics", {}) if status == Status.OOM else {}
+        record.update(status=status, error=reason, metrics=kept)
     return record
 
 
