@@ -464,3 +464,16 @@ def test_every_committed_search_record_loads_as_a_typed_search_and_keeps_every_k
     adopted = Search.from_json({"trials": [{"number": 0, "tokens_seen": 5}, {"number": 1, "tokens_seen": 7}],
                                 "adopt": {"trial": 0}})
     assert [t.number for t in adopted.spent()] == [1]
+
+
+def test_every_params_argument_is_typed_params():
+    """A function that takes the run's settings says so (``params: Params``, ``bakeoff.core.sections``): a newcomer
+    reads what it is without tracing the call. One exception, because ``core/sections.py`` imports its module:
+    ``core/spaces.py``'s ``as_run``."""
+    untyped = []
+    for path in LIB.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                untyped += [f"{path.relative_to(LIB)}:{node.name}" for a in node.args.args + node.args.kwonlyargs
+                            if a.arg == "params" and a.annotation is None]
+    assert untyped == ["core/spaces.py:as_run"], f"untyped params: {untyped}"

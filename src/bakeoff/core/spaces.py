@@ -109,7 +109,8 @@ def apply(variant, values: dict, **train_overrides):
 def as_run(params, name: str) -> tuple:
     """``(config, values)``: ``name``, a variant or a prompting baseline, as its stage runs it, with the ``values`` its
     tune stage chose on validation (``runs/<name>/tuned.json``; ``{}`` when it was not searched). The search space
-    stays in the config, so a report can say what the search tried as well as what it chose."""
+    stays in the config, so a report can say what the search tried as well as what it chose. (``params``: the
+    ``Params`` of ``bakeoff.core.sections``, which imports this module, so the name is not written here.)"""
     from bakeoff.core.records import read_search
 
     if name not in params.variants and name not in params.baselines:

@@ -26,15 +26,19 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core.errors import UserError
 from bakeoff.core.runs import git_commit, repo_root
 from bakeoff.core.schema import without_secret
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
+
 LATEST = "bakeoff.latest"
 
 
-def tracking_uri(params=None) -> str:
+def tracking_uri(params: Params | None = None) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     if params is not None and params.tracking.uri:
@@ -42,7 +46,7 @@ def tracking_uri(params=None) -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def experiment_name(params) -> str:
+def experiment_name(params: Params) -> str:
     return params.tracking.experiment or params.task.name
 
 
@@ -85,7 +89,7 @@ def check_reachable(uri: str, timeout: float = 10.0) -> None:
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
-def _setup(params):
+def _setup(params: Params):
     import mlflow
 
     uri = tracking_uri(params)
@@ -108,7 +112,7 @@ class RunTags:
 
 
 @contextmanager
-def run(params, tags: RunTags, logged_params: dict, data_hash: str = "", system_metrics: bool = False,
+def run(params: Params, tags: RunTags, logged_params: dict, data_hash: str = "", system_metrics: bool = False,
         run_name: str | None = None):
     """Start a fresh MLflow run for ``tags.name`` and mark it the latest of that name; with ``system_metrics``,
     MLflow samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
@@ -130,7 +134,7 @@ def run(params, tags: RunTags, logged_params: dict, data_hash: str = "", system_
 
 
 @contextmanager
-def resume(params, run_id: str | None, tags: RunTags, logged_params: dict):
+def resume(params: Params, run_id: str | None, tags: RunTags, logged_params: dict):
     """Continue the run that training opened (train and evaluate of a variant share one run)."""
     import mlflow
 
@@ -166,7 +170,7 @@ def child_run(name: str, tags: dict):
         yield r
 
 
-def child_of(params, parent_id: str, name: str, tags: dict, metrics: dict, ok: bool = True) -> str:
+def child_of(params: Params, parent_id: str, name: str, tags: dict, metrics: dict, ok: bool = True) -> str:
     """A finished child run under the finished run ``parent_id`` (a data-value curve's point under its arm's run),
     its numeric ``metrics`` logged, the parent left as it was; returns the child's id."""
     import mlflow
@@ -183,7 +187,7 @@ def child_of(params, parent_id: str, name: str, tags: dict, metrics: dict, ok: b
     return child.info.run_id
 
 
-def log_to_run(run_id: str, metrics: dict, params=None) -> None:
+def log_to_run(run_id: str, metrics: dict, params: Params | None = None) -> None:
     """Numeric ``metrics`` into a finished run by id (a seed's test quality, scored by the evaluate stage; the
     export stage's re-scores). ``params``: point MLflow at the store first (outside an open run's stage)."""
     import mlflow
@@ -236,7 +240,7 @@ def mark(record: dict) -> None:
         mlflow.set_tag("error", record["error"][:5000])
 
 
-def ui_url(params, server: str = "http://127.0.0.1:5000") -> str:
+def ui_url(params: Params, server: str = "http://127.0.0.1:5000") -> str:
     """The MLflow UI page of the task's runs table. MLflow 3 opens an experiment in its GenAI view (traces) unless
     the page asks for the model-training workflow, which the experiment-kind tag alone does not do in 3.17."""
     import mlflow

@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.data.examples import DataError, Example, file_hash, read_examples, read_pairs, write_jsonl
 from bakeoff.data.splits import split
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def closed_labels(train: list[Example], configured: list[str] | str | None, metric: str,
@@ -245,7 +249,7 @@ def small_val(n_val: int, labels) -> str | None:
     return None
 
 
-def prepare(params, out_dir: str | Path, tokenizer) -> dict:
+def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
     """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record."""
     t = params.task
     out_dir = Path(out_dir)

@@ -8,17 +8,22 @@ arm over the prompt, the verdict projected at 2×, and whether the projections h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bakeoff.core import runs
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
 from bakeoff.decide.curve import Points, crossover, fit_arm, resample_indices, verdict_at
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
+
 KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "quality", "quality_label_choice",
         "convergence")
 
 
-def with_curve(params, d):
+def with_curve(params: Params, d):
     """The compare stage's ``Decision`` (``bakeoff.decide.decision.decide``) with the data-value curve fitted from
     the curve stage's points and the evidence behind the gain (``bakeoff.decide.evidence``)."""
     from dataclasses import replace
@@ -29,7 +34,7 @@ def with_curve(params, d):
                    evidence=evidence.guarded(params, d.runs, d.verdict, d.data_stats))
 
 
-def report_data(params, df) -> dict | None:
+def report_data(params: Params, df) -> dict | None:
     from bakeoff.core.scoring import METRICS
 
     c = params.curve
@@ -81,7 +86,7 @@ def spent(points: list[dict]) -> dict:
             "eval_s": round(sum(p.get("eval_wall_s") or 0 for p in mine), 1)}
 
 
-def arm_points(params, df, arm: str, full_items: dict) -> dict:
+def arm_points(params: Params, df, arm: str, full_items: dict) -> dict:
     """One arm's records and per-test-item scores (``_ns``, ``_items``, ``_names``, smallest share first, its own
     run last), scored by the figure its own run is judged by (a baseline's label choice where that won)."""
     recs = [(s, runs.read_json(point_dir(arm, s) / "point.json")) for s in sorted(params.curve.fractions)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -20,8 +21,11 @@ from bakeoff.core.records import read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
-def baselines_as_run(params) -> dict:
+
+def baselines_as_run(params: Params) -> dict:
     """Each baseline as ``baseline@<name>`` ran it (its search's choice, its space kept): what the diagnosis reads."""
     return {n: as_run(params, n)[0] for n in params.baselines}
 
@@ -51,7 +55,7 @@ class Decision:
         return picked(self.verdict)
 
 
-def decide(params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
+def decide(params: Params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
     runs, and one recommendation, priced. The compare stage adds the data-value curve and the evidence behind the
     gain (``bakeoff.decide.data_value.with_curve``), which nothing else imports: the curve stages, which train, do
@@ -80,7 +84,7 @@ def eval_records(names) -> dict:
     return {n: runs.read_json(runs.eval_record(n)) or {} for n in names}
 
 
-def _verdict(params, flips_dir, shipped):
+def _verdict(params: Params, flips_dir, shipped):
     """The runs, their intervals and gains over the best prompting baseline, the verdict and its diagnosis."""
     df = figures.collect(list(params.baselines), list(params.variants))
     figures.use_interleaved(df, (shipped or {}).get("latency_interleaved"))  # the export's latencies, one process
@@ -97,7 +101,7 @@ def _verdict(params, flips_dir, shipped):
     return df, v, records, sized, stats
 
 
-def _priced(params, df, records, sized, target):
+def _priced(params: Params, df, records, sized, target):
     """Every arm's search budget as spent (a shared search split among its users), each variant all in, and the card
     that would serve the fine-tuned target."""
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
@@ -112,7 +116,7 @@ def _priced(params, df, records, sized, target):
     return priced, spent, card
 
 
-def _recommend(params, df, v, priced, stats, target):
+def _recommend(params: Params, df, v, priced, stats, target):
     """Which differences are real: every pair tested, runs grouped (a display), one thing to do by the one rule
     (``bakeoff.decide.rule``, written into ``v``); returns the pairwise table and the provenance."""
     pw = recommend.pairwise(df, params.task.metric)
@@ -138,7 +142,7 @@ def picked(v: dict) -> str | None:
     return rec.get("run") if rec.get("action") == "fine-tune" else None
 
 
-def curve_arm(params, arm: str) -> tuple[str | None, str]:
+def curve_arm(params: Params, arm: str) -> tuple[str | None, str]:
     """The run a data-value curve arm (``curve.arms``) names, and how it was chosen (None: no such run finished;
     ``bakeoff.report.curve.CHOSEN_AS`` words it): ``recommended``, the recommended variant (``best_variant``, the best
     fine-tuned one chosen on validation, when the recommendation is not to fine-tune); ``best_prompt``, the best

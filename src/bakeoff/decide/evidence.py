@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from bakeoff.core import runs
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 SAMPLES = 5  # test items shown side by side
 RULE = "largest_gaps_then_worst"  # the items the two differ most on, its wins and losses alike, then the worst
@@ -38,7 +42,7 @@ def _rows(name: str) -> dict[int, dict]:
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
-def gather(params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
+def gather(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     """Everything the report's evidence sections show, as plain data (also written to reports/metrics.json)."""
     a, b = pair(v)
     ok = [str(n) for n in df.loc[df["status"] == "ok", "name"]]
@@ -58,7 +62,7 @@ def gather(params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     return out
 
 
-def guarded(params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
+def guarded(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     """``gather``, or what stopped it (a predictions file the compare stage cannot read): the report says so and is
     written all the same."""
     try:
@@ -145,7 +149,7 @@ def samples(preds: dict[str, dict], a: str, b: str, k: int = SAMPLES) -> list[di
     return out
 
 
-def prompts(params) -> list[dict]:
+def prompts(params: Params) -> list[dict]:
     """Each prompting baseline's turns for the first test item as its stage recorded sending them (instruction and
     shots included; for ``nearest`` selection, the rule too, since other items get their own shots)."""
     out = []

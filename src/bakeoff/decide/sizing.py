@@ -10,11 +10,15 @@ each target, the cheapest for the whole job, and the time and cost to train ther
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bakeoff.core.flops import hardware_flops_per_token
 from bakeoff.core.techniques import facts
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
 from bakeoff.decide.speed import GPU_CHECK, measured_speeds, on_card, speed_at
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 # ---------------------------------------------------------------- calibration
 
@@ -68,12 +72,12 @@ def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: floa
 
 # ---------------------------------------------------------------- from params and this run
 
-def targets(params) -> list[Shape]:
+def targets(params: Params) -> list[Shape]:
     return [Shape(t["name"], int(t["layers"]), int(t["hidden"]), int(t["intermediate"]), int(t["heads"]),
                   int(t["kv_heads"]), int(t["vocab"]), bool(t.get("tied", False))) for t in params.sizing.targets]
 
 
-def catalog(params) -> list[GPU]:
+def catalog(params: Params) -> list[GPU]:
     return [GPU(g["name"], float(g["memory_gb"]), float(g["usd_per_hour"]), float(g["bf16_tflops"]))
             for g in params.sizing.gpus]
 
@@ -149,7 +153,7 @@ def longest_answer(stats: dict) -> int | None:
     return (((stats.get("generation") or {}).get("longest_answer") or {}).get("train") or {}).get("tokens") or None
 
 
-def calibration(params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
+def calibration(params: Params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
     """Predicted against measured peak for every variant that trained here, and the fitted overhead.
 
     ``records``: variant name → its train.json. On CPU the measured peak is peak RSS; on CUDA, peak reserved.
@@ -190,7 +194,7 @@ def calibration(params, base_config: dict, records: dict[str, dict], answer_toke
             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
 
 
-def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
+def table(params: Params, tokens: dict[str, float], overhead_bytes: float | None = None,
           answer_tokens: int | None = None, speeds: list[dict] | None = None) -> list[Fit]:
     """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens, each at
     its technique's utilisation at that target (``speed_at``; ``speeds``: the GPU check's rows, read when None).
@@ -217,13 +221,13 @@ def table(params, tokens: dict[str, float], overhead_bytes: float | None = None,
     return out
 
 
-def train_tokens(params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
+def train_tokens(params: Params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
     """Tokens to price per variant: ``override``, else cost.train_tokens, else what the variant saw in this run."""
     return {n: override or params.cost.train_tokens or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
             or 0.0 for n in params.variants}
 
 
-def report_data(params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
+def report_data(params: Params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
     """What the report shows of sizing: the calibration on this run's peaks, every target × variant fit, and which
     of the GPU figures it assumes a GPU check measured (``gpu_check``)."""
     calib = calibration(params, base_config, records, answer_tokens)
@@ -233,7 +237,7 @@ def report_data(params, base_config: dict, records: dict[str, dict], answer_toke
 
 
 
-def measured_on(params, path: str = GPU_CHECK) -> dict:
+def measured_on(params: Params, path: str = GPU_CHECK) -> dict:
     """What the GPU check's record says of sizing: {"device", "commit", "overhead": bool (params.yaml holds its
     ``cuda_overhead_gb``; changed by hand, it is "assumed" again), "peaks", "within_10", "largest" (the memory model
     against its CUDA peaks, in sample), "out_of_sample"}; {} where there is no record. The utilisation is read per

@@ -7,6 +7,7 @@ the variants. The base as it is also gets the model-level checks (preference pai
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
@@ -14,6 +15,9 @@ from bakeoff.core.spaces import as_run
 from bakeoff.data.examples import Example, write_jsonl
 from bakeoff.data.prompts import few_shot_messages, shot_picker
 from bakeoff.evaluate.local import Ask, EvalInputs, LmEvalRun, evaluate_examples, run_lm_eval, side_check
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 BASE = runs.BASE
 
@@ -58,7 +62,7 @@ def prompt_sent(b, inputs, pick) -> dict | None:
             "messages": few_shot_messages(ex, pick(ex), b.instruction)}
 
 
-def evaluate_baseline(params, name: str) -> None:
+def evaluate_baseline(params: Params, name: str) -> None:
     """The baseline stage: score the baseline (as its prompt search chose it) and write its record."""
     b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
     inputs = EvalInputs.load(runs.PREPARED, params)
@@ -82,7 +86,7 @@ def evaluate_baseline(params, name: str) -> None:
     runs.finish(record, runs.eval_record(name))
 
 
-def local_work(params, b, name: str, inputs, to_prompt, record: dict) -> dict:
+def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) -> dict:
     """The local base model: the test split (resumable), then its side checks, each failing alone."""
     serving = resolve_precision(params.eval.dtype)
     model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)

@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bakeoff.core.runs import Resume
 from bakeoff.core.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
@@ -29,6 +30,9 @@ from bakeoff.evaluate.logprobs import (
     kl_of,
     preference_margins,
 )
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 # ---------------------------------------------------------------- generation
 
@@ -50,7 +54,7 @@ class EvalPlan:
     latency_requests: int = 0
 
     @classmethod
-    def from_params(cls, params, labels: list[str] | None = None) -> EvalPlan:
+    def from_params(cls, params: Params, labels: list[str] | None = None) -> EvalPlan:
         return cls(params.task.metric, params.task.max_new_tokens, params.eval.batch_size, labels,
                    params.eval.latency_requests)
 
@@ -185,7 +189,7 @@ class EvalInputs:
     plan: EvalPlan
 
     @classmethod
-    def load(cls, data_dir, params) -> EvalInputs:
+    def load(cls, data_dir, params: Params) -> EvalInputs:
         from pathlib import Path
 
         from bakeoff.data.examples import load_examples, load_pairs

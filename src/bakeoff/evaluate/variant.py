@@ -7,6 +7,7 @@ the base, QLoRA's untrained 4-bit control, latency unmerged, lm-eval), each of w
 from __future__ import annotations
 
 import gc
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_tokenizer, resolve_precision, torch_name
@@ -26,6 +27,9 @@ from bakeoff.evaluate.local import (
 )
 from bakeoff.train.techniques import get_technique
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
+
 BASE = runs.BASE
 
 
@@ -42,7 +46,7 @@ def unmerged_latency(technique, v, serving: str, tok, inputs) -> dict:
     return got
 
 
-def evaluate_variant(params, name: str) -> None:
+def evaluate_variant(params: Params, name: str) -> None:
     """The evaluate stage: score the variant (or carry its training's failure over) and write its record."""
     v = params.variant(name)
     trained = runs.read_json(runs.train_record(name)) or {}
@@ -68,7 +72,7 @@ class Evaluation:
     """One variant's evaluation, one model resident at a time: the test split and its seeds, then the side figures
     (each a side check: its failure is recorded, never the arm's), the base loaded last for KL."""
 
-    def __init__(self, params, v, trained: dict, inputs, record: dict):
+    def __init__(self, params: Params, v, trained: dict, inputs, record: dict):
         self.params, self.v, self.trained, self.inputs, self.record = params, v, trained, inputs, record
         self.name, self.technique = v.name, get_technique(v.technique)
         self.out, self.serving = runs.variant_dir(v.name), resolve_precision(params.eval.dtype)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -27,6 +28,9 @@ from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairw
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.sizing import sizing_lines, worded
 from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines, worded_runs, write
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 __all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
            "sizing_lines",
@@ -42,13 +46,14 @@ def warning_lines(stats: dict) -> list[str]:
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
-def opening_lines(params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None, stats: dict | None) -> list[str]:
+def opening_lines(params: Params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None,
+                  stats: dict | None) -> list[str]:
     """The report's first lines: a quick look's banner before anything (its answer is only that), then the four-row
     answer, then what the data stage found that makes figures mislead."""
     return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or {})
 
 
-def quick_look_lines(params, df: pd.DataFrame, v: dict) -> list[str]:
+def quick_look_lines(params: Params, df: pd.DataFrame, v: dict) -> list[str]:
     """A quick look says so first: what it ran, the interval that shows why it is only that, and the full command."""
     if not params.verdict.quick_look:
         return []
@@ -105,7 +110,8 @@ def said(d) -> dict:
     return worded(d.verdict, worded_runs(d.runs, d.verdict.get("unmoved")), d.costs)
 
 
-def write_all(out_dir: Path, params, d, images: dict[str, Path], shipped: dict | None = None) -> dict[str, Path]:
+def write_all(out_dir: Path, params: Params, d, images: dict[str, Path],
+              shipped: dict | None = None) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
     df, v, c, sized = worded_runs(d.runs, d.verdict.get("unmoved")), said(d), d.money, worded(d.sizing)

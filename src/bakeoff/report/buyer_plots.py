@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from bakeoff.report.plots import _pyplot, pareto
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 STYLES = ["-", "--", "-.", ":"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -133,7 +137,7 @@ def loss_curves(histories: dict[str, list[dict]], val_curves: dict[str, list[dic
     return _save(fig, plt, out_dir, "loss_curves", paths)
 
 
-def decision_plots(params, d, out_dir: Path) -> dict[str, Path]:
+def decision_plots(params: Params, d, out_dir: Path) -> dict[str, Path]:
     """The two projected plots of a ``Decision``, quality against all-in cost and memory against the cards, both on
     the sizing target; and each variant's training and validation loss (its training record)."""
     from bakeoff.decide.decision import picked

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs
 from bakeoff.core.techniques import facts
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def _requirements() -> list[str]:
@@ -28,7 +32,7 @@ def _requirements() -> list[str]:
     return [f"{p}=={version(p)}" for p in ("torch", "transformers", "peft", "accelerate", "mlflow")]
 
 
-def log_model(params, name: str, run_id: str, dtype: str) -> tuple[object, str]:
+def log_model(params: Params, name: str, run_id: str, dtype: str) -> tuple[object, str]:
     """The run's model as an MLflow model in run ``run_id``; (its ModelInfo, a description for the version)."""
     import mlflow
 
@@ -60,7 +64,7 @@ def log_model(params, name: str, run_id: str, dtype: str) -> tuple[object, str]:
             f"`{name}` ({technique}): the PEFT adapter over the base at {base} (not copied), served in {dtype}.{note}")
 
 
-def register(params, name: str, run_id: str, dtype: str, files: dict[str, Path]) -> dict:
+def register(params: Params, name: str, run_id: str, dtype: str, files: dict[str, Path]) -> dict:
     """Log the run's model and its records (``files``), register it as a version of the model named after the
     experiment, alias ``champion``; {name, version, source, flavour}."""
     import mlflow

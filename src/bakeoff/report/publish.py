@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
-def champion_of(params, rec: dict, evaluations: dict) -> dict | None:
+
+def champion_of(params: Params, rec: dict, evaluations: dict) -> dict | None:
     """Register the recommended run (its model with MLflow's transformers flavour, its records, params.yaml) as the
     champion (``bakeoff.report.champion``); ``evaluations``: each run's evaluation record (``Decision.evaluations``)."""
     from bakeoff.report import champion
@@ -31,7 +35,7 @@ def champion_of(params, rec: dict, evaluations: dict) -> dict | None:
         return None
 
 
-def to_mlflow(params, d, paths: dict[str, Path], out: Path) -> None:
+def to_mlflow(params: Params, d, paths: dict[str, Path], out: Path) -> None:
     """The repro's parent run with the report's files, every current arm nested under it, the champion."""
     from bakeoff.report import said
 
@@ -95,7 +99,7 @@ class Summary:
     tables: dict = field(default_factory=dict)
 
 
-def summary_run(params, names: list[str], summary: Summary) -> str:
+def summary_run(params: Params, names: list[str], summary: Summary) -> str:
     """The repro's parent run (``bakeoff.name`` ``comparison``, kind ``repro``) over the runs ``names``, holding
     ``summary``. Returns its run id (``nest_repro`` puts the arms under it)."""
     import datetime
@@ -120,7 +124,7 @@ SUPERSEDED = "bakeoff.superseded"
 PARENT_TAG = "mlflow.parentRunId"
 
 
-def nest_repro(params, parent_id: str, names: list[str]) -> dict:
+def nest_repro(params: Params, parent_id: str, names: list[str]) -> dict:
     """Put the current run of every arm in ``names`` (the newest of each ``bakeoff.name``, its ``.tune`` run too)
     under ``parent_id``, the run of this repro; tag every other top-level run superseded and nest it out of the way
     (under its own repro's parent, or one ``earlier runs`` holder). Nothing is deleted. Returns the counts."""

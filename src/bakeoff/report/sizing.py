@@ -4,8 +4,13 @@ FLOP utilisation at the target and where it comes from, the target × variant pi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def sizing_lines(params, sized: dict, costs: dict | None = None, images: dict | None = None) -> list[str]:
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
+
+
+def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images: dict | None = None) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
     from bakeoff.report.tables import details

@@ -13,6 +13,7 @@ the range's pessimistic end. Every figure is a projection, none is measured here
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bakeoff.core.errors import UserError
 from bakeoff.decide.memory import GB, Setup, Shape
@@ -31,6 +32,9 @@ from bakeoff.decide.sizing import (
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
 from bakeoff.report.sizing import speed_words
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
+
 
 @dataclass
 class Cards:
@@ -47,7 +51,7 @@ class Cards:
     fits: list[tuple[GPU, Fit]]
 
 
-def pick(params, model: str, technique: str):
+def pick(params: Params, model: str, technique: str):
     """The target shape named ``model`` and the variant that ``technique`` names (a variant's name, else the first
     variant of that technique): its settings (rank, precision, levers) are what the memory depends on."""
     shapes = {s.name.lower(): s for s in targets(params)}
@@ -80,7 +84,7 @@ class Asked:
     tokens: float | None = None
 
 
-def cards(params, asked: Asked, records: dict | None = None, speeds: list[dict] | None = None,
+def cards(params: Params, asked: Asked, records: dict | None = None, speeds: list[dict] | None = None,
           answer_tokens: int | None = None) -> Cards:
     """Every card of the catalog for what is ``asked`` (``bakeoff size``); ``records``: this run's training records;
     ``answer_tokens``: the task's longest answer, the logits a labelled loss holds (None: every token's)."""
@@ -124,7 +128,7 @@ def lines(c: Cards, margin: float) -> list[str]:
     return out
 
 
-def every_variant(params, asked: Asked, records: dict, answer_tokens: int | None = None) -> list[Fit]:
+def every_variant(params: Params, asked: Asked, records: dict, answer_tokens: int | None = None) -> list[Fit]:
     """Every target of ``sizing.targets`` × every variant of params.yaml at ``asked``'s sequence length, micro-batch
     and tokens (its model and technique unset): the table ``bakeoff size`` prints without ``--model``."""
     from dataclasses import replace

@@ -35,8 +35,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.run.estimate import Estimator
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 RECORD = Path("reports/clock.json")
 
@@ -97,7 +101,7 @@ class Clock:
     t0: float = field(default_factory=time.perf_counter)
 
     @classmethod
-    def open(cls, path: Path, params) -> Clock:
+    def open(cls, path: Path, params: Params) -> Clock:
         """The record at ``path`` with this machine's line, estimating from it and the speed probe now."""
         from bakeoff.core.measure import speed_probe
         from bakeoff.core.runs import machine_line

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core.techniques import facts
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 # the last resort when nothing was measured here: seconds of each part of a stage for the default model
 # (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
@@ -66,7 +70,7 @@ def _study_stored(tuned: dict, storage_url: str | None) -> bool | None:
 class Estimator:
     """Each stage's estimate in seconds and what it rests on; ``probe``: ``bakeoff.core.measure.speed_probe()`` now."""
 
-    def __init__(self, record: dict, params=None, probe: float | None = None):
+    def __init__(self, record: dict, params: Params | None = None, probe: float | None = None):
         self.record, self.params, self.probe = record, params, probe
         self.size = 1.0
         source = Path("models/base/bakeoff_source.json")

@@ -28,6 +28,10 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 COMMIT_KEY = "bakeoff.commit"
 REPORT_PNG = Path("reports/comparison.png")
@@ -116,7 +120,7 @@ def _ui(uri: str):
         server.wait(timeout=30)
 
 
-def _repro_of(params, commit: str):
+def _repro_of(params: Params, commit: str):
     """(the store's URI, its client, the experiment, the newest repro run); refused when it is not the report's."""
     import mlflow
 
@@ -138,7 +142,7 @@ def _repro_of(params, commit: str):
     return uri, client, exp, repro
 
 
-def mlflow_picture(p, params, commit: str, out: Path) -> None:
+def mlflow_picture(p, params: Params, commit: str, out: Path) -> None:
     from bakeoff.core import tracking
 
     uri, _, _, repro = _repro_of(params, commit)
@@ -167,7 +171,7 @@ def mlflow_picture(p, params, commit: str, out: Path) -> None:
         browser.close()
 
 
-def curves_picture(p, params, commit: str, out: Path) -> str:
+def curves_picture(p, params: Params, commit: str, out: Path) -> str:
     """The recommended arm's run page, its model metrics: training and validation loss per step. Returns the arm."""
     uri, client, exp, repro = _repro_of(params, commit)
     picked = (repro.data.tags.get("recommendation") or "").split("`")

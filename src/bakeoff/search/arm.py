@@ -7,11 +7,15 @@ choice without loading torch; a search that cannot run is the arm's note, and th
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from bakeoff.core.errors import UserError
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
-def tune_arm(params, name: str) -> None:
+
+def tune_arm(params: Params, name: str) -> None:
     """The tune stage: this arm's search (or a note that it is off, or why it stopped), written to its tuned.json."""
     baseline = name in params.baselines
     if not baseline:
@@ -108,7 +112,7 @@ def _summarise(rec: dict) -> None:
     tracking.log_metrics({k: rec[k] for k in ("best_value", "tune_tokens", "tune_wall_s") if k in rec})
 
 
-def tune_one(params, name: str, target: str) -> dict:
+def tune_one(params: Params, name: str, target: str) -> dict:
     from bakeoff.core import runs, tracking
     from bakeoff.search import trials
     from bakeoff.search.space import SearchDirs, objective_of
@@ -124,7 +128,7 @@ def tune_one(params, name: str, target: str) -> dict:
     return {**rec, "variant": name, **({"shared_from": target} if target != name else {})}
 
 
-def tune_prompt(params, name: str) -> dict:
+def tune_prompt(params: Params, name: str) -> dict:
     from bakeoff.core import runs, tracking
     from bakeoff.search import prompt
     from bakeoff.search.space import SearchDirs
@@ -137,7 +141,7 @@ def tune_prompt(params, name: str) -> dict:
     return rec
 
 
-def val_metric(params):
+def val_metric(params: Params):
     """``objective: metric``: the trial's model, served as the pipeline serves it, scored on the validation split."""
     def score_fn(variant, out_dir) -> float:
         from bakeoff.core import runs

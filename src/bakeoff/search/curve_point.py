@@ -19,10 +19,14 @@ import math
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice as label_choice_wins
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def digest(rows: list) -> str:
@@ -42,7 +46,7 @@ def steps_at(max_steps: int, share: float, floor: int, schedule: str = "steps") 
     return min(max_steps, max(floor, math.ceil(share * max_steps)))
 
 
-def run_point(params, arm: str, share: float, name: str | None, why: str) -> dict:
+def run_point(params: Params, arm: str, share: float, name: str | None, why: str) -> dict:
     """The curve stage: one point of curve arm ``arm``, the run ``name`` it resolved to (``why``: how it was chosen;
     ``bakeoff.decide.decision.curve_arm``), its predictions and record in its folder; returns the record."""
     out = runs.fresh_dir(point_dir(arm, share))
@@ -71,7 +75,7 @@ def run_point(params, arm: str, share: float, name: str | None, why: str) -> dic
     return record
 
 
-def _measure(params, name: str, share: float, record: dict, out: Path) -> dict:
+def _measure(params: Params, name: str, share: float, record: dict, out: Path) -> dict:
     from bakeoff.core.models import load_tokenizer, resolve_precision
     from bakeoff.core.scoring import score
     from bakeoff.data.examples import write_jsonl
@@ -114,7 +118,7 @@ def _measure(params, name: str, share: float, record: dict, out: Path) -> dict:
     return m
 
 
-def by_label_choice(params, name: str, labels) -> bool:
+def by_label_choice(params: Params, name: str, labels) -> bool:
     """Whether a baseline's own run is judged by its choice among the labels (``bakeoff.core.scoring.
     by_label_choice``, as ``bakeoff.decide.figures.primary_items`` applies it): its points are scored the same way,
     and only so."""
@@ -134,7 +138,7 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
             "reused": "no shots: the same prompt at every share, its own run's answers"}
 
 
-def _trained(params, name: str, share: float, labels, serving: str):
+def _trained(params: Params, name: str, share: float, labels, serving: str):
     """The variant trained on the share at its searched values on ``curve.schedule``; the model as served."""
     from bakeoff.core.spaces import apply, as_run
     from bakeoff.data.subsets import nested_subset
@@ -165,7 +169,7 @@ def _trained(params, name: str, share: float, labels, serving: str):
     return model, (lambda e: e.messages), m
 
 
-def _prompted(params, name: str, share: float, train_rows: list, labels, serving: str):
+def _prompted(params: Params, name: str, share: float, train_rows: list, labels, serving: str):
     """The base model prompted as the baseline's own run, its shots drawn from the share."""
     from bakeoff.core.models import load_for_eval
     from bakeoff.core.spaces import as_run

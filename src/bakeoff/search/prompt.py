@@ -4,13 +4,17 @@ validation split, the best kept."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from bakeoff.search.space import SearchDirs
 from bakeoff.search.study import Draws, grid_order, open_study, run_study, seeded, values_drawn
 from bakeoff.search.trials import trial_failure, with_recipe
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
-def search_prompt(params, name: str, dirs: SearchDirs, log_trial=None) -> dict:
+
+def search_prompt(params: Params, name: str, dirs: SearchDirs, log_trial=None) -> dict:
     """The prompting arm searched like a variant: ``tune.trials`` points of baseline ``name``'s ``search`` space
     (shots, selection, instruction), each scored on the validation split with the base model in the serving dtype
     (the better of free generation and label choice where labels exist). A shot count whose prompts do not fit the
@@ -35,7 +39,7 @@ def search_prompt(params, name: str, dirs: SearchDirs, log_trial=None) -> dict:
 class PromptSearch:
     """The base model loaded once for every trial of one prompting baseline's search."""
 
-    def __init__(self, params, name: str, space: dict, dirs: SearchDirs, log_trial):
+    def __init__(self, params: Params, name: str, space: dict, dirs: SearchDirs, log_trial):
         from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
         from bakeoff.evaluate.local import EvalInputs
 

@@ -27,9 +27,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core.records import read_search
 from bakeoff.core.spaces import TuneConfig, apply
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def trial_code_hash(root=None) -> str:
     return h.hexdigest()[:12]
 
 
-def study_name(params, name: str, space: dict, data_hash: str) -> str:
+def study_name(params: Params, name: str, space: dict, data_hash: str) -> str:
     """One study per (task, variant, its configuration, search space, data, budget, pruner, seed, the code that runs
     a trial): a change to any of them starts a new one, so no trial of other settings or code is reused."""
     run = params.variants[name] if name in params.variants else params.baseline(name)

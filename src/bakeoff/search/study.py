@@ -16,8 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.search.space import SearchDirs, study_name
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: int = 0):
@@ -73,7 +77,7 @@ HEARTBEAT_S = GRACE_S // 6
 POLL_S = 2.0  # how often a worker that finished its share looks again at trials still running elsewhere
 
 
-def storage_url(params, work_dir: Path) -> str:
+def storage_url(params: Params, work_dir: Path) -> str:
     """``tune.storage`` (``postgresql://`` through the psycopg driver) or the default SQLite file."""
     from bakeoff.search.locks import driver_url
 
@@ -96,7 +100,7 @@ def storage_of(url: str):
         return optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
 
 
-def open_study(params, name: str, space: dict, dirs: SearchDirs, direction: str, rung_steps: int | None = None):
+def open_study(params: Params, name: str, space: dict, dirs: SearchDirs, direction: str, rung_steps: int | None = None):
     """(study, storage URL): the study of ``name`` in ``tune.storage`` (default: .bakeoff_tmp/tune.db), created or
     continued, with heartbeats: a trial whose worker stops beating for ``GRACE_S`` is marked failed."""
     import optuna

@@ -15,10 +15,14 @@ import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core.spaces import apply, run_identity
 from bakeoff.search.space import SearchDirs, rung_steps, token_budget, trial_variant
 from bakeoff.search.study import Draws, counts, finite, grid_order, open_study, run_study, seeded, values_drawn
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def recipe_values(variant, space: dict) -> dict:
@@ -104,7 +108,7 @@ def pruning_callback(trial, noise_z: float = 2.0):
     return PruningReport(trial, noise_z)
 
 
-def search_variant(params, name: str, dirs: SearchDirs, score_fn=None, log_trial=None) -> dict:
+def search_variant(params: Params, name: str, dirs: SearchDirs, score_fn=None, log_trial=None) -> dict:
     """Run (or continue) the study of variant ``name``; return the record train@<name> reads.
 
     ``score_fn(variant, out_dir) → float``: the primary metric on the validation split, for ``objective: metric``.
@@ -127,7 +131,7 @@ class VariantSearch:
     """One variant's study: each trial a short run of the shared training loop, pruned on validation loss, judged on
     the validation split; the recipe first, the range widened on the evidence in the second half."""
 
-    def __init__(self, params, name, arm: tuple, dirs: SearchDirs, score_fn, log_trial):
+    def __init__(self, params: Params, name, arm: tuple, dirs: SearchDirs, score_fn, log_trial):
         """``arm``: the variant's technique, its training and validation rows, its space."""
         from bakeoff.core import runs
         from bakeoff.core.models import resolve_precision

@@ -10,6 +10,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
@@ -21,6 +22,9 @@ from bakeoff.evaluate import endpoint
 from bakeoff.evaluate.generation import generate
 from bakeoff.evaluate.local import EvalInputs
 from bakeoff.ship import export
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def agreement(preds: list[str], items: list, evaluated: list[dict], metric: str, resamples: int) -> dict:
@@ -56,7 +60,7 @@ def serving_figures(ep: endpoint.Endpoint, prompts: list[list[dict]], max_tokens
     return rows
 
 
-def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:
+def ship(params: Params, name: str, dest: Path, inputs: EvalInputs) -> dict:
     """One variant into ``dest``: its artifacts, then the checks that they still answer as the evaluated model."""
     rec = runs.read_json(runs.eval_record(name)) or {}
     vdir = runs.variant_dir(name)
@@ -71,7 +75,7 @@ def ship(params, name: str, dest: Path, inputs: EvalInputs) -> dict:
     return out
 
 
-def _artifacts(params, name: str, vdir: Path, dest: Path, t: dict, t0: float):
+def _artifacts(params: Params, name: str, vdir: Path, dest: Path, t: dict, t0: float):
     """The adapter, the merged model, the GGUF, the Modelfile and SERVE.md in ``dest`` (their times into ``t``)."""
     files = {}
     if export.adapter(vdir, dest / "adapter"):
@@ -111,7 +115,7 @@ class _Made:
     t0: float
 
 
-def _checks(params, name: str, dest: Path, inputs: EvalInputs, made: _Made) -> dict:
+def _checks(params: Params, name: str, dest: Path, inputs: EvalInputs, made: _Made) -> dict:
     """Merge fidelity in-framework, then the GGUF served by llama.cpp and scored through the endpoint path."""
     files, gguf, source, t, t0 = made.files, made.gguf, made.source, made.t, made.t0
     evaluated = [json.loads(x) for x in runs.predictions(name).read_text().splitlines() if x.strip()]
@@ -151,7 +155,7 @@ def _size(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
 
 
-def export_all(params, out: Path, shipped: dict) -> None:
+def export_all(params: Params, out: Path, shipped: dict) -> None:
     """Ship each chosen variant into ``out``; one variant's failure is its status in ``shipped``, the others go on."""
     if params.export.variants:
         names, shipped["chosen_by"] = list(params.export.variants), "export.variants"
@@ -180,7 +184,7 @@ def export_all(params, out: Path, shipped: dict) -> None:
             "status": rec["status"], "error": rec["error"].splitlines()[0]}
 
 
-def time_interleaved(params, inputs: EvalInputs) -> dict:
+def time_interleaved(params: Params, inputs: EvalInputs) -> dict:
     """Every evaluated variant's serving latency at batch 1, timed interleaved in this one process (as served:
     merged, QLoRA on its 4-bit base), so that the report compares them on one machine state."""
     from bakeoff.evaluate.generation import interleaved_latency

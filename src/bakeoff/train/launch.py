@@ -6,10 +6,14 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from bakeoff.train.trainer import rank
+
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
 
 def launch_command(script: str, name: str, t) -> list[str]:
@@ -23,7 +27,7 @@ def launch_command(script: str, name: str, t) -> list[str]:
     return ["torchrun", "--standalone", "--nproc_per_node", str(t.processes), script, name]
 
 
-def launch(script: str, name: str, params, v) -> None:
+def launch(script: str, name: str, params: Params, v) -> None:
     """Run this stage as ``v.train.processes`` processes. When any of them fails (a rank that raised, ran out of
     memory or was killed), the arm's record says so, and so does its MLflow run: the stage itself succeeds, so
     ``dvc repro`` goes on with the other arms."""
@@ -49,7 +53,7 @@ def rank_failure_path(name: str, r: int) -> Path:
     return runs.work_dir(f"{name}.ranks") / f"rank-{r}.json"
 
 
-def record_failed_launch(params, name: str, v, rc: int, t0: float) -> dict:
+def record_failed_launch(params: Params, name: str, v, rc: int, t0: float) -> dict:
     """The arm's record after a multi-process run that exited ``rc`` != 0: rank 0's own record when it wrote one
     (its status turned to the failure of the others), else a new one; every failed rank's status and reason, from
     the files the ranks wrote (``rank_failure_path``), or the launcher's exit code when none could write."""

@@ -16,12 +16,16 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, spaces
 from bakeoff.core.records import read_search
 
+if TYPE_CHECKING:
+    from bakeoff.core.sections import Params
 
-def run_variant(script: str, name: str, params) -> None:
+
+def run_variant(script: str, name: str, params: Params) -> None:
     """The train stage: launch the ranks, or train (or adopt) this variant and write its record."""
     v, tuned = spaces.as_run(params, name)  # with the tune stage's choice, judged on validation
     if v.train.processes > 1 and "LOCAL_RANK" not in os.environ:  # every rank's failure is the arm's status
@@ -105,7 +109,7 @@ class Job:
     out: Path | None = None
 
     @classmethod
-    def prepare(cls, params, name: str, v, tuned: dict, no_unsloth: str | None) -> Job:
+    def prepare(cls, params: Params, name: str, v, tuned: dict, no_unsloth: str | None) -> Job:
         from bakeoff.train.trainer import fingerprint, resumable
 
         data_hash = runs.read_json(runs.PREPARED / "stats.json")["data_hash"]
