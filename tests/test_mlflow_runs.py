@@ -110,3 +110,28 @@ def test_a_trial_run_is_open_while_it_trains_with_system_metrics_and_the_adopted
         assert link_trial("lora", 7) is None  # no such trial: no link
     tags = client.get_run(arm.info.run_id).data.tags
     assert tags["bakeoff.adopted_run_id"] == trial and trial in tags["mlflow.note.content"]
+
+
+def test_a_rank_stopped_after_opening_its_run_leaves_one_run_for_the_arm(client, tmp_path, monkeypatch):
+    """Rank 0 of a two-process run opened its MLflow run and was stopped before it wrote which (rank 1 raised first):
+    the launcher's failure record goes into that run, so the arm has one run, tagged ``failed`` with rank 1's reason,
+    not a second one beside it."""
+    from pathlib import Path
+
+    from bakeoff.core import runs, tracking
+    from bakeoff.core.config import load_params
+    from bakeoff.train.launch import rank_failure_path, record_failed_launch
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    v = params.variant("lora")
+    t0 = time.time()
+    with tracking.run(params, tracking.RunTags("lora", "variant", v.technique), {"r": 4}) as opened:
+        pass  # rank 0's run, opened; rank 0 is stopped before it writes runs/.work/lora/resume.json
+    runs.write_json(rank_failure_path("lora", 1), {"rank": 1, "status": "failed", "error": "RuntimeError: planted"})
+    record = record_failed_launch(params, "lora", v, 1, t0)
+    found = client.search_runs([client.get_experiment_by_name(tracking.experiment_name(params)).experiment_id],
+                               filter_string="tags.`bakeoff.name` = 'lora'")
+    assert [r.info.run_id for r in found] == [opened.info.run_id] == [record["run_id"]]
+    assert found[0].data.tags["status"] == "failed"
+    assert "rank 1 failed: RuntimeError: planted" in found[0].data.tags["error"]

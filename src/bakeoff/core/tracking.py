@@ -161,6 +161,18 @@ def resume(params: Params, run_id: str | None, tags: RunTags, logged_params: dic
         client.set_terminated(run_id, client.get_run(run_id).info.status, end_time=ended)
 
 
+def opened_since(params: Params, name: str, t0: float) -> str | None:
+    """The newest run filed under ``name`` that started at or after ``t0`` (seconds): the one a process opened before
+    it was stopped, when it died before it could say which (a rank killed between opening its run and recording it)."""
+    import mlflow
+
+    exp = _setup(params)
+    since = f"tags.`bakeoff.name` = '{name}' and attributes.start_time >= {int(t0 * 1000)}"
+    found = mlflow.MlflowClient().search_runs([exp.experiment_id], filter_string=since,
+                                              order_by=["attributes.start_time DESC"], max_results=1)
+    return found[0].info.run_id if found else None
+
+
 @contextmanager
 def child_run(name: str, tags: dict):
     """A run nested under the active one (a variant's extra training seed), shown beneath it in the UI."""

@@ -74,6 +74,7 @@ def record_failed_launch(params: Params, name: str, v, rc: int, t0: float) -> di
     (out / "NOT_TRAINED").write_text(f"{status}: {error}\n")
     state = runs.work_dir(name) / "resume.json"  # rank 0 writes its MLflow run there once it opened it
     run_id = (runs.read_json(state) or {}).get("run_id") if state.exists() and state.stat().st_mtime >= t0 else None
+    run_id = run_id or tracking.opened_since(params, name, t0)  # rank 0 stopped after opening its run, before saying so
     with tracking.resume(params, run_id, tracking.RunTags(name, "variant", v.technique), {}) as run:
         record["run_id"] = run.info.run_id
         tracking.mark(record)
