@@ -114,7 +114,7 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
     from bakeoff.core.models import resolve_precision
     from bakeoff.core.runs import guarded
     from bakeoff.core.sections import TrainConfig, VariantConfig
-    from bakeoff.data.prepare import answer_tokens
+    from bakeoff.data.stats import answer_tokens
     from bakeoff.decide.memory import GB, Shape, logits_held
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import Job, train

@@ -6,7 +6,8 @@ import pytest
 
 from bakeoff.data.examples import Example
 from bakeoff.data.subsets import nested_subset
-from bakeoff.decide.curve import Points, crossover, fit_arm, fit_points, predict, resample_indices, verdict_at
+from bakeoff.decide.crossover import crossover, verdict_at
+from bakeoff.decide.curve import Points, fit_arm, fit_points, predict, resample_indices
 
 
 def rows(n_per_label: dict) -> list[Example]:

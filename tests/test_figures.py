@@ -147,7 +147,7 @@ def test_csv_and_jsonl_with_a_byte_order_mark_and_crlf(tmp_path):
 # ---------------------------------------------------------------- 9. label sets of any size
 
 def test_labels_auto_and_from_a_file(tmp_path, capsys):
-    from bakeoff.data.prepare import closed_labels
+    from bakeoff.data.stats import closed_labels
 
     train = [Example([{"role": "user", "content": f"q{i}"}], f"intent_{i % 77}") for i in range(200)]
     labels = closed_labels(train, "auto", "accuracy")
@@ -201,7 +201,7 @@ def test_the_default_base_model_is_described_as_it_is():
 
 def test_a_budget_shorter_than_an_answer_is_named_and_auto_fits(tokenizer_dir, capsys):
     from bakeoff.core.models import load_tokenizer
-    from bakeoff.data.prepare import ANSWER_MARGIN, answer_tokens, generation_budget
+    from bakeoff.data.stats import ANSWER_MARGIN, answer_tokens, generation_budget
 
     tok = load_tokenizer(tokenizer_dir)
     long = Example([{"role": "user", "content": "q"}], "balance_not_updated_after_cheque_or_cash_deposit", "t.jsonl:7")

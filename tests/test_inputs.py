@@ -88,11 +88,11 @@ def test_overlong_val_and_test_prompts_are_cut_from_the_left_or_dropped_and_coun
 
 
 def test_make_repro_checks_params_with_its_own_loader_before_dvc(tmp_path, monkeypatch):
-    from bakeoff.run.clock import _params_error
+    from bakeoff.run.preflight import params_error
 
     text = (ROOT / "params.yaml").read_text().replace("\nvariants:", "\nvaraints:", 1)
     (tmp_path / "params.yaml").write_text(text)
-    said = _params_error(tmp_path / "params.yaml")
+    said = params_error(tmp_path / "params.yaml")
     assert "varaints" in said and "variants" in said and "params.yaml:" in said, said
 
 

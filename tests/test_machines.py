@@ -80,7 +80,8 @@ def test_a_second_holder_waits_says_who_holds_it_and_a_killed_holders_lock_is_fr
 WORKER = textwrap.dedent("""
     import json, sys, time
     import optuna
-    from bakeoff.search.study import Draws, run_study, storage_of, values_drawn
+    from bakeoff.search.storage import storage_of
+    from bakeoff.search.study import Draws, run_study, values_drawn
     url, role, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name="shared", storage=storage_of(url), load_if_exists=True,
@@ -104,7 +105,7 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
     period the survivor's wait marks it failed, and since a lost trial is not counted the survivor draws a fourth."""
     import optuna
 
-    from bakeoff.search.study import GRACE_S, storage_of
+    from bakeoff.search.storage import GRACE_S, storage_of
 
     url = pg.create("killed")
     grace = _env(BAKEOFF_STUDY_GRACE_S="15")  # 15 s without a heartbeat (every 2 s): the victim is dead
@@ -132,7 +133,7 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
 
 @pytest.mark.parametrize("value", ["soon", "3", ""])
 def test_a_bad_study_grace_stops_with_a_message_not_a_traceback(value):
-    r = subprocess.run([sys.executable, "-c", "import bakeoff.search.study"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", "import bakeoff.search.storage"], capture_output=True, text=True,
                        env=_env(BAKEOFF_STUDY_GRACE_S=value), check=False)
     assert r.returncode != 0 and "BAKEOFF_STUDY_GRACE_S must be a whole number of seconds" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
@@ -144,7 +145,7 @@ def test_a_worker_draws_no_trial_while_another_holds_the_study_lock(pg):
     import optuna
 
     from bakeoff.search.locks import Lock
-    from bakeoff.search.study import storage_of
+    from bakeoff.search.storage import storage_of
 
     url = pg.create("held")
     with Lock(url, "study:shared"):
@@ -192,7 +193,7 @@ def test_two_tune_workers_on_one_postgres_study_run_its_four_trials_once(pg, tin
 
     import optuna
 
-    from bakeoff.search.study import storage_of
+    from bakeoff.search.storage import storage_of
 
     url = pg.create("two_workers")
     one = tmp_path / "one"

@@ -10,7 +10,7 @@ import pytest
 from bakeoff import report
 from bakeoff.decide import figures, verdict
 from bakeoff.decide.decision import eval_records, search_records
-from bakeoff.report import sections
+from bakeoff.report import searches, sections
 from bakeoff.report import sizing as report_sizing
 from bakeoff.report.forgetting import forgetting
 from bakeoff.report.verdict import format_line, reason, worded, worded_finding
@@ -285,16 +285,17 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     assert lo < 0.5 < hi and lo > 0.2
     # the gain is still over the better of the two (label choice): 75% − 50%
     assert df.set_index("name").loc["lora", "gain"] == pytest.approx(0.25)
-    from bakeoff.report import tables
+    from bakeoff.report import columns, tables
+
     def header(cols):
         return [c.strip() for c in tables._table(df, cols)[0].strip("|").split("|")]
 
-    more = header(tables.QUALITY_MORE)
+    more = header(columns.QUALITY_MORE)
     assert more.index("label choice 95% CI") == more.index("label choice") + 1
-    assert header(tables.QUALITY).index("95% CI") == header(tables.QUALITY).index("quality") + 1
+    assert header(columns.QUALITY).index("95% CI") == header(columns.QUALITY).index("quality") + 1
     # the figure the gain is taken against stands in the main table and in the verdict, with its path
     assert row["verdict_figure"] == "50.0% by label choice"
-    main = "\n".join(tables._table(df, tables.QUALITY))
+    main = "\n".join(tables._table(df, columns.QUALITY))
     assert "| zero_shot | ok | 0.0% | 0.0%–0.0% | 50.0% by label choice |" in main, main
     v = verdict.verdict(df, 0.05)
     assert "over `zero_shot` (50.0% by label choice)" in reason(v) and v["baseline_figure"] == "50.0% by label choice"
@@ -302,7 +303,6 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
     from bakeoff.core import runs
-    from bakeoff.report import tables
 
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "lora", [1.0] * 10, 100, "variant")
@@ -321,7 +321,7 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
         "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
         "beat_recipe": True, "widened": []})
     df = figures.collect([], ["lora", "full"])
-    text = "\n".join(tables.search_lines(df, search_records(["lora", "full"])))
+    text = "\n".join(searches.search_lines(df, search_records(["lora", "full"])))
     assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored " \
            "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted " \
            "rather than trained again (its speed and memory were measured in the tune stage's process); a choice at " \
@@ -335,12 +335,11 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
 
 def test_an_arm_that_takes_another_arms_search_says_why_it_trains_again(tmp_path, monkeypatch):
     from bakeoff.core import runs
-    from bakeoff.report import tables
 
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "qlora", [1.0] * 10, 100, "variant")
     runs.write_json(runs.tuned_record("qlora"), {"values": {"lr": 2e-3}, "shared_from": "lora", "trials": []})
-    text = "\n".join(tables.search_lines(figures.collect([], ["qlora"]), search_records(["qlora"])))
+    text = "\n".join(searches.search_lines(figures.collect([], ["qlora"]), search_records(["qlora"])))
     assert "`qlora`: trains at `lora`'s choice (`tune.share`); it cannot adopt a trial, since every trial of that " \
            "search trained `lora`, not its own setup, so it trains again." in text
 
@@ -364,7 +363,7 @@ def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, m
     got = verdict.did_not_move(df, {"dpo": "lora", "dpo_moved": "lora", "dpo_loss": "lora"})
     assert list(got) == ["dpo"] and got["dpo"]["identical"] == 40
     assert df.set_index("name")["convergence"]["dpo"] == "unmoved"
-    conv = report.tables.worded_runs(df, got).set_index("name")["convergence"]  # as the report shows it
+    conv = report.columns.worded_runs(df, got).set_index("name")["convergence"]  # as the report shows it
     assert conv["dpo"] == "did not move from `lora`" and conv["dpo_moved"] == conv["dpo_loss"] == "converged"
 
 
@@ -465,7 +464,7 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
                        "kind": ["baseline", "variant", "variant", "variant"]})
     spent = {"lora": {"trials": 4, "own": True, "lender": "lora", "tokens": 100, "steps": 10, "seconds": 5.0,
                       "share": 1.0, "carried_tokens": 100, "carried_seconds": 5.0}}
-    table = "\n".join(sections.budget_lines(df, spent, searches=search_records(df["name"])))
+    table = "\n".join(searches.budget_lines(df, spent, searches=search_records(df["name"])))
     assert "| zero_shot | none (baselines.zero_shot has no search) |" in table
     assert "| lora | own | 4 | 100 |" in table
     assert "| unsloth | `lora`'s, unused (the arm did not run: skipped) |" in table

@@ -8,7 +8,8 @@ from conftest import write_jsonl
 
 from bakeoff.core.config import ParamsError, load_params
 from bakeoff.data.examples import DataError, read_examples, read_pairs
-from bakeoff.data.prepare import drop_duplicates, drop_leakage, handle_overlong, row_tokens
+from bakeoff.data.prepare import drop_duplicates, drop_leakage, handle_overlong
+from bakeoff.data.stats import row_tokens
 
 
 def _rows(tmp_path, rows, name="d.jsonl"):

@@ -136,9 +136,9 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
     the intervals hold no training seed when each arm trained once; a latency timed apart is not compared."""
     from bakeoff.core.records import Search
     from bakeoff.report.glossary import glossary_lines
+    from bakeoff.report.searches import tied_search
     from bakeoff.report.sections import cost_lines
     from bakeoff.report.shipped import _serving_lines
-    from bakeoff.report.tables import tied_search
 
     tied = {"trials": [{"number": i, "state": "complete", "value": 0.913, "wall_s": 400.0, "tokens_seen": 85678}
                        for i in range(4)]}

@@ -61,7 +61,7 @@ def test_a_trial_trains_the_full_horizon_with_evaluations_at_its_rungs():
 
 
 def test_a_choice_at_the_edge_of_its_range_widens_it_on_that_side():
-    from bakeoff.search.trials import widened
+    from bakeoff.search.widen import widened
 
     space = {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "r": {"choices": [8, 16]}}
     wide, w = widened(space, {"lr": 2.5e-3, "r": 16}, [])  # 2.5e-3: 95% of the log range
@@ -367,7 +367,7 @@ def test_a_derived_arm_searches_within_the_tokens_its_parents_search_trained(tmp
     import pandas as pd
 
     from bakeoff.decide.decision import search_records
-    from bakeoff.report.sections import derived_budget_words
+    from bakeoff.report.searches import derived_budget_words
 
     (tmp_path / "runs" / "dpo").mkdir()
     (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({

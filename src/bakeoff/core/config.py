@@ -10,215 +10,42 @@ Every error names the file, the line and the dotted key at fault, for example
 
 from __future__ import annotations
 
-import re
-from dataclasses import fields, replace
 from pathlib import Path
 
 import yaml
 
 from bakeoff.core import techniques as technique_options
+from bakeoff.core.config_arms import TRAIN_KEYS, baselines_of, check_train, variants_of
+from bakeoff.core.config_sizing import check_export, check_sizing
+from bakeoff.core.config_task import eval_config, task_config
 from bakeoff.core.runs import repo_root
 from bakeoff.core.schema import (
     ParamsError,
     Source,
     build,
     check,
-    check_endpoint,
-    check_export,
     check_no_password,
-    check_sizing,
     check_tracking_uri,
     key_lines,
     renamed,
     suggest,
 )
-from bakeoff.core.scoring import METRICS
 from bakeoff.core.sections import (
     CURVE_ROLES,
-    BaselineConfig,
     CostConfig,
     CurveConfig,
-    EvalConfig,
     ExportConfig,
     ModelConfig,
     Params,
     SizingConfig,
-    TaskConfig,
     TrackingConfig,
     TrainConfig,
-    VariantConfig,
     VerdictConfig,
 )
-from bakeoff.core.spaces import TuneConfig, check_prompt_search, check_spaces
+from bakeoff.core.spaces import TuneConfig, check_spaces
 
-ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.train.kernels
-LOSS_LOGITS = ("auto", "labelled", "all")
-OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
-BATCHING = ("padded", "group_by_length", "padding_free", "sequential")  # TrainConfig.batching
 SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
             "verdict", "cost", "sizing", "export", "curve")
-_TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
-
-
-def _check_train(t: TrainConfig, key: str, src: Source) -> None:
-    for k in ("max_steps", "lr", "micro_batch", "processes", "max_seq_len", "seeds"):
-        check(getattr(t, k) > 0, src, f"{key}.{k}", f"must be > 0, got {getattr(t, k)}")
-    check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
-           f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
-           f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
-    for k in ("checkpoint_steps", "eval_steps", "early_stopping_noise"):
-        check(getattr(t, k) >= 0, src, f"{key}.{k}", f"must be ≥ 0, got {getattr(t, k)}")
-    check(0 <= t.early_stopping_patience <= 1, src, f"{key}.early_stopping_patience", "is a share of max_steps in [0, "
-                                                                                      "1] "
-          f"(0.3: stop after 30% of the run without a real improvement; 0: never), got {t.early_stopping_patience}")
-    check(t.seeds == 1 or t.processes == 1, src, f"{key}.seeds", "several seeds train in one process: set "
-          f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
-    check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
-    for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
-                       ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS),
-                       ("batching", BATCHING)):
-        check(getattr(t, k) in allowed, src, f"{key}.{k}",
-              f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}")
-    check(t.gradient_checkpointing in (True, False, "auto"), src, f"{key}.gradient_checkpointing",
-          f"must be true, false or auto; got {t.gradient_checkpointing!r}")
-    check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",
-          f"must be > 0 (or null), got {t.memory_budget_gb}")
-
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-def _check_name(name, key: str, src: Source) -> None:
-    """A run name becomes a folder (runs/<name>, models/variants/<name>): nothing that leaves the repository."""
-    check(isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name, src, key,
-           f"{name!r} is not a usable run name: letters, digits, '_', '-', '.', starting with a letter or digit "
-           "(it becomes a folder under runs/ and models/variants/)")
-
-
-def _variant(section: str, name: str, v, train: TrainConfig, src: Source) -> VariantConfig:
-    key = f"{section}.{name}"
-    _check_name(name, key, src)
-    if not isinstance(v, dict):
-        raise src.error(key, "expected a mapping with at least 'technique'")
-    if "technique" not in v:
-        raise src.error(key, f"missing 'technique' (one of {', '.join(technique_options.names())})")
-    technique = v["technique"]
-    if technique not in technique_options.names():
-        raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + suggest(str(technique),
-                                                                                         technique_options.names()))
-    overrides = {k: val for k, val in v.items() if k in _TRAIN_KEYS}
-    merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
-    vtrain = build(TrainConfig, merged, key, src)
-    _check_train(vtrain, key, src)
-    tech_defaults = technique_options.defaults(technique)
-    options = {}
-    for k, val in v.items():
-        if k in _TRAIN_KEYS or k in ("technique", "backend"):
-            continue
-        if k not in tech_defaults:
-            raise src.error(f"{key}.{k}", f"unknown option for technique {technique!r}"
-                            + suggest(str(k), list(tech_defaults) + sorted(_TRAIN_KEYS)))
-        options[k] = val
-    options = {**tech_defaults, **options}
-    for okey, msg in technique_options.check(technique, options):
-        raise src.error(f"{key}.{okey}", msg)
-    backend = v.get("backend", "hf")
-    check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
-    unsloth = [t for t, f in technique_options.FACTS.items() if f.unsloth]
-    check(backend == "hf" or technique in unsloth, src, f"{key}.backend",
-          f"unsloth runs {' and '.join(unsloth)} variants, not {technique!r}")
-    parent = options.get("init_from")
-    if section == "variants" and parent is not None:
-        raise src.error(key, f"a {technique} variant starts from another variant's output: put it under "
-                             f"`derived:` so DVC trains {parent!r} first")
-    if section == "derived" and parent is None:
-        raise src.error(key, f"a `derived:` variant needs init_from (technique {technique!r} has none)")
-    return VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options,
-                         parent=parent)
-
-
-def _task(raw, src: Source) -> TaskConfig:
-    task = build(TaskConfig, raw, "task", src)
-    check(task.format in ("auto", "jsonl", "csv", "parquet"), src, "task.format",
-           f"must be auto, jsonl, csv or parquet; got {task.format!r}")
-    check(task.metric in METRICS, src, "task.metric", f"unknown metric {task.metric!r}" + suggest(task.metric,
-                                                                                                  list(METRICS)))
-    check(task.max_new_tokens == "auto" or (isinstance(task.max_new_tokens, int) and task.max_new_tokens > 0), src,
-          "task.max_new_tokens", f"must be a positive number of tokens or auto, got {task.max_new_tokens!r}")
-    for k, allowed in (("overlong", ("truncate", "drop")), ("duplicates", ("drop", "keep", "error")),
-                       ("leakage", ("drop", "keep", "error"))):
-        check(getattr(task, k) in allowed, src, f"task.{k}",
-              f"must be one of {', '.join(allowed)}; got {getattr(task, k)!r}")
-    for key, size, own in (("val_size", task.val_size, task.val), ("test_size", task.test_size, task.test)):
-        number = isinstance(size, (int, float)) and not isinstance(size, bool)
-        auto = " or auto" if key == "val_size" else ""
-        empty = "nothing to choose winners on" if key == "val_size" else "nothing to score"
-        check(own or size == "auto" and auto or number and 0 < size and (size < 1 or size == int(size)), src,
-              f"task.{key}", f"must be a fraction in (0, 1) or a whole count ≥ 1{auto}; got {size!r} (an empty "
-              f"{key[:-5]} split would leave {empty})")
-    check(task.labels is None or (isinstance(task.labels, str) and task.labels.strip() != "")
-          or (isinstance(task.labels, list) and task.labels and all(isinstance(x, str) for x in task.labels)),
-          src, "task.labels", f"must be a list of strings, auto, a file of labels (one a line) or null; "
-                              f"got {task.labels!r}")
-    _check_template(task, src)
-    _check_prefs(task, src)
-    return task
-
-
-SHIPPED = {"train": "data/raw/tickets.jsonl", "prefs": "data/raw/prefs.jsonl"}  # the default task's own files
-
-
-def _check_prefs(task: TaskConfig, src: Source) -> None:
-    """The shipped preference pairs belong to the shipped tickets task: with another train file, DPO would learn
-    another task's preferences in silence."""
-    def norm(p):
-        return Path(p).as_posix().removeprefix("./") if isinstance(p, str) else p
-
-    check(not (norm(task.prefs) == SHIPPED["prefs"] and norm(task.train) != SHIPPED["train"]), src, "task.prefs",
-          f"is the shipped tickets task's preference pairs ({SHIPPED['prefs']}), but task.train is {task.train}: "
-          "dpo would train on another task's pairs. Set task.prefs: null (dpo is then skipped) or point it at "
-          "your own pairs (their columns: task.prefs_columns)")
-
-
-ANSWER_FIELDS = ("completion", "output", "chosen", "rejected")  # the answer's columns in the formats bakeoff reads
-
-
-def _check_template(task: TaskConfig, src: Source) -> None:
-    """``task.prompt_template``: well formed (a literal brace doubled), and naming no answer column, which would copy
-    each row's reference answer into its own prompt (every arm then scores on a leak)."""
-    import string
-
-    if task.prompt_template is None:
-        return
-    check(isinstance(task.prompt_template, str), src, "task.prompt_template",
-          f"must be a string such as 'Classify: {{prompt}}'; got {task.prompt_template!r}")
-    try:
-        names = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(task.prompt_template)
-                 if f is not None}
-    except ValueError as e:
-        raise src.error("task.prompt_template", f"is not a valid template ({e}): fields are {{column}}, and a "
-                                                "literal brace is written {{ or }}") from None
-    columns = task.columns if isinstance(task.columns, dict) else {}
-    answers = {*ANSWER_FIELDS, *(columns.get(k) for k in ANSWER_FIELDS if columns.get(k))}
-    leak = sorted(n for n in names if n in answers)
-    check(not leak, src, "task.prompt_template",
-          f"names {', '.join(repr(x) for x in leak)}, the answer's column: every prompt would carry its own "
-          "reference answer and every arm would score on the leak; name only input columns ({prompt} and others)")
-
-
-def _eval(raw, src: Source) -> EvalConfig:
-    ev = build(EvalConfig, raw, "eval", src)
-    check(ev.batch_size > 0, src, "eval.batch_size", "must be > 0")
-    check(ev.dtype in ("auto", "fp32", "bf16", "fp16"), src, "eval.dtype",
-          f"must be one of auto, fp32, bf16, fp16; got {ev.dtype!r}")
-    check(ev.latency_requests >= 0, src, "eval.latency_requests", "must be ≥ 0")
-    check(ev.bootstrap_resamples >= 100, src, "eval.bootstrap_resamples", "must be ≥ 100")
-    check(isinstance(ev.lm_eval_tasks, list) and all(isinstance(x, str) for x in ev.lm_eval_tasks), src,
-           "eval.lm_eval_tasks", f"must be a list of lm-eval task names, got {ev.lm_eval_tasks!r}")
-    mode = ({True: "reuse", False: "off"}[ev.lm_eval] if isinstance(ev.lm_eval, bool) else ev.lm_eval)
-    check(mode in ("reuse", "generate", "off"), src, "eval.lm_eval",
-          f"must be reuse, generate or off; got {ev.lm_eval!r}")
-    return replace(ev, lm_eval=mode)
 
 
 def parse_params(raw: dict, src: Source) -> Params:
@@ -228,37 +55,12 @@ def parse_params(raw: dict, src: Source) -> Params:
         if k not in SECTIONS:
             raise src.error(str(k), "unknown section" + suggest(str(k), list(SECTIONS)))
     model = build(ModelConfig, raw.get("model"), "model", src)
-    task = _task(raw.get("task"), src)
+    task = task_config(raw.get("task"), src)
     train = build(TrainConfig, raw.get("train_defaults"), "train_defaults", src)
-    _check_train(train, "train_defaults", src)
-    ev = _eval(raw.get("eval"), src)
-
-    baselines = {}
-    for name, b in (raw.get("baselines") or {}).items():
-        _check_name(name, f"baselines.{name}", src)
-        obj = build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
-        check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
-        check(obj.selection in ("fixed", "nearest"), src, f"baselines.{name}.selection",
-               f"must be fixed or nearest; got {obj.selection!r}")
-        for key, msg in check_prompt_search(obj.search, f"baselines.{name}.search"):
-            raise src.error(key, msg)
-        for key, msg in check_endpoint(obj, f"baselines.{name}"):
-            raise src.error(key, msg)
-        baselines[name] = obj
-
-    variants = {}
-    for section in ("variants", "derived"):
-        for name, v in (raw.get(section) or {}).items():
-            if name in variants or name in baselines:
-                raise src.error(f"{section}.{name}", "this name is already used by another baseline or variant")
-            variants[name] = _variant(section, name, v, train, src)
-    for name, v in variants.items():
-        if v.parent is not None:
-            parent = variants.get(v.parent)
-            if parent is None or parent.parent is not None:
-                raise src.error(f"derived.{name}.init_from", f"{v.parent!r} is not a variant of `variants:`"
-                                + suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
-
+    check_train(train, "train_defaults", src)
+    ev = eval_config(raw.get("eval"), src)
+    baselines = baselines_of(raw, src)
+    variants = variants_of(raw, train, baselines, src)
     tracking = build(TrackingConfig, raw.get("tracking"), "tracking", src)
     check_tracking_uri(tracking.uri, src, repo_root())
     verdict = _verdict(raw, src)
@@ -269,7 +71,7 @@ def parse_params(raw: dict, src: Source) -> Params:
     check_sizing(sizing, src, cost.serve_gpu)
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
     check_no_password(tune.storage, "tune.storage", src)
-    for key, msg in check_spaces(tune, _TRAIN_KEYS, lambda t: technique_options.defaults(t)
+    for key, msg in check_spaces(tune, TRAIN_KEYS, lambda t: technique_options.defaults(t)
                                  if t in technique_options.names()
                                  else {}, list(variants)):
         raise src.error(key, msg)
@@ -343,4 +145,3 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise ParamsError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
     return parse_params(raw, Source(str(path), lines))
-

@@ -62,7 +62,7 @@ class TrainConfig:
     loss_logits: str = "auto"  # auto | labelled (head and loss at labelled tokens only) | all (the model's own)
     gradient_checkpointing: bool | str = "auto"  # auto: on for QLoRA (as PEFT prepares a k-bit model), off otherwise;
     # a variant's resolved value (true/false) is what it runs and records
-    batching: str = "padded"  # one of config.BATCHING: padded | group_by_length | padding_free | sequential
+    batching: str = "padded"  # one of config_arms.BATCHING: padded | group_by_length | padding_free | sequential
     memory_budget_gb: float | None = None  # stand-in for a card's memory: passing it ends the run as `oom`
     seed: int = 0
     seeds: int = 1  # train each variant this many times (seed, seed + 1, ...): mean, spread, intervals over both

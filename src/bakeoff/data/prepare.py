@@ -9,84 +9,15 @@ Checks, each reported in stats.json and on stderr (``warning: ...``) with what p
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.data.examples import DataError, Example, file_hash, read_examples, read_pairs, write_jsonl
 from bakeoff.data.splits import split
+from bakeoff.data.stats import closed_labels, generation_budget, row_tokens, token_stats, warn
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
-
-
-def closed_labels(train: list[Example], configured: list[str] | str | None, metric: str,
-                  most: int = 50) -> list[str] | None:
-    """The label set for accuracy / macro-F1 and label choice: ``task.labels`` as a list; ``auto``: the distinct train
-    answers, any number (a warning above ``most`` names what label choice will cost); a file path: one label a
-    line; None: for those metrics, the distinct train answers when there are at most ``most``."""
-    answers = sorted({e.completion.strip() for e in train})
-    if isinstance(configured, list):
-        return list(configured)
-    if configured == "auto":
-        if len(answers) > most:
-            _warn(f"task.labels: auto found {len(answers)} distinct answers; label choice scores each of them for "
-                  f"every test item ({len(answers)} continuations per prompt), which lengthens evaluation")
-        return answers
-    if isinstance(configured, str):
-        path = Path(configured)
-        if not path.is_file():
-            raise DataError(f"task.labels: {configured}: file not found (one label a line; keep it under data/raw/ "
-                            "so DVC tracks it)")
-        labels = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
-        if not labels:
-            raise DataError(f"{configured}: no labels (one label a line)")
-        return labels
-    if metric not in ("accuracy", "macro_f1"):
-        return None
-    if len(answers) > most:
-        raise DataError(f"task.metric {metric!r} needs a closed label set, but the train split has "
-                        f"{len(answers)} distinct answers: set task.labels: auto (all of them), a file of labels, "
-                        "or use exact_match")
-    return answers
-
-
-ANSWER_MARGIN = 8  # tokens added to the longest reference answer by max_new_tokens: auto
-
-
-def answer_tokens(tok, ex: Example) -> int:
-    """Tokens the model must generate for this answer: the answer and its end-of-turn token."""
-    return len(tok(ex.completion, add_special_tokens=False)["input_ids"]) + 1
-
-
-def generation_budget(tok, splits: dict[str, list[Example]], configured: int | str) -> dict:
-    """``max_new_tokens`` resolved (``auto``: the longest reference answer of train and test plus a margin) and,
-    when a fixed budget is shorter than a reference answer, a warning naming the longest rows: those answers are
-    cut and scored wrong."""
-    longest = {}
-    for name in ("train", "test"):
-        rows = splits.get(name) or []
-        lengths = [(answer_tokens(tok, ex), ex) for ex in rows]
-        n, ex = max(lengths, key=lambda x: x[0]) if lengths else (0, None)
-        longest[name] = {"tokens": n, "source": ex.source if ex else None}
-    need = max(v["tokens"] for v in longest.values())
-    budget = need + ANSWER_MARGIN if configured == "auto" else int(configured)
-    out = {"max_new_tokens": budget, "longest_answer": longest, "truncates": budget < need}
-    if out["truncates"]:
-        where = "; ".join(f"{k}: {v['tokens']} tokens ({v['source']})" for k, v in longest.items() if v["source"])
-        out["warning"] = (f"task.max_new_tokens {budget} is below the longest reference answer ({where}, end-of-turn "
-                          f"included): answers that long are cut and scored wrong; set task.max_new_tokens: auto "
-                          f"or at least {need}")
-        _warn(out["warning"])
-    return out
-
-
-def token_stats(tok, examples: list[Example]) -> dict:
-    """Token lengths of prompt + completion in the chat template, as the trainer sees them."""
-    lengths = sorted(row_tokens(tok, ex) for ex in examples)
-    n = len(lengths)
-    return {"n": n, "min": lengths[0], "mean": round(sum(lengths) / n, 1), "p50": lengths[n // 2],
-            "p95": lengths[min(n - 1, int(0.95 * n))], "max": lengths[-1]}
 
 
 # ---------------------------------------------------------------- checks
@@ -97,10 +28,6 @@ def _prompt_key(ex: Example) -> str:
 
 def _row_key(ex: Example) -> str:
     return _prompt_key(ex) + "\u0000" + " ".join(ex.completion.split())
-
-
-def _warn(msg: str) -> None:
-    print(f"warning: {msg}", file=sys.stderr)
 
 
 def drop_duplicates(rows: list[Example], policy: str) -> tuple[list[Example], dict]:
@@ -120,7 +47,7 @@ def drop_duplicates(rows: list[Example], policy: str) -> tuple[list[Example], di
             first[k] = ex
         keep.append(ex)
     if dups:
-        _warn(f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
+        warn(f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
               + "; ".join(dups[:3]) + (" ..." if len(dups) > 3 else ""))
     return keep, {"count": len(dups), "policy": policy, "examples": dups[:10]}
 
@@ -140,25 +67,17 @@ def drop_leakage(train: list[Example], held_out: dict[str, list[Example]], polic
                 continue
         keep.append(ex)
     if leaks:
-        _warn(f"{len(leaks)} training row(s) leak into val/test, "
+        warn(f"{len(leaks)} training row(s) leak into val/test, "
               f"{'dropped from train' if policy == 'drop' else 'kept'} "
               "(task.leakage): " + "; ".join(leaks[:3]) + (" ..." if len(leaks) > 3 else ""))
     return keep, {"count": len(leaks), "policy": policy, "examples": leaks[:10]}
-
-
-def row_tokens(tok, ex: Example) -> int:
-    """Tokens of prompt + answer in the chat template, as the trainer sees the row."""
-    ids = tok.apply_chat_template(ex.messages + [{"role": "assistant", "content": ex.completion}], tokenize=True)
-    if hasattr(ids, "input_ids") or isinstance(ids, dict):
-        ids = ids["input_ids"]
-    return len(ids)
 
 
 def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tuple[list[Example], dict]:
     """Rows longer than ``max_len`` tokens: counted, then kept for the trainer to truncate, or dropped."""
     long = [(ex, n) for ex in rows if (n := row_tokens(tok, ex)) > max_len]
     if long:
-        _warn(f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
+        warn(f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
               f"{'dropped' if policy == 'drop' else 'truncated when training'} (task.overlong): "
               + "; ".join(f"{ex.source} ({n} tokens)" for ex, n in long[:3]) + (" ..." if len(long) > 3 else ""))
     ids = {id(ex) for ex, _ in long}
@@ -210,7 +129,7 @@ def fit_prompts(tok, rows: list[Example], max_len: int, policy: str, split: str)
         if cut < len(ids):
             out.append(ex)  # else the rest of the prompt alone (a system prompt) overflows: left out, counted
     if long:
-        _warn(f"{len(long)} {split} row(s) have a prompt over max_seq_len {max_len} tokens, "
+        warn(f"{len(long)} {split} row(s) have a prompt over max_seq_len {max_len} tokens, "
               f"{'dropped' if policy == 'drop' else 'cut from the left to fit'} (task.overlong): "
               + "; ".join(long[:3]) + (" ..." if len(long) > 3 else ""))
     return out, {"count": len(long), "policy": policy, "max_seq_len": max_len, "kept": len(out), "examples": long[:10]}
@@ -249,6 +168,23 @@ def small_val(n_val: int, labels) -> str | None:
     return None
 
 
+def prepare_pairs(t, kw: dict, out_dir: Path, stats: dict) -> None:
+    """The task's preference pairs (``t.prefs``, in their own columns) split and written beside the rows, their
+    counts in ``stats``; too few to spare a val split: DPO trains unsearched, and ``stats`` says so."""
+    pairs = read_pairs(t.prefs, **{**kw, "columns": t.prefs_columns})  # the pairs' own columns
+    try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others
+        p = split(pairs, t.val_size, t.test_size, t.seed, f"preference pairs of {t.prefs}")
+    except DataError:  # too few pairs to spare a val split: DPO trains unsearched, judged on its training loss
+        try:
+            p = split(pairs, None, t.test_size, t.seed, f"preference pairs of {t.prefs}")
+        except DataError as e:
+            raise DataError(f"{t.prefs}: {len(pairs)} preference pairs: {e}") from None
+        stats["checks"]["prefs_val"] = f"{len(pairs)} pairs leave none for a val split: DPO is not searched"
+    for name in ("train", "val", "test"):
+        write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
+    stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
+
+
 def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
     """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record."""
     t = params.task
@@ -284,20 +220,9 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
                       **remarks(t, splits, stats["labels"])}.items():
         if said:
             checks[key] = said
-            _warn(said)
+            warn(said)
     if t.prefs:
-        pairs = read_pairs(t.prefs, **{**kw, "columns": t.prefs_columns})  # the pairs' own columns
-        try:  # val pairs judge DPO's search, early stopping and convergence, as val rows do for the others
-            p = split(pairs, t.val_size, t.test_size, t.seed, f"preference pairs of {t.prefs}")
-        except DataError:  # too few pairs to spare a val split: DPO trains unsearched, judged on its training loss
-            try:
-                p = split(pairs, None, t.test_size, t.seed, f"preference pairs of {t.prefs}")
-            except DataError as e:
-                raise DataError(f"{t.prefs}: {len(pairs)} preference pairs: {e}") from None
-            stats["checks"]["prefs_val"] = f"{len(pairs)} pairs leave none for a val split: DPO is not searched"
-        for name in ("train", "val", "test"):
-            write_jsonl(out_dir / f"prefs_{name}.jsonl", p[name])
-        stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
+        prepare_pairs(t, kw, out_dir, stats)
     # what a run trains and is chosen on: the raw files and the splits carved from them (val_size, seed, the checks
     # change those), so a search or a resumable checkpoint made on other splits is never taken for this one
     carved = ["train", "val"] + (["prefs_train", "prefs_val"] if t.prefs else [])

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bakeoff.decide.rule import decision_of
-
 MULTIPLES = (2, 4)  # the projections: 2× and 4× the rows of the full-size point
 B_MAX = 3.0
 SEED = 0
@@ -148,7 +146,7 @@ def predict(fit: dict | None, n) -> np.ndarray:
     return np.clip(_model(fit["form"])(n / fit["ref"], *fit["params"]), 0.0, 1.0)
 
 
-def _interval(xs) -> list[float] | None:
+def interval(xs) -> list[float] | None:
     xs = np.asarray([x for x in xs if x == x], dtype=float)
     if not len(xs):
         return None
@@ -180,6 +178,28 @@ class Fitted:
         return predict_many(self.ns, self.PB, self.form, np.atleast_1d(n))
 
 
+def projected(fits: dict, form: str, n: float, multiple: float, largest: tuple) -> dict:
+    """Every form's quality at ``n`` rows (``multiple`` × the largest), with its interval and its gain over the
+    largest measured point (``largest``: its quality and its bootstrap draws); the primary ``form``'s figures with
+    the forms' spread around them."""
+    observed, boot_observed = largest
+    forms = {}
+    for name, g in fits.items():
+        p, boot = g.at(n), g.boot_at(n)[:, 0]
+        forms[name] = {"quality": round(p, 4), "ci": interval(boot), "gain": round(p - observed, 4),
+                       "gain_ci": interval(boot - boot_observed)}
+    lows = [x["ci"][0] for x in forms.values() if x["ci"]]
+    highs = [x["ci"][1] for x in forms.values() if x["ci"]]
+    glows = [x["gain_ci"][0] for x in forms.values() if x["gain_ci"]]
+    ghighs = [x["gain_ci"][1] for x in forms.values() if x["gain_ci"]]
+    points = [x["quality"] for x in forms.values()]
+    main = forms[form]
+    return {"multiple": multiple, "rows": round(n), "quality": main["quality"],
+            "ci": [min(lows), max(highs)] if lows else None, "spread": [min(points), max(points)],
+            "gain": main["gain"], "gain_ci": [min(glows), max(ghighs)] if glows else None,
+            "gain_from": "largest_point", "forms": forms}
+
+
 def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None) -> dict:
     """``pts`` fitted (all points) in every form, projected to 2× and 4× the largest with the forms' spread, each gain
     from the largest measured point, the last doubling as measured, and back-tested (the primary form fitted without
@@ -191,36 +211,20 @@ def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None)
     grid = np.exp(np.linspace(math.log(f.ns.min()), math.log(n_full * max(MULTIPLES)), 40))
     observed, boot_observed = float(f.q[-1]), f.Q[:, -1]
     boot_grid = f.boot_at(grid)
-    projection = []
-    for m in MULTIPLES:
-        forms = {}
-        for name, g in fits.items():
-            p, boot = g.at(n_full * m), g.boot_at(n_full * m)[:, 0]
-            forms[name] = {"quality": round(p, 4), "ci": _interval(boot), "gain": round(p - observed, 4),
-                           "gain_ci": _interval(boot - boot_observed)}
-        lows = [x["ci"][0] for x in forms.values() if x["ci"]]
-        highs = [x["ci"][1] for x in forms.values() if x["ci"]]
-        glows = [x["gain_ci"][0] for x in forms.values() if x["gain_ci"]]
-        ghighs = [x["gain_ci"][1] for x in forms.values() if x["gain_ci"]]
-        points = [x["quality"] for x in forms.values()]
-        main = forms[f.form]
-        projection.append({"multiple": m, "rows": round(n_full * m), "quality": main["quality"],
-                           "ci": [min(lows), max(highs)] if lows else None, "spread": [min(points), max(points)],
-                           "gain": main["gain"], "gain_ci": [min(glows), max(ghighs)] if glows else None,
-                           "gain_from": "largest_point", "forms": forms})
+    projection = [projected(fits, f.form, n_full * m, m, (observed, boot_observed)) for m in MULTIPLES]
     out = {"form": f.form, "forms": list(FORMS), "n_points": len(f.ns), "n_items": len(pts.items[0]),
            "rows": [int(n) for n in f.ns],
            "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
            "quality": [round(float(q), 4) for q in f.q],
-           "quality_ci": [_interval(f.Q[:, k]) for k in range(len(f.ns))],
+           "quality_ci": [interval(f.Q[:, k]) for k in range(len(f.ns))],
            "fit": {"form": f.form, "ref": n_full, "params": [round(float(v), 5) for v in f.P[0]]},
            "fits": {k: {"form": k, "ref": n_full, "params": [round(float(v), 5) for v in g.P[0]]}
                     for k, g in fits.items()},
-           "exponent": round(float(f.P[0, -1]), 4), "exponent_ci": _interval(f.PB[:, -1]),
+           "exponent": round(float(f.P[0, -1]), 4), "exponent_ci": interval(f.PB[:, -1]),
            "fitted_at_full": round(f.at(n_full), 4), "projection": projection,
            "gain_per_doubling": projection[0]["gain"], "gain_per_doubling_ci": projection[0]["gain_ci"],
            "last_doubling": last_doubling(f), "resamples": len(draws),
-           "band": [{"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": _interval(boot_grid[:, k])}
+           "band": [{"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": interval(boot_grid[:, k])}
                     for k, n in enumerate(grid)]}
     out["backtest"] = backtest(pts, f, draws)
     return out
@@ -235,7 +239,7 @@ def last_doubling(f: Fitted) -> dict | None:
     if abs(math.log(f.ns[k] / (f.ns[-1] / 2))) > math.log(1.5):
         return None
     diff = float(f.q[-1] - f.q[k])
-    ci = _interval(f.Q[:, -1] - f.Q[:, k]) if len(f.Q) else None
+    ci = interval(f.Q[:, -1] - f.Q[:, k]) if len(f.Q) else None
     return {"rows": [int(f.ns[k]), int(f.ns[-1])], "diff": round(diff, 4), "ci": ci,
             "cannot_tell": bool(ci is not None and ci[0] <= 0 <= ci[1])}
 
@@ -250,7 +254,7 @@ def observed_band(pts: Points, f: Fitted) -> list[float] | None:
 
         ci = binomtest(int(sum(items)), len(items)).proportion_ci(0.95, method="exact")
         return [round(float(ci.low), 4), round(float(ci.high), 4)]
-    return _interval(f.Q[:, -1]) if len(f.Q) else None
+    return interval(f.Q[:, -1]) if len(f.Q) else None
 
 
 def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
@@ -267,49 +271,6 @@ def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
     flat = float(b.q[-1])
     return {"fitted_on_rows": [int(n) for n in b.ns], "form": b.form, "predicted": round(pred, 4),
             "observed": round(observed, 4), "error": round(pred - observed, 4),
-            "error_ci": _interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1]), "accepts": band,
+            "error_ci": interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1]), "accepts": band,
             "flat": round(flat, 4), "flat_accepted": bool(band and band[0] <= flat <= band[1]),
             "inside": bool(band is not None and band[0] - 1e-9 <= pred <= band[1] + 1e-9)}
-
-
-def _first_pass(grid: np.ndarray, diff: np.ndarray) -> float | None:
-    """The first size on ``grid`` from which ``diff`` (fine-tuning − prompt) stays above 0; None: never in range."""
-    above = diff > 0
-    if not above.any():
-        return None
-    below = np.where(~above)[0]
-    if not len(below):
-        return float(grid[0])
-    k = int(below[-1]) + 1
-    return float(grid[k]) if k < len(grid) else None
-
-
-def crossover(ft: Points, pr: Points, draws: np.ndarray, upto: float = 4.0) -> dict:
-    """The size at which ``ft`` (the fine-tuned arm) passes ``pr`` (the prompt) and stays above, on the fitted
-    curves over the measured range and on to ``upto`` × the largest size (beyond it, a projection); its 95%
-    interval over the same bootstrap resamples and the share of resamples in which it happens at all."""
-    a, b = Fitted(ft, draws), Fitted(pr, draws)
-    lo, hi = float(min(a.ns.min(), b.ns.min())), float(max(a.ns.max(), b.ns.max()))
-    grid = np.exp(np.linspace(math.log(lo), math.log(hi * upto), 200))
-    point = _first_pass(grid, predict_many(a.ns, a.P, a.form, grid)[0] - predict_many(b.ns, b.P, b.form, grid)[0])
-    diffs = a.boot_at(grid) - b.boot_at(grid)
-    found = [x for x in (_first_pass(grid, d) for d in diffs) if x is not None]
-    where = ("never" if point is None else "smallest" if point <= lo * 1.0001 else "measured" if point <= hi
-             else "projected")  # from the smallest size, in the measured range, beyond it (a projection)
-    return {"rows": None if point is None else round(point), "where": where,
-            "rows_ci": None if not found else [round(float(np.percentile(found, 2.5))),
-                                               round(float(np.percentile(found, 97.5)))],
-            "share_of_resamples": round(len(found) / len(diffs), 3) if len(diffs) else None,
-            "searched_up_to_rows": round(hi * upto)}
-
-
-def verdict_at(ft: Points, pr: Points, draws: np.ndarray, multiple: float, min_gain: float) -> dict:
-    """The projected gain of ``ft`` over ``pr`` at ``multiple`` × the largest size, with its interval, and the verdict
-    the same rule would give it (a projection: the report says so)."""
-    a, b = Fitted(ft, draws), Fitted(pr, draws)
-    n = float(max(a.ns.max(), b.ns.max())) * multiple
-    g = a.at(n) - b.at(n)
-    ci = _interval(a.boot_at(n)[:, 0] - b.boot_at(n)[:, 0])
-    lo, hi = ci if ci else (g, g)
-    return {"multiple": multiple, "rows": round(n), "gain": round(g, 4), "gain_ci": ci,
-            "decision": decision_of(lo, hi, min_gain)}

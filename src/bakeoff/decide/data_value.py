@@ -14,7 +14,8 @@ from bakeoff.core import runs
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
-from bakeoff.decide.curve import Points, crossover, fit_arm, resample_indices, verdict_at
+from bakeoff.decide.crossover import crossover, verdict_at
+from bakeoff.decide.curve import Points, fit_arm, resample_indices
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params

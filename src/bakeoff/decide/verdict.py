@@ -47,7 +47,7 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
         if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
             continue
         out[child] = {"parent": parent, "identical": len(mine), "pref_loss": loss}
-        df.loc[df["name"] == child, "convergence"] = "unmoved"  # bakeoff.report.tables.worded_runs names the parent
+        df.loc[df["name"] == child, "convergence"] = "unmoved"  # bakeoff.report.columns.worded_runs names the parent
     return out
 
 

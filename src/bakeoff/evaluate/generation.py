@@ -25,6 +25,24 @@ class Decoding:
 
 
 @torch.inference_mode()
+def stop_ids(model, tok) -> set[int]:
+    """The token ids that end an answer: the tokenizer's end of sequence and the model's configured ones."""
+    eos = tok.convert_tokens_to_ids(tok.eos_token) if tok.eos_token else None
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    configured = configured if isinstance(configured, list) else [configured]
+    return {t for t in [eos, *configured] if isinstance(t, int)}
+
+
+def left_padded(encoded: list[list[int]], width: int, pad: int):
+    """A batch of prompts padded on the left to ``width`` (generation continues from the right): ids and mask."""
+    ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, e in enumerate(encoded):
+        ids[row, width - len(e):] = torch.tensor(e)
+        mask[row, width - len(e):] = 1
+    return ids, mask
+
+
 def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: str | None = "generate",
              resume: Resume | None = None) -> tuple[list[str], GenerationLog]:
     """Greedy completions for chat prompts, in the input order, with a progress bar labelled ``desc`` (None: no bar).
@@ -42,10 +60,7 @@ def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: st
                 outputs[i] = resume.done[r]
         log.resumed = sum(o is not None for o in outputs)
     order = sorted((i for i in range(len(encoded)) if outputs[i] is None), key=lambda i: -len(encoded[i]))
-    eos = tok.convert_tokens_to_ids(tok.eos_token) if tok.eos_token else None
-    configured = getattr(model.generation_config, "eos_token_id", None)
-    configured = configured if isinstance(configured, list) else [configured]
-    stop = {t for t in [eos, *configured] if isinstance(t, int)}
+    stop = stop_ids(model, tok)
     pad = tok.pad_token_id
     dev = next(model.parameters()).device
     bar = progress_bar(total=len(encoded), initial=len(encoded) - len(order), desc=desc, unit="ex", leave=False,
@@ -53,12 +68,7 @@ def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: st
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         width = max(len(encoded[i]) for i in idx)
-        ids = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            e = encoded[i]
-            ids[row, width - len(e):] = torch.tensor(e)
-            mask[row, width - len(e):] = 1
+        ids, mask = left_padded([encoded[i] for i in idx], width, pad)
         t0 = time.perf_counter()
         out = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new_tokens,
                              do_sample=False, pad_token_id=pad, eos_token_id=sorted(stop) or None,
@@ -66,11 +76,7 @@ def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: st
         log.seconds += time.perf_counter() - t0
         for row, i in enumerate(idx):
             new = out[row, width:].tolist()
-            n = len(new)
-            for j, t in enumerate(new):
-                if t in stop:
-                    n = j + 1
-                    break
+            n = next((j + 1 for j, t in enumerate(new) if t in stop), len(new))  # up to its first stop token
             log.generated_tokens += n
             outputs[i] = tok.decode(new[:n], skip_special_tokens=True).strip()
             if resume is not None:

@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.report import curve as data_curve
+from bakeoff.report.columns import worded_runs
 from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
 from bakeoff.report.forgetting import forgetting
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
 from bakeoff.report.plots import pareto, plots
-from bakeoff.report.sections import answer_lines, budget_lines, dpo_lines, pairwise_lines, verdict_lines
+from bakeoff.report.searches import budget_lines
+from bakeoff.report.sections import answer_lines, dpo_lines, pairwise_lines, verdict_lines
 from bakeoff.report.shipped import endpoint_lines, shipped_lines
 from bakeoff.report.sizing import sizing_lines, worded
-from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines, worded_runs, write
+from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines, write
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -136,14 +138,25 @@ def write_all(out_dir: Path, params: Params, d, images: dict[str, Path],
     head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov, d.searches))
             + data_curve.headline(curve, v.get("decision")))
     paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
+    _write_data(out_dir, paths, pw, {**sized, "verdict": v, "cost": c, **extra}, curve)
+    return _html(paths, images)
+
+
+def _write_data(out_dir: Path, paths: dict, pw, sizing: dict, curve: dict | None) -> dict[str, Path]:
+    """The report's data files beside the page: the pairwise tests, sizing.json and curve.json."""
     if pw is not None:
         paths["pairwise"] = out_dir / "pairwise.csv"
         pw.to_csv(paths["pairwise"], index=False)
     paths["sizing"] = out_dir / "sizing.json"
-    paths["sizing"].write_text(json.dumps({**sized, "verdict": v, "cost": c, **extra}, indent=2, default=str))
+    paths["sizing"].write_text(json.dumps(sizing, indent=2, default=str))
     paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
     paths["curve"].write_text(json.dumps(curve if curve is not None else {
         "status": "off", "reason": "curve.fractions is empty: no data-value curve"}, indent=2, default=str))
-    paths["html"] = out_dir / "comparison.html"
+    return paths
+
+
+def _html(paths: dict, images: dict[str, Path]) -> dict[str, Path]:
+    """The page as HTML beside its Markdown, its pictures inlined."""
+    paths["html"] = paths["md"].parent / "comparison.html"
     paths["html"].write_text(html(paths["md"].read_text(), images))
     return paths

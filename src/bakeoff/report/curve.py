@@ -205,6 +205,18 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
     return out
 
 
+def cut_short_lines(a: dict) -> list[str]:
+    """The caveat for smaller shares still improving when a schedule shorter than the arm's own run stopped them."""
+    own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
+    still = [f"{p['share']:g} ({p['train_steps']} steps)" for p in a.get("points") or []
+             if p.get("convergence") == "still improving" and not p.get("own_run") and own
+             and (p.get("train_steps") or 0) < own]  # cut shorter than the arm's own run
+    return [(f"Still improving at its last step: {', '.join(still)}: these shares trained fewer steps than "
+             "the arm's own run, so the schedule, not only the data, held them down and the curve may overstate "
+             "what more data buys (`curve.schedule: steps` trains every share the arm's own steps).")
+            ] if still else []
+
+
 def arm_lines(a: dict, reliable: bool) -> list[str]:
     """One arm: its fit and back-test in a sentence, then its sizes (and, where the back-tests held, projections)."""
     rows = [f"| {n:,} | {q:.1%}{_ci(ci)} |" for n, q, ci in zip(a["rows"], a["quality"], a["quality_ci"])]
@@ -223,14 +235,7 @@ def arm_lines(a: dict, reliable: bool) -> list[str]:
     gain = (f", at 2× {a['gain_per_doubling'] * 100:+.1f} points over the measured {a['quality'][-1]:.1%}"
             f"{_ci(a['gain_per_doubling_ci'], True)} across forms" if reliable else "")
     last = doubling_words(a)
-    own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
-    still = [f"{p['share']:g} ({p['train_steps']} steps)" for p in a.get("points") or []
-             if p.get("convergence") == "still improving" and not p.get("own_run") and own
-             and (p.get("train_steps") or 0) < own]  # cut shorter than the arm's own run
-    caveat = [(f"Still improving at its last step: {', '.join(still)}: these shares trained fewer steps than "
-                "the arm's own run, so the schedule, not only the data, held them down and the curve may overstate "
-                "what more data buys (`curve.schedule: steps` trains every share the arm's own steps).")
-              ] if still else []
+    caveat = cut_short_lines(a)
     return [f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.", "",
             *([f"Measured: {last}.", ""] if last else []),
             *caveat, *([""] if caveat else []), "| training rows | quality |", "|---|---|", *rows, ""]

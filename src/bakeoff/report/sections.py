@@ -11,7 +11,7 @@ from bakeoff.core.records import Search
 from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.statistics import round_sig
 from bakeoff.report.choice import against_best_lines, technique_words
-from bakeoff.report.tables import _fmt, image, search_lines
+from bakeoff.report.tables import _fmt, image
 
 
 def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | None = None) -> list[str]:
@@ -103,22 +103,26 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
     if measured:
         lines += [f"**Measured here**{' (' + scope['machine'] + ')' if scope.get('machine') else ''}:", "",
                   *[f"- {m}" for m in measured], ""]
-    projected = list(rec.get("projected") or [])
-    projected += cost_lines(v, c)
-    if projected:
-        target = scope.get("target")
-        lines += [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model, "
-                  "the FLOP utilisation in GPU sizing and example prices, not measured):"), "",
-                  *[f"- {m}" for m in projected], ""]
-        if target:
-            lines += [("To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
-                      "and run `dvc exp run -S model.base=<it>` on the card."), ""]
+    lines += projected_lines(list(rec.get("projected") or []) + cost_lines(v, c), scope.get("target"))
     if caveats:
         lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
     if v.get("rank_groups"):
         lines += [(f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
                   f"p ≥ {v.get('alpha', ALPHA)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
                   f"{v['rank_groups']}"), ""]
+    return lines
+
+
+def projected_lines(projected: list[str], target: str | None) -> list[str]:
+    """The first screen's projections to the sizing target, said to be projections, and how to measure instead."""
+    if not projected:
+        return []
+    lines = [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model, "
+              "the FLOP utilisation in GPU sizing and example prices, not measured):"), "",
+             *[f"- {m}" for m in projected], ""]
+    if target:
+        lines += [("To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
+                  "and run `dvc exp run -S model.base=<it>` on the card."), ""]
     return lines
 
 
@@ -157,72 +161,6 @@ def cost_lines(v: dict, c: dict) -> list[str]:
         out.append(f"Prompt tokens saved per request: {c['prompt_tokens_saved_per_request']:+.0f}; set "
                    "cost.usd_per_1k_prompt_tokens and a serving card (cost.serve_gpu) for a break-even.")
     return out
-
-
-def derived_budget_words(df: pd.DataFrame, searches: dict) -> str:
-    """A derived arm's search capped at its parent's search's tokens (``bakeoff.search.space.token_budget``)."""
-    out = []
-    for name in df["name"]:
-        rec = searches.get(name) or Search()
-        if str(rec.token_budget_from or "").endswith("'s search"):
-            out.append(f"`{name}`'s trials are judged on the task metric, which has no value at the pruning rungs, "
-                       f"so none is cut short: its search stopped at the first trial that took it past the "
-                       f"{rec.token_budget:,.0f} tokens {rec.token_budget_from} trained "
-                       f"({rec.tune_tokens:,.0f} in {len(rec.trials)} trials). ")
-    return "".join(out)
-
-
-def budget_lines(df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None,
-                 searches: dict | None = None) -> list[str]:
-    """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share;
-    then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored. ``searches``:
-    each run's search record (``Decision.searches``)."""
-    searches = searches or {}
-    rows = []
-    for name in df["name"]:
-        b = spent.get(name)
-        if not b or not b["trials"]:
-            rec = searches.get(name) or Search()
-            if rec.stopped:  # a search that crashed or ran out of memory
-                why = (rec.error or "").splitlines()[0][:200] if rec.error else ""
-                rows.append(f"| {name} | **not run** ({rec.status}: {why}; params.yaml's values trained) | 0 | – "
-                            "| – | – | – | – | – |")
-            elif rec.shared_from or (rec.status == "ok" and rec.trials):  # the arm did not run
-                lender = rec.shared_from or name
-                rows.append(f"| {name} | `{lender}`'s, unused (the arm did not run: "
-                            f"{_status(df, name)}) | – | – | – | – | 0% | 0 | 0 |")
-            else:  # no search for this arm (tune.trials 0, or a baseline without `search:`)
-                why = (rec.skipped or "no search").rstrip(".")
-                rows.append(f"| {name} | none ({why}) | 0 | – | – | – | – | – | – |")
-            continue
-        of = "own" if b["own"] else f"`{b['lender']}`'s"
-        rows.append(f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
-                    f"{b['share']:.0%} | {b['carried_tokens']:,.0f} | {b['carried_seconds']:,.0f} |")
-    for name, b in ((curve or {}).get("budget") or {}).items():
-        rows.append(f"| {name} | data-value curve: {b['points']} smaller shares | – | {b['tokens']:,.0f} | "
-                    f"{b['steps']:,.0f} | {b['train_s'] + b['eval_s']:,.0f} | – | – | – |")
-    if not rows:
-        return []
-    rule = ""
-    if tc is not None:
-        rule = (f"The budget: {tc.trials} trials a search (`tune.budget: trials`; `tune.budget: tokens` with "
-                "`tune.budget_tokens` gives every arm the same training tokens instead). " if tc.budget == "trials" else
-                f"The budget: {tc.budget_tokens:,.0f} training tokens a search, at most {tc.trials} trials "
-                "(`tune.budget: tokens`). ")
-    rule += derived_budget_words(df, searches)
-    return ["## Searches and their budget", "",
-            rule + "Every search on the validation split (the test split never read). Tokens, steps and seconds are "
-                   "the "
-            "whole search less the trial a training run adopted (that one is the arm's own training, counted there); "
-            "a search several arms use (`tune.share`) is split evenly among them, each carrying its share into its "
-            "all-in cost.", "",
-            "| arm | search | trials | tokens | steps | seconds | share | tokens carried | seconds carried |",
-            "|---|---|---|---|---|---|---|---|---|", *rows, "", *search_lines(df, searches)[1:], ""]
-
-
-def _status(df: pd.DataFrame, name: str) -> str:
-    row = df[df["name"] == name]
-    return str(row["status"].iloc[0]) if len(row) else "missing"
 
 
 def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> list[str]:

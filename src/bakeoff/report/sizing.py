@@ -15,22 +15,7 @@ def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images:
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
     from bakeoff.report.tables import details
 
-    calib = sized["calibration"]
-    kind = calib.get("measured_on") or "this machine's peaks"
-    lines = ["## GPU sizing", "",
-             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
-              "activations and "
-             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
-             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
-             "|---|---|---|---|---|---|---|"]
-    for r in calib["rows"]:
-        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
-                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
-    if calib["rows"]:
-        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
-                if "CPU" in kind else "CUDA context and workspaces")
-        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
-                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
+    lines = calibration_lines(sized["calibration"])
     s = params.sizing
     tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
         else "the tokens each variant saw here"
@@ -56,6 +41,27 @@ def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images:
     table = pivot(fits)
     return lines + details(f"Every target and variant: memory, smallest and cheapest card ({len(table) - 2} fits)",
                            table) + all_in_lines(costs) + [""]
+
+
+def calibration_lines(calib: dict) -> list[str]:
+    """The memory model against this run's measured peaks: each variant's predicted and measured memory, and the
+    fitted overhead."""
+    kind = calib.get("measured_on") or "this machine's peaks"
+    lines = ["## GPU sizing", "",
+             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
+              "activations and "
+             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
+             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in calib["rows"]:
+        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
+                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
+    if calib["rows"]:
+        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
+                if "CPU" in kind else "CUDA context and workspaces")
+        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
+    return lines
 
 
 def pivot(fits: list[dict]) -> list[str]:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.run.estimate import Estimator
+from bakeoff.run.preflight import dvc_lacks, load_params_or_none, params_error
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -129,51 +130,13 @@ def plan(repo, targets: list[str] | None, force: bool = False):
     return steps, [s for s in steps if s in will]
 
 
-def _load_params():
-    try:
-        from bakeoff.core.config import load_params
-
-        return load_params()
-    except Exception:  # a bad params.yaml is the stages' error to report, with its line
-        return None
-
-
-def _params_error(path: Path = Path("params.yaml")) -> str | None:
-    """params.yaml checked by the project's own loader before DVC parses dvc.yaml: a typo in a section dvc.yaml reads
-    (`varaints:`) gets bakeoff's message with its line and the closest name, not DVC's "Could not find 'variants'"."""
-    from bakeoff.core.config import load_params
-    from bakeoff.core.errors import UserError
-    from bakeoff.core.secrets import scrub
-
-    if not path.exists():
-        return None  # DVC says so
-    try:
-        load_params(path)
-    except UserError as e:
-        return scrub(str(e))
-    return None
-
-
-def _dvc_needs(path: Path = Path("params.yaml")) -> str | None:
-    """What dvc.yaml needs from params.yaml that it lacks (bakeoff.core.config.dvc_needs), before DVC reads it."""
-    import yaml
-
-    from bakeoff.core.config import dvc_needs
-
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None  # no file, or not YAML: the stages say so with its line
-    return dvc_needs(raw, str(path))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bakeoff.run.clock", description="dvc repro, with a clock")
     ap.add_argument("targets", nargs="*", help="stages or dvc.yaml files, as `dvc repro` takes them")
     ap.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
     ap.add_argument("--record", default=str(RECORD), help=f"the run's record of stage times (default {RECORD})")
     args = ap.parse_args(argv)
-    lacking = _params_error() or _dvc_needs()
+    lacking = params_error() or dvc_lacks()
     if lacking:
         print(f"error: {lacking}", file=sys.stderr)
         return 2
@@ -186,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if not VERBOSE:  # DVC's own progress lines (Running stage, the command, Updating lock file): the clock says it
         logging.getLogger("dvc").setLevel(logging.WARNING)
         logging.getLogger("dvc.output").addFilter(_EmptyPredictions())
-    clock = Clock.open(Path(args.record), _load_params())
+    clock = Clock.open(Path(args.record), load_params_or_none())
     with Repo() as repo:
         return _run(repo, args, clock, _reproduce_stage)
 
@@ -266,6 +229,10 @@ def _close_run(clock: Clock, run: dict, restored: int, ok: bool) -> None:
               f"{about(ended)}{off}; the record: {record_path}", flush=True)
 
 
+DONE_WORDS = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED",
+              "restored": "restored from the cache, not run,"}  # a stage's status, as its line says it
+
+
 def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs) -> int:
     """``around(stage, run, restored)``: runs the stage through ``run()`` (bakeoff.run.worker holds a lock and pushes
     there); ``restored``: the names of the stages restored from the cache so far;
@@ -274,7 +241,6 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
 
     restored = _track_restores(repo)
     est = clock.est
-
     with repo.lock:  # what `dvc status` holds to read the stages' state
         steps, will = plan(repo, args.targets, args.force)
     estimates = {s.addressing: est(s.addressing) for s in will}
@@ -282,7 +248,7 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
     _say_plan(steps, will, estimates, total, clock.machine)
     run = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": git_commit(),
            "machine": clock.machine, "stages_planned": len(will), "estimated_total_s": round(total, 1),
-           "probe_s": est.probe}
+           "probe_s": est.probe}  # this run's line in reports/clock.json
     clock.t0 = time.perf_counter()
     state = {"left": total}
     order = {s.addressing: i for i, s in enumerate(will, 1)}
@@ -309,10 +275,8 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
             if _record_stage(clock, name, status, dt, (e, basis)):
                 clock.ran += 1
             write_record(clock.rec, clock.path)
-            word = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED",
-                    "restored": "restored from the cache, not run,"}[status]
             if i or status != "unchanged":
-                print(f"{tag} {name} — {word} in {human(dt)} (estimated {about(e)})", flush=True)
+                print(f"{tag} {name} — {DONE_WORDS[status]} in {human(dt)} (estimated {about(e)})", flush=True)
 
     ok = False
     try:

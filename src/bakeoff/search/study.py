@@ -11,7 +11,6 @@ SQLite file) from counting the trials left until its next trial's values are dra
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.search.space import SearchDirs, study_name
+from bakeoff.search.storage import GRACE_S, storage_of, storage_url
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -62,42 +62,7 @@ def grid_order(space: dict, seed: int, first: dict | None = None) -> list[dict]:
     return ([first] + [p for p in points if p != first]) if first is not None else points
 
 
-def _grace() -> int:
-    """Seconds a running trial may go without a heartbeat before its worker counts as dead: BAKEOFF_STUDY_GRACE_S
-    (longer for machines whose workers stall, shorter where a worker is killed on purpose, as in a test), else 60;
-    the heartbeat is a sixth of it. A value that is not a number of seconds stops with a message."""
-    raw = os.environ.get("BAKEOFF_STUDY_GRACE_S", "60")
-    if not raw.strip().isdigit() or int(raw) < 6:
-        raise SystemExit(f"error: BAKEOFF_STUDY_GRACE_S must be a whole number of seconds, 6 or more; got {raw!r}")
-    return int(raw)
-
-
-GRACE_S = _grace()
-HEARTBEAT_S = GRACE_S // 6
 POLL_S = 2.0  # how often a worker that finished its share looks again at trials still running elsewhere
-
-
-def storage_url(params: Params, work_dir: Path) -> str:
-    """``tune.storage`` (``postgresql://`` through the psycopg driver) or the default SQLite file."""
-    from bakeoff.search.locks import driver_url
-
-    tc = params.tune
-    if not tc.storage:  # the default file's folder does not exist yet on a fresh clone
-        Path(work_dir).parent.mkdir(parents=True, exist_ok=True)
-    return driver_url(tc.storage) if tc.storage else f"sqlite:///{(Path(work_dir).parent / 'tune.db').resolve()}"
-
-
-def storage_of(url: str):
-    """Optuna's RDB storage at ``url`` with heartbeats (every HEARTBEAT_S; GRACE_S without one: failed)."""
-    import warnings
-
-    import optuna
-
-    from bakeoff.search.locks import driver_url
-
-    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.9: said once here, not per run
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
 
 
 def open_study(params: Params, name: str, space: dict, dirs: SearchDirs, direction: str, rung_steps: int | None = None):

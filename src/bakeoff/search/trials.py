@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from bakeoff.core.spaces import apply, run_identity
 from bakeoff.search.space import SearchDirs, rung_steps, token_budget, trial_variant
 from bakeoff.search.study import Draws, counts, finite, grid_order, open_study, run_study, seeded, values_drawn
+from bakeoff.search.widen import into_new_region, outside, widened
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -38,58 +39,6 @@ def with_recipe(space: dict, recipe: dict) -> dict:
     is a point of every search, so the choice is never worse on validation than what params.yaml writes."""
     return {k: ({**spec, "choices": [recipe[k], *spec["choices"]]} if "choices" in spec and recipe.get(k)
                 not in spec["choices"] else spec) for k, spec in space.items()}
-
-
-EDGE, WIDEN_MAX = 0.1, 2  # a choice within 10% of its range's end (log scale where the range is) is at the edge
-
-
-def widened(space: dict, best: dict, widenings: list) -> tuple[dict, list]:
-    """``space`` widened on every side where ``best`` (the best finished trial's values) sits at its edge: the bound
-    moves out by half the range (log scale: by √(high/low)), at most ``WIDEN_MAX`` times a side; returns the space
-    and the widenings so far (each {param, side, from, to})."""
-    import math
-
-    space, widenings = {k: dict(v) for k, v in space.items()}, list(widenings)
-    for k, spec in space.items():
-        if "choices" in spec or k not in best:
-            continue
-        lo, hi, log, x = spec["low"], spec["high"], bool(spec.get("log")), best[k]
-        f = (lambda v: math.log(v)) if log else (lambda v: v)
-        pos = (f(x) - f(lo)) / (f(hi) - f(lo))
-        for side, at in (("high", pos >= 1 - EDGE), ("low", pos <= EDGE)):
-            if not at or sum(w["param"] == k and w["side"] == side for w in widenings) >= WIDEN_MAX:
-                continue
-            if log:
-                new = hi * math.sqrt(hi / lo) if side == "high" else lo / math.sqrt(hi / lo)
-            else:
-                new = hi + (hi - lo) / 2 if side == "high" else lo - (hi - lo) / 2
-            if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not log:
-                new = round(new)
-            widenings.append({"param": k, "side": side, "from": spec[side], "to": float(f"{new:.3g}")})
-            spec[side] = float(f"{new:.3g}") if not isinstance(new, int) else new
-    return space, widenings
-
-
-def into_new_region(best: dict, new: list, space: dict) -> dict:
-    """The values of the trial that tries a range just widened: the best trial's, with each widened parameter at the
-    middle (log scale where the range is) of the stretch the widening added, beyond the old edge."""
-    import math
-
-    point = dict(best)
-    for w in new:
-        log = bool(space[w["param"]].get("log"))
-        mid = math.sqrt(w["from"] * w["to"]) if log else (w["from"] + w["to"]) / 2
-        point[w["param"]] = round(mid) if isinstance(space[w["param"]]["low"], int) and not log else mid
-    return point
-
-
-def outside(widenings: list, trials: list) -> list:
-    """Each widening with ``trials_outside``: how many of the search's trials (the recipe, written by hand, aside)
-    ran beyond the range's old edge."""
-    def beyond(t, w):
-        x = (t.get("values") or {}).get(w["param"])
-        return not t.get("recipe") and x is not None and (x > w["from"] if w["side"] == "high" else x < w["from"])
-    return [{**w, "trials_outside": sum(beyond(t, w) for t in trials)} for w in widenings]
 
 
 def suggest(trial, name: str, spec: dict):
@@ -178,6 +127,16 @@ class VariantSearch:
         with (opened(trial.number, values) if opened else nullcontext({"callbacks": [], "result": {}})) as held:
             return self._trial(trial, v, tv, values, held)
 
+    def _judged(self, trial, v, tv, rec: dict, out: Path) -> float:
+        """A finished trial's value: the validation loss of the weights it ends on (its best evaluation's where the
+        variant's run keeps those), or the task metric on validation; its curve noted on the trial."""
+        losses = [p["loss"] for p in rec["val_curve"]]
+        loss = (min(losses) if keeps_best(v) else losses[-1]) if losses else None
+        value = loss if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
+        trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
+        trial.set_user_attr("val_curve", [{"step": p["step"], "loss": round(p["loss"], 5)} for p in rec["val_curve"]])
+        return value
+
     def _trial(self, trial, v, tv, values: dict, held: dict):
         import optuna
 
@@ -192,15 +151,9 @@ class VariantSearch:
                       parent_dir=self.parent, judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
             rec = train(job, self.rows, val_rows=self.val,
                         extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]])
-            # the loss of the weights the trial ends on: its best evaluation's where the variant's run keeps those
-            losses = [p["loss"] for p in rec["val_curve"]]
-            loss = (min(losses) if keeps_best(v) else losses[-1]) if losses else None
-            value = loss if self.judged_by == "val_loss" else self.score_fn(tv, out / "model")
+            value = self._judged(trial, v, tv, rec, out)
             result.update({"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
                            "val_curve": rec["val_curve"]})
-            trial.set_user_attr("would_stop_at", rec.get("would_stop_at"))
-            trial.set_user_attr("val_curve", [{"step": p["step"], "loss": round(p["loss"], 5)}
-                                              for p in rec["val_curve"]])
             kept = _keep_if_best(study, self.direction, value, out, rec, self.work_dir)
             return value
         except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
@@ -306,5 +259,3 @@ def _best_finished(study, direction: str):
     if not done:
         return None
     return (min if direction == "minimize" else max)(done, key=lambda t: t.value)
-
-
