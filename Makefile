@@ -46,11 +46,13 @@ TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test: setup
+	$(VENV)/bin/ruff format --check src stages tests benchmarks
 	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(VENV)/bin/deptry .
 	$(PYTEST)
 
 test-fast: setup
+	$(VENV)/bin/ruff format --check src stages tests benchmarks
 	$(VENV)/bin/ruff check src stages tests benchmarks
 	$(VENV)/bin/deptry .
 	$(PYTEST) -m "not slow"

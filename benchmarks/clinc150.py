@@ -27,9 +27,16 @@ from targets import Targets
 from targets import add_argument as add_target_argument
 
 DEST = ROOT / "bench" / "clinc150"
-TASK = {"name": "clinc150", "train": "data/raw/clinc150/train.csv", "test": "data/raw/clinc150/test.csv",
-        "prefs": None, "columns": {"prompt": "text", "completion": "intent"}, "labels": "auto", "metric": "accuracy",
-        "max_new_tokens": "auto"}
+TASK = {
+    "name": "clinc150",
+    "train": "data/raw/clinc150/train.csv",
+    "test": "data/raw/clinc150/test.csv",
+    "prefs": None,
+    "columns": {"prompt": "text", "completion": "intent"},
+    "labels": "auto",
+    "metric": "accuracy",
+    "max_new_tokens": "auto",
+}
 LORA = {"technique": "lora", "r": 16, "alpha": 32, "dropout": 0.0, "targets": "all-linear"}
 
 
@@ -51,8 +58,9 @@ def workspace(dest: Path = DEST) -> Path:
     raw["tune"] = {**raw["tune"], "share": {}}
     raw["export"] = {**raw["export"], "serve": False, "variants": None}
     raw["tracking"] = {**(raw.get("tracking") or {}), "experiment": "clinc150 (benchmark)"}
-    (dest / "params.yaml").write_text("# benchmarks/clinc150.py wrote this from ../../params.yaml\n"
-                                      + yaml.safe_dump(raw, sort_keys=False))
+    (dest / "params.yaml").write_text(
+        "# benchmarks/clinc150.py wrote this from ../../params.yaml\n" + yaml.safe_dump(raw, sort_keys=False)
+    )
     if not (dest / ".dvc").exists():
         subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=dest, check=True)
     if (ROOT / ".dvc").exists():
@@ -62,30 +70,47 @@ def workspace(dest: Path = DEST) -> Path:
 
 def record(dest: Path, reference: dict | None) -> dict:
     """What the run found, from its own records: each arm's test figures, the search, the verdict."""
+
     def read(*p):
         f = dest.joinpath(*p)
         return json.loads(f.read_text()) if f.exists() else {}
 
     from bakeoff.core.runs import device_name, git_commit
 
-    ev, tr, tuned = read("runs", "lora", "eval.json"), read("runs", "lora", "train.json"), read("runs", "lora",
-                                                                                                 "tuned.json")
+    ev, tr, tuned = (
+        read("runs", "lora", "eval.json"),
+        read("runs", "lora", "train.json"),
+        read("runs", "lora", "tuned.json"),
+    )
     m, t = ev.get("metrics") or {}, tr.get("metrics") or {}
-    out = {"what": "the shipped CLINC150 task through `python -m bakeoff.run.clock` (benchmarks/clinc150.py)",
-           "code": git_commit(), "machine": device_name(), "clock": read("reports", "clock.json").get("runs",
-                                                                                                      [{}])[-1:],
-           "lora": {"status": ev.get("status"), "test_accuracy": m.get("quality"), "val_accuracy": m.get("val_quality"),
-                    "chosen": tuned.get("values"), "beat_recipe": tuned.get("beat_recipe"),
-                    "widened": tuned.get("widened"), "trials": [{k: x.get(k) for k in ("number", "values", "state",
-                                                                                        "value", "tokens_seen",
-                                                                                        "wall_s")}
-                                                                 for x in tuned.get("trials") or []],
-                    "adopted_from_trial": t.get("adopted_from_trial"), "train_s": t.get("train_wall_s"),
-                    "convergence": t.get("convergence")}}
+    out = {
+        "what": "the shipped CLINC150 task through `python -m bakeoff.run.clock` (benchmarks/clinc150.py)",
+        "code": git_commit(),
+        "machine": device_name(),
+        "clock": read("reports", "clock.json").get("runs", [{}])[-1:],
+        "lora": {
+            "status": ev.get("status"),
+            "test_accuracy": m.get("quality"),
+            "val_accuracy": m.get("val_quality"),
+            "chosen": tuned.get("values"),
+            "beat_recipe": tuned.get("beat_recipe"),
+            "widened": tuned.get("widened"),
+            "trials": [
+                {k: x.get(k) for k in ("number", "values", "state", "value", "tokens_seen", "wall_s")}
+                for x in tuned.get("trials") or []
+            ],
+            "adopted_from_trial": t.get("adopted_from_trial"),
+            "train_s": t.get("train_wall_s"),
+            "convergence": t.get("convergence"),
+        },
+    }
     for name in ("zero_shot", "prompt_search"):
         b = read("runs", name, "eval.json").get("metrics") or {}
-        out[name] = {"test_generation": b.get("quality"), "test_label_choice": b.get("quality_label_choice"),
-                     "chosen": read("runs", name, "tuned.json").get("values")}
+        out[name] = {
+            "test_generation": b.get("quality"),
+            "test_label_choice": b.get("quality_label_choice"),
+            "chosen": read("runs", name, "tuned.json").get("values"),
+        }
     metrics = read("reports", "metrics.json")
     out["verdict"] = metrics.get("verdict") or {}
     out["reference"] = reference
@@ -108,8 +133,10 @@ def main() -> None:
     rec = record(dest, reference)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     got = rec["lora"]["test_accuracy"]
-    print(f"clinc150: lora {got}, prompt_search {rec['prompt_search']}, verdict {rec['verdict'].get('decision')}"
-          + (f"; the reference {reference['test_accuracy']}" if reference else "; no reference run"))
+    print(
+        f"clinc150: lora {got}, prompt_search {rec['prompt_search']}, verdict {rec['verdict'].get('decision')}"
+        + (f"; the reference {reference['test_accuracy']}" if reference else "; no reference run")
+    )
     targets.equal("pipeline_ran", rc, 0)
     if reference and got is not None:
         targets.at_least("lora_minus_reference", round(got - reference["test_accuracy"], 4), -0.03)

@@ -45,7 +45,7 @@ def main() -> None:
     params = load_params(args.params)
     tok, model = load_tokenizer(args.model), load_for_eval(args.model)
     train = load_examples(Path(args.data) / "train.jsonl")
-    test = load_examples(Path(args.data) / "test.jsonl")[:args.limit]
+    test = load_examples(Path(args.data) / "test.jsonl")[: args.limit]
     prompts = [e.messages for e in test]
     stats = json.loads((Path(args.data) / "stats.json").read_text())
     new = (stats.get("generation") or {}).get("max_new_tokens") or params.task.max_new_tokens  # `auto` resolved
@@ -69,14 +69,21 @@ def main() -> None:
         lengths = [len(encode(tok, render_prompt(tok, few_shot_messages(e, pick(e), b.instruction)))) for e in test]
         costs[name] = round(sum(lengths) / len(lengths), 1)
 
-    result = {"examples": len(test), "batch_size": bs, "max_new_tokens": new, "threads": torch.get_num_threads(),
-              "batched_s": round(t_batched, 2), "one_at_a_time_s": round(t_single, 2),
-              "speedup": round(t_single / t_batched, 2), "agreement": round(agree, 4),
-              "batched_s_each": [round(x, 2) for x in batched_s],
-              "speedup_range": [round(t_single / max(batched_s), 2), round(t_single / min(batched_s), 2)],
-              "batched_gen_tokens_per_s": blog.metrics()["gen_tokens_per_s"],
-              "one_at_a_time_gen_tokens_per_s": slog.metrics()["gen_tokens_per_s"],
-              "prompt_tokens_per_request": costs}
+    result = {
+        "examples": len(test),
+        "batch_size": bs,
+        "max_new_tokens": new,
+        "threads": torch.get_num_threads(),
+        "batched_s": round(t_batched, 2),
+        "one_at_a_time_s": round(t_single, 2),
+        "speedup": round(t_single / t_batched, 2),
+        "agreement": round(agree, 4),
+        "batched_s_each": [round(x, 2) for x in batched_s],
+        "speedup_range": [round(t_single / max(batched_s), 2), round(t_single / min(batched_s), 2)],
+        "batched_gen_tokens_per_s": blog.metrics()["gen_tokens_per_s"],
+        "one_at_a_time_gen_tokens_per_s": slog.metrics()["gen_tokens_per_s"],
+        "prompt_tokens_per_request": costs,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
@@ -84,8 +91,10 @@ def main() -> None:
     print("| generation | wall s | gen tok/s |\n|---|---|---|")
     print(f"| batch {bs} | {t_batched:.1f} | {result['batched_gen_tokens_per_s']} |")
     print(f"| batch 1 | {t_single:.1f} | {result['one_at_a_time_gen_tokens_per_s']} |")
-    print(f"\nspeed-up {result['speedup']}× (over {args.repeats} batched passes: {result['speedup_range'][0]}–"
-          f"{result['speedup_range'][1]}×); identical outputs on {agree:.1%} of examples\n")
+    print(
+        f"\nspeed-up {result['speedup']}× (over {args.repeats} batched passes: {result['speedup_range'][0]}–"
+        f"{result['speedup_range'][1]}×); identical outputs on {agree:.1%} of examples\n"
+    )
     print("| baseline | prompt tokens per request |\n|---|---|")
     for name, c in costs.items():
         print(f"| {name} | {c} |")

@@ -63,20 +63,40 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--shape", choices=("real", "tiny"), default="real")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "gpu.json"))
     ap.add_argument("--parts", default="env,pipeline,8b,unsloth,mfu")
-    ap.add_argument("--limit-s", type=float, default=LIMIT_S,
-                    help="stop starting parts after this many seconds (one device call: a part past it is 'not run')")
-    ap.add_argument("--runner", choices=("auto", "dvc", "commands"), default="auto",
-                    help="the pipeline part: dvc repro, the stage commands in dvc.yaml's order, or dvc where installed")
-    ap.add_argument("--jobs", type=int, default=1, help="the pipeline's stage commands: how many of one level of "
-                    "dvc.yaml's graph run at once (a device call too short for them one by one); with --shape tiny "
-                    "also how many rows of 8b, mfu and profile")
+    ap.add_argument(
+        "--limit-s",
+        type=float,
+        default=LIMIT_S,
+        help="stop starting parts after this many seconds (one device call: a part past it is 'not run')",
+    )
+    ap.add_argument(
+        "--runner",
+        choices=("auto", "dvc", "commands"),
+        default="auto",
+        help="the pipeline part: dvc repro, the stage commands in dvc.yaml's order, or dvc where installed",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="the pipeline's stage commands: how many of one level of "
+        "dvc.yaml's graph run at once (a device call too short for them one by one); with --shape tiny "
+        "also how many rows of 8b, mfu and profile",
+    )
     ap.add_argument("--resume", help="a gpu.json from an earlier call: its parts are kept, those in --parts rerun")
-    ap.add_argument("--rescore", nargs="+", metavar="GPU_JSON",
-                    help="no GPU needed: these records merged (a later one's parts over an earlier one's, except a "
-                         "part it did not run), every CUDA row predicted again by today's memory model, the table "
-                         "and targets again")
-    ap.add_argument("--commit", default=os.environ.get("BAKEOFF_COMMIT"),
-                    help="the commit the check ran at (a device's copy of the tree has no git; default: git's HEAD)")
+    ap.add_argument(
+        "--rescore",
+        nargs="+",
+        metavar="GPU_JSON",
+        help="no GPU needed: these records merged (a later one's parts over an earlier one's, except a "
+        "part it did not run), every CUDA row predicted again by today's memory model, the table "
+        "and targets again",
+    )
+    ap.add_argument(
+        "--commit",
+        default=os.environ.get("BAKEOFF_COMMIT"),
+        help="the commit the check ran at (a device's copy of the tree has no git; default: git's HEAD)",
+    )
     add_target_argument(ap)
     return ap
 
@@ -96,8 +116,11 @@ def main() -> None:
     # LIMIT_S fits one device call; the tiny shape on a 2-core CPU only proves the script starts, and such a CPU can
     # run 1.4-1.9x slower from one hour to the next (measured): it gets twice the time, inside its test's 1,200 s
     deadline = time.time() + (2 * args.limit_s if tiny else args.limit_s)
-    res: dict = {"shape": args.shape, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                 "commit": args.commit or git_head()}
+    res: dict = {
+        "shape": args.shape,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "commit": args.commit or git_head(),
+    }
     kept = json.loads(Path(args.resume).read_text()) if args.resume else {}
     if kept:  # one GPU run in two device calls: the first call's parts, then this call's
         res = {**merged([kept]), "resumed": {"from": kept.get("started"), "rerun": args.parts}, "commit": res["commit"]}
@@ -105,13 +128,14 @@ def main() -> None:
     parts = args.parts.split(",")
     seq = 64 if tiny else 1024
     row_jobs = args.jobs if tiny else 1  # on a GPU each row's peak is its own: one row at a time
-    plan = {"env": lambda: part_env(),
-            "pipeline": lambda: part_pipeline(work, "tiny" if tiny else "pipeline", deadline, args.runner,
-                                              args.jobs),
-            "8b": lambda: part_steps(work, "tiny" if tiny else "8b", seq, deadline, jobs=row_jobs),
-            "unsloth": lambda: part_unsloth(work, "tiny" if tiny else "1b", seq, deadline),
-            "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs),
-            "profile": lambda: part_profile(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs)}
+    plan = {
+        "env": lambda: part_env(),
+        "pipeline": lambda: part_pipeline(work, "tiny" if tiny else "pipeline", deadline, args.runner, args.jobs),
+        "8b": lambda: part_steps(work, "tiny" if tiny else "8b", seq, deadline, jobs=row_jobs),
+        "unsloth": lambda: part_unsloth(work, "tiny" if tiny else "1b", seq, deadline),
+        "mfu": lambda: part_mfu(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs),
+        "profile": lambda: part_profile(work, "tiny" if tiny else "1b", seq, deadline, jobs=row_jobs),
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for part in parts:
@@ -137,10 +161,12 @@ def finish(res: dict, out: Path, target_args, tiny: bool) -> None:
     text = table(res)
     got = res["sizing"]
     if got["mfu"]:  # sizing's time estimates read sizing.mfu: this card's measured figures instead of assumed ones
-        text += ("\nfor sizing on this card: dvc exp run " + " ".join(f"-S sizing.mfu.{t}={v}"
-                                                                      for t, v in got["mfu"].items())
-                 + (f" -S sizing.cuda_overhead_gb={got['cuda_overhead_gb']}" if "cuda_overhead_gb" in got else "")
-                 + "   (utilisation as sizing's time estimate divides by it: HFU, recompute counted)")
+        text += (
+            "\nfor sizing on this card: dvc exp run "
+            + " ".join(f"-S sizing.mfu.{t}={v}" for t, v in got["mfu"].items())
+            + (f" -S sizing.cuda_overhead_gb={got['cuda_overhead_gb']}" if "cuda_overhead_gb" in got else "")
+            + "   (utilisation as sizing's time estimate divides by it: HFU, recompute counted)"
+        )
     print(text)
     targets = Targets.from_args(target_args)
     check_targets(res, targets, tiny)

@@ -37,9 +37,13 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
     repo = work / "project"
     params = project(repo, make_model(shape, work / "pipeline-model"), tiny=shape == "tiny")
     py = sys.executable  # this interpreter runs every stage: a machine may have python3 and no plain python
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
-           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-           "PATH": f"{Path(py).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PATH": f"{Path(py).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     t0 = time.perf_counter()
     if runner == "dvc" or (runner == "auto" and shutil.which("dvc") and not missing("dvc")):
@@ -50,9 +54,15 @@ def part_pipeline(work: Path, shape: str, deadline: float, runner: str = "auto",
         levels = stage_levels(params, py, jobs)
     log, rc, status = run_levels(levels, repo, env, jobs, deadline)
     # the records of every stage that ran, a run cut short by the time limit included
-    out = {"status": status or ("ok" if rc == 0 else f"exit {rc}"), "how": how,
-           "wall_s": round(time.perf_counter() - t0, 1), "stages": len(log), "of": sum(map(len, levels)), "ran": log,
-           "runs": {name: what_ran(repo / "runs" / name) for name in [*PIPELINE_VARIANTS, "dpo"]}}
+    out = {
+        "status": status or ("ok" if rc == 0 else f"exit {rc}"),
+        "how": how,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "stages": len(log),
+        "of": sum(map(len, levels)),
+        "ran": log,
+        "runs": {name: what_ran(repo / "runs" / name) for name in [*PIPELINE_VARIANTS, "dpo"]},
+    }
     if rc:  # the stage that stopped it, its command and the end of its output
         out["failed"] = next(d for d in log if d["rc"])
         print(f"[gpu_check] pipeline stopped at: {out['failed']['cmd']}\n{out['failed']['tail']}", flush=True)
@@ -80,11 +90,18 @@ def project(repo: Path, model: Path, tiny: bool = False) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["model"]["base"] = str(model)
     params["task"].update(val_size=16, test_size=16, max_new_tokens=16)
-    params["train_defaults"].update(max_steps=6, eval_steps=2, effective_batch=4, micro_batch=4, logging_steps=1,
-                                    warmup_steps_excluded=1)
+    params["train_defaults"].update(
+        max_steps=6, eval_steps=2, effective_batch=4, micro_batch=4, logging_steps=1, warmup_steps_excluded=1
+    )
     lm_eval = not missing("lm_eval") and not tiny
-    params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe=lm_eval, probe_limit=20,
-                          lm_eval="reuse" if lm_eval else "off", lm_eval_tasks=[])
+    params["eval"].update(
+        latency_requests=2,
+        bootstrap_resamples=200,
+        probe=lm_eval,
+        probe_limit=20,
+        lm_eval="reuse" if lm_eval else "off",
+        lm_eval_tasks=[],
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"] = PIPELINE_VARIANTS
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 5.0e-5, "max_steps": 4}}
@@ -101,17 +118,24 @@ def stage_levels(params: dict, py: str, jobs: int) -> list[list[str]]:
     own = [v for v in PIPELINE_VARIANTS if v not in shared]
     run = lambda stage, *names_: [f"{py} stages/{stage}.py {n}" for n in names_]
     # stages run together must not race to create the MLflow and Optuna databases (SQLite files): made first
-    prime = ("from bakeoff.core import runs, tracking; from bakeoff.core.config import load_params; "
-             "from bakeoff.search.study import storage_of, storage_url; p = load_params(); tracking._setup(p); "
-             "storage_of(storage_url(p, runs.work_dir('prime.tune')))")
-    return [[f"{py} stages/model.py models/base"], [f"{py} stages/data.py models/base data/prepared"],
-            *([[f'{py} -c "{prime}"']] if jobs > 1 else []), run("tune", *names, *own),
-            run("baseline", *names) + run("tune", *shared) + run("train", *own),
-            run("tune", "dpo") + run("train", *shared) + run("evaluate", *own),  # the longest first
-            run("evaluate", *shared) + run("train", "dpo"), run("evaluate", "dpo"),
-            # the export and the curve's points read the runs, not each other
-            run("curve", *[f"{a} 0.5" for a in params["curve"]["arms"]]) + [f"{py} stages/export.py exports"],
-            [f"{py} stages/compare.py reports"]]
+    prime = (
+        "from bakeoff.core import runs, tracking; from bakeoff.core.config import load_params; "
+        "from bakeoff.search.study import storage_of, storage_url; p = load_params(); tracking._setup(p); "
+        "storage_of(storage_url(p, runs.work_dir('prime.tune')))"
+    )
+    return [
+        [f"{py} stages/model.py models/base"],
+        [f"{py} stages/data.py models/base data/prepared"],
+        *([[f'{py} -c "{prime}"']] if jobs > 1 else []),
+        run("tune", *names, *own),
+        run("baseline", *names) + run("tune", *shared) + run("train", *own),
+        run("tune", "dpo") + run("train", *shared) + run("evaluate", *own),  # the longest first
+        run("evaluate", *shared) + run("train", "dpo"),
+        run("evaluate", "dpo"),
+        # the export and the curve's points read the runs, not each other
+        run("curve", *[f"{a} 0.5" for a in params["curve"]["arms"]]) + [f"{py} stages/export.py exports"],
+        [f"{py} stages/compare.py reports"],
+    ]
 
 
 def run_levels(levels: list[list[str]], repo: Path, env: dict, jobs: int, deadline: float) -> tuple:
@@ -122,8 +146,16 @@ def run_levels(levels: list[list[str]], repo: Path, env: dict, jobs: int, deadli
     def one(cmd: str) -> dict:
         t1 = time.perf_counter()
         try:
-            r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True,
-                               timeout=max(10, deadline - time.time()), check=False)
+            r = subprocess.run(
+                cmd,
+                shell=True,
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=max(10, deadline - time.time()),
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return {"cmd": cmd.replace(py, "python"), "rc": None, "s": round(time.perf_counter() - t1, 1)}
         got = {"cmd": cmd.replace(py, "python"), "rc": r.returncode, "s": round(time.perf_counter() - t1, 1)}
@@ -151,13 +183,20 @@ def run_levels(levels: list[list[str]], repo: Path, env: dict, jobs: int, deadli
 
 def what_ran(run: Path) -> dict:
     """What one arm's records say: its statuses, its search's trials, precision, attention, dtypes, peak, quality."""
-    train, ev, tuned = (json.loads(p.read_text()) if (p := run / f).exists() else {}
-                        for f in ("train.json", "eval.json", "tuned.json"))
+    train, ev, tuned = (
+        json.loads(p.read_text()) if (p := run / f).exists() else {} for f in ("train.json", "eval.json", "tuned.json")
+    )
     m = train.get("metrics") or {}
-    return {"train": train.get("status"), "eval": ev.get("status"),
-            "error": (train.get("error") or ev.get("error") or "").split("\n")[0][:200],
-            "trials": [t.get("state") for t in tuned.get("trials", [])],
-            "search": tuned.get("skipped") or tuned.get("values"),
-            "precision": m.get("precision"), "attention": (train.get("kernel_choice") or {}).get("attention"),
-            "dtypes": m.get("dtypes"), "evidence": m.get("backend_evidence"),
-            "peak_reserved_mb": m.get("train_peak_reserved_mb"), "quality": (ev.get("metrics") or {}).get("quality")}
+    return {
+        "train": train.get("status"),
+        "eval": ev.get("status"),
+        "error": (train.get("error") or ev.get("error") or "").split("\n")[0][:200],
+        "trials": [t.get("state") for t in tuned.get("trials", [])],
+        "search": tuned.get("skipped") or tuned.get("values"),
+        "precision": m.get("precision"),
+        "attention": (train.get("kernel_choice") or {}).get("attention"),
+        "dtypes": m.get("dtypes"),
+        "evidence": m.get("backend_evidence"),
+        "peak_reserved_mb": m.get("train_peak_reserved_mb"),
+        "quality": (ev.get("metrics") or {}).get("quality"),
+    }

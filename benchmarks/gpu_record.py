@@ -25,15 +25,16 @@ def rescore(res: dict) -> dict:
             if not r.get("measured_gb"):
                 continue
             r.setdefault("as_run", {"predicted_gb": r.get("predicted_gb"), "error_vs_model": r.get("error_vs_model")})
-            predicted = predict(SHAPES[shape], {k: v for k, v in r["setup"].items() if k in SETUP_FIELDS},
-                                r["context_mb"])
+            predicted = predict(
+                SHAPES[shape], {k: v for k, v in r["setup"].items() if k in SETUP_FIELDS}, r["context_mb"]
+            )
             r["predicted_gb"] = round(predicted, 2)
             r["error_vs_model"] = round((predicted - r["measured_gb"]) / r["measured_gb"], 3)
     return res
 
 
 # what the GPU run must show (README "On a GPU"); torchtune measured 7.4 GiB for Llama-3 8B QLoRA at 2 x 2048 packed
-GIB = 1024 ** 3 / 1e9  # measured_gb is in 1e9 bytes; the targets are in GiB
+GIB = 1024**3 / 1e9  # measured_gb is in 1e9 bytes; the targets are in GiB
 
 
 EXPECTED_NOT_OK = {"full_oom": "oom"}  # the pipeline's forced fault: its run must end `oom`
@@ -43,16 +44,22 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
     """Every target, printed as met or MISSED (``targets.exit()`` exits 1 on a miss). On CPU (``tiny``) the CUDA
     figures do not exist: what is checked there is that every part ran and every pipeline status is as expected
     (Unsloth skipped without CUDA)."""
-    failed = [p for p in ("env", "pipeline", "8b", "unsloth", "mfu", "profile") if p in res and
-              str(res[p].get("status", "")).startswith(("failed", "not run", "timeout"))]
+    failed = [
+        p
+        for p in ("env", "pipeline", "8b", "unsloth", "mfu", "profile")
+        if p in res and str(res[p].get("status", "")).startswith(("failed", "not run", "timeout"))
+    ]
     targets.at_most("parts_failed", len(failed), 0)
     if failed:
         for p in failed:
             print(f"  part {p}: {res[p].get('status')}")
     runs_ = (res.get("pipeline") or {}).get("runs") or {}
     allowed = {**EXPECTED_NOT_OK, **({"unsloth": "skipped"} if tiny else {})}
-    wrong = [n for n, r in runs_.items() if r.get("train") != allowed.get(n, "ok")
-             or (n not in allowed and r.get("eval") != "ok")]
+    wrong = [
+        n
+        for n, r in runs_.items()
+        if r.get("train") != allowed.get(n, "ok") or (n not in allowed and r.get("eval") != "ok")
+    ]
     if runs_:
         targets.at_most("pipeline_statuses_wrong", len(wrong), 0)
         for n in wrong:
@@ -73,8 +80,9 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
     for shape, rows_ in (("8b", eight), ("1b", one)):
         for name, r in rows_.items():
             if isinstance(r.get("error_vs_model"), (int, float)):
-                targets.at_most(f"sizing_error_{shape}_{name.replace(' ', '_')}", round(abs(r["error_vs_model"]), 3),
-                                0.10)
+                targets.at_most(
+                    f"sizing_error_{shape}_{name.replace(' ', '_')}", round(abs(r["error_vs_model"]), 3), 0.10
+                )
     for name, floor in (("full", 0.35), ("lora", 0.25)):
         if isinstance((one.get(name) or {}).get("mfu"), (int, float)):
             targets.at_least(f"mfu_1b_{name}", one[name]["mfu"], floor)
@@ -85,21 +93,29 @@ def check_targets(res: dict, targets: Targets, tiny: bool) -> None:
 
 
 def table(res: dict) -> str:
-    lines = [(f"{'part':<10} {'row':<24} {'status':<8} {'peak GB':>8} {'model GB':>8} {'err':>6} {'tok/s':>9} "
-             f"{'loss':>7} {'mfu':>6}  dtypes / notes")]
+    lines = [
+        (
+            f"{'part':<10} {'row':<24} {'status':<8} {'peak GB':>8} {'model GB':>8} {'err':>6} {'tok/s':>9} "
+            f"{'loss':>7} {'mfu':>6}  dtypes / notes"
+        )
+    ]
 
     def row(part, name, r):
         f = lambda k, fmt: format(r[k], fmt) if isinstance(r.get(k), (int, float)) else "-"
         dt = r.get("dtypes") or {}
         note = ", ".join(f"{k} {v}" for k, v in dt.items()) if dt else (r.get("error") or "")[:60]
-        lines.append(f"{part:<10} {name:<24} {str(r.get('status') or r.get('train'))[:8]:<8} "
-                     f"{f('measured_gb', '.2f'):>8} "
-                     f"{f('predicted_gb', '.2f'):>8} {f('error_vs_model', '+.0%'):>6} {f('tokens_per_s', ',.0f'):>9} "
-                     f"{f('loss_final', '.3f'):>7} {f('mfu', '.1%'):>6}  {note}")
+        lines.append(
+            f"{part:<10} {name:<24} {str(r.get('status') or r.get('train'))[:8]:<8} "
+            f"{f('measured_gb', '.2f'):>8} "
+            f"{f('predicted_gb', '.2f'):>8} {f('error_vs_model', '+.0%'):>6} {f('tokens_per_s', ',.0f'):>9} "
+            f"{f('loss_final', '.3f'):>7} {f('mfu', '.1%'):>6}  {note}"
+        )
 
     e = res.get("env", {})
-    lines.append(f"{'env':<10} {e.get('device', 'CPU')} cc {e.get('capability', '-')} bf16 native "
-                 f"{e.get('bf16_native', '-')} auto → {e.get('precision_auto')}")
+    lines.append(
+        f"{'env':<10} {e.get('device', 'CPU')} cc {e.get('capability', '-')} bf16 native "
+        f"{e.get('bf16_native', '-')} auto → {e.get('precision_auto')}"
+    )
     for part in ("pipeline", "8b", "unsloth", "mfu"):
         p = res.get(part) or {}
         if "rows" not in p and "runs" not in p:
@@ -112,8 +128,10 @@ def table(res: dict) -> str:
             lines.append(f"{'profile':<10} {name:<24} {str(r.get('status'))[:8]:<8} {r.get('error') or ''}")
             continue
         groups = ", ".join(f"{g} {x:.0%}" for g, x in list(r["groups"].items())[:5])
-        lines.append(f"{'profile':<10} {name:<24} {r['on']} busy {r['busy_s']:.3f} s of a {r['step_wall_s']:.3f} s "
-                     f"step ({r['busy_share']:.0%}): {groups}")
+        lines.append(
+            f"{'profile':<10} {name:<24} {r['on']} busy {r['busy_s']:.3f} s of a {r['step_wall_s']:.3f} s "
+            f"step ({r['busy_share']:.0%}): {groups}"
+        )
     return "\n".join(lines)
 
 
@@ -129,12 +147,17 @@ def sizing_figures(res: dict) -> dict:
     for name in ("full", "lora", "qlora"):
         r = (mfu.get("rows") or {}).get(name) or {}
         if peak and r.get("tokens_per_s") and r.get("flop_params"):
-            out["mfu"][name] = round(hfu(r["tokens_per_s"], r["flop_params"], name, peak,
-                                         bool(r.get("gradient_checkpointing"))), 2)
-    contexts = [r["context_mb"] for p in ("8b", "mfu", "unsloth")
-                for r in ((res.get(p) or {}).get("rows") or {}).values() if r.get("context_mb")]
+            out["mfu"][name] = round(
+                hfu(r["tokens_per_s"], r["flop_params"], name, peak, bool(r.get("gradient_checkpointing"))), 2
+            )
+    contexts = [
+        r["context_mb"]
+        for p in ("8b", "mfu", "unsloth")
+        for r in ((res.get(p) or {}).get("rows") or {}).values()
+        if r.get("context_mb")
+    ]
     if contexts:
-        out["cuda_overhead_gb"] = round(max(contexts) * 2 ** 20 / 1e9, 2)
+        out["cuda_overhead_gb"] = round(max(contexts) * 2**20 / 1e9, 2)
     return out
 
 
@@ -154,8 +177,13 @@ def merged(records: list[dict]) -> dict:
 
 def git_head() -> str | None:
     try:
-        r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                           timeout=10, check=False)
+        r = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except OSError:
         return None
     return r.stdout.strip() or None

@@ -21,14 +21,42 @@ TOKENIZER = ROOT / "benchmarks" / "tokenizer"  # the default model's tokenizer (
 
 
 SHAPES = {  # name → (LlamaConfig fields, the bakeoff.decide.memory.Shape fields they are)
-    "8b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False},
-    "1b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": True},
-    "pipeline": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
-                     "num_key_value_heads": 2, "vocab_size": 49152, "tie_word_embeddings": True},
-    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-                 "num_key_value_heads": 2, "vocab_size": 49152, "tie_word_embeddings": True},
+    "8b": {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    },
+    "1b": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+    },
+    "pipeline": {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+    },
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+    },
 }
 
 
@@ -64,8 +92,13 @@ def make_model(shape: str, out: Path) -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(ensure_tokenizer())
-    config = LlamaConfig(**SHAPES[shape], max_position_embeddings=4096, bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        **SHAPES[shape],
+        max_position_embeddings=4096,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
@@ -95,13 +128,14 @@ def rows(n: int, tokens: int) -> list:
     out = []
     for i in range(n):
         start = (i * 97) % max(1, len(ids) - tokens)
-        prompt = tok.decode(ids[start:start + max(8, tokens - 48)])
-        out.append(Example([{"role": "user", "content": prompt}], tok.decode(ids[start + 5:start + 37]), id=i))
+        prompt = tok.decode(ids[start : start + max(8, tokens - 48)])
+        out.append(Example([{"role": "user", "content": prompt}], tok.decode(ids[start + 5 : start + 37]), id=i))
     return out
 
 
-def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch: int, seq: int, steps: int,
-         out: Path) -> dict:
+def step(
+    model_dir: Path, technique: str, backend: str, extra: dict, micro_batch: int, seq: int, steps: int, out: Path
+) -> dict:
     """``steps`` optimizer steps of ``technique`` through the pipeline's own ``train`` (its trainer, kernels,
     optimizer and measurement); the record's figures, the CUDA context and the memory model's prediction."""
     if backend == "unsloth":
@@ -124,7 +158,7 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
         torch.cuda.init()
         torch.zeros(1, device="cuda")
         free, total = torch.cuda.mem_get_info()
-        context_mb = round((total - free - torch.cuda.memory_reserved()) / 2 ** 20, 1)
+        context_mb = round((total - free - torch.cuda.memory_reserved()) / 2**20, 1)
     precision = resolve_precision("auto")
     tech = get_technique(technique)
     extra = dict(extra)
@@ -134,33 +168,67 @@ def step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch
         from step_profile import profiled_step
 
         callbacks = [profiled_step(steps - 1, cuda=cuda())]
-    t = TrainConfig(max_steps=steps, effective_batch=micro_batch, micro_batch=micro_batch, lr=1e-4,
-                    max_seq_len=seq, precision=precision, eval_steps=0, early_stopping_patience=0,
-                    logging_steps=1, warmup_steps_excluded=min(2, steps - 1), seed=0, **extra)
+    t = TrainConfig(
+        max_steps=steps,
+        effective_batch=micro_batch,
+        micro_batch=micro_batch,
+        lr=1e-4,
+        max_seq_len=seq,
+        precision=precision,
+        eval_steps=0,
+        early_stopping_patience=0,
+        logging_steps=1,
+        warmup_steps_excluded=min(2, steps - 1),
+        seed=0,
+        **extra,
+    )
     v = VariantConfig(name=technique, technique=technique, train=t, backend=backend, options=dict(tech.defaults))
     batch = rows(micro_batch * steps, seq)
-    record = guarded({}, lambda: train(Job(tech, v, model_dir, out / "model", precision, out / "work"), batch,
-                                       extra_callbacks=callbacks))
+    record = guarded(
+        {},
+        lambda: train(
+            Job(tech, v, model_dir, out / "model", precision, out / "work"), batch, extra_callbacks=callbacks
+        ),
+    )
     m = record.get("metrics") or {}
     cfg = json.loads((model_dir / "config.json").read_text())
     shape = Shape.from_config("run", cfg)
     tok = AutoTokenizer.from_pretrained(model_dir)
     labelled = (m.get("kernel_choice") or {}).get("loss_logits") == "labelled"
     labels, chunked = logits_held(labelled, max(answer_tokens(tok, e) for e in batch), cuda(), backend)
-    setup = {"technique": technique, "precision": precision, "optimizer": v.train.optimizer,
-             "gradient_checkpointing": bool(v.train.gradient_checkpointing), "micro_batch": micro_batch,
-             "seq_len": seq, "label_tokens": labels, "chunked_logits": chunked}
+    setup = {
+        "technique": technique,
+        "precision": precision,
+        "optimizer": v.train.optimizer,
+        "gradient_checkpointing": bool(v.train.gradient_checkpointing),
+        "micro_batch": micro_batch,
+        "seq_len": seq,
+        "label_tokens": labels,
+        "chunked_logits": chunked,
+    }
     predicted = predict(cfg, setup, context_mb)
-    measured = ((m.get("train_peak_reserved_mb") or 0) + (context_mb or 0)) * 2 ** 20 / GB if cuda() else None
-    return {"status": record["status"], "error": (record.get("error") or "").split("\n")[0][:300], "setup": setup,
-            "precision": precision, "gradient_checkpointing": bool(v.train.gradient_checkpointing),
-            "tokens_per_s": m.get("train_tokens_per_s"), "loss_final": m.get("train_loss_final"),
-            "peak_reserved_mb": m.get("train_peak_reserved_mb"), "peak_allocated_mb": m.get("train_peak_allocated_mb"),
-            "peak_rss_mb": m.get("train_peak_rss_mb"), "context_mb": context_mb,
-            "measured_gb": round(measured, 2) if measured else None, "predicted_gb": round(predicted, 2),
-            "error_vs_model": round((predicted - measured) / measured, 3) if measured else None,
-            "dtypes": m.get("dtypes"), "kernels": m.get("kernels"), "flop_params": shape.flop_params,
-            "evidence": m.get("backend_evidence"), **({"profile": profile_summary(callbacks[0])} if profile else {})}
+    measured = ((m.get("train_peak_reserved_mb") or 0) + (context_mb or 0)) * 2**20 / GB if cuda() else None
+    return {
+        "status": record["status"],
+        "error": (record.get("error") or "").split("\n")[0][:300],
+        "setup": setup,
+        "precision": precision,
+        "gradient_checkpointing": bool(v.train.gradient_checkpointing),
+        "tokens_per_s": m.get("train_tokens_per_s"),
+        "loss_final": m.get("train_loss_final"),
+        "peak_reserved_mb": m.get("train_peak_reserved_mb"),
+        "peak_allocated_mb": m.get("train_peak_allocated_mb"),
+        "peak_rss_mb": m.get("train_peak_rss_mb"),
+        "context_mb": context_mb,
+        "measured_gb": round(measured, 2) if measured else None,
+        "predicted_gb": round(predicted, 2),
+        "error_vs_model": round((predicted - measured) / measured, 3) if measured else None,
+        "dtypes": m.get("dtypes"),
+        "kernels": m.get("kernels"),
+        "flop_params": shape.flop_params,
+        "evidence": m.get("backend_evidence"),
+        **({"profile": profile_summary(callbacks[0])} if profile else {}),
+    }
 
 
 def profile_summary(cb) -> dict:
@@ -172,9 +240,14 @@ def profile_summary(cb) -> dict:
     if cb.prof is None:
         return {"status": "no step profiled"}
     got = step_summary(cb)
-    return {"on": got["on"], "step_wall_s": round(cb.wall_s, 4), "busy_s": round(got["busy_s"], 4),
-            "busy_share": round(got["busy_s"] / cb.wall_s, 3), "groups": got["groups"],
-            "top": [{"name": e["name"][:80], "s": round(e["s"], 4), "calls": e["calls"]} for e in got["top"]]}
+    return {
+        "on": got["on"],
+        "step_wall_s": round(cb.wall_s, 4),
+        "busy_s": round(got["busy_s"], 4),
+        "busy_share": round(got["busy_s"] / cb.wall_s, 3),
+        "groups": got["groups"],
+        "top": [{"name": e["name"][:80], "s": round(e["s"], 4), "calls": e["calls"]} for e in got["top"]],
+    }
 
 
 def predict(config: dict, setup: dict, context_mb: float | None) -> float:
@@ -183,18 +256,52 @@ def predict(config: dict, setup: dict, context_mb: float | None) -> float:
     from bakeoff.decide.memory import GB, Setup, Shape, estimate
 
     shape = Shape.from_config("run", config)
-    return estimate(shape, Setup(**setup), overhead_bytes=(context_mb or 0) * 2 ** 20).total / GB
+    return estimate(shape, Setup(**setup), overhead_bytes=(context_mb or 0) * 2**20).total / GB
 
 
-SETUP_FIELDS = ("technique", "precision", "optimizer", "gradient_checkpointing", "micro_batch", "seq_len",
-                "label_tokens", "chunked_logits")
+SETUP_FIELDS = (
+    "technique",
+    "precision",
+    "optimizer",
+    "gradient_checkpointing",
+    "micro_batch",
+    "seq_len",
+    "label_tokens",
+    "chunked_logits",
+)
 
 
-def sub_step(model_dir: Path, technique: str, backend: str, extra: dict, micro_batch: int, seq: int, steps: int,
-             work: Path, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--model", str(model_dir), "--technique", technique, "--backend",
-           backend, "--extra", json.dumps(extra), "--micro-batch", str(micro_batch), "--seq", str(seq),
-           "--steps", str(steps), "--work", str(work)]
+def sub_step(
+    model_dir: Path,
+    technique: str,
+    backend: str,
+    extra: dict,
+    micro_batch: int,
+    seq: int,
+    steps: int,
+    work: Path,
+    timeout: float,
+) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--model",
+        str(model_dir),
+        "--technique",
+        technique,
+        "--backend",
+        backend,
+        "--extra",
+        json.dumps(extra),
+        "--micro-batch",
+        str(micro_batch),
+        "--seq",
+        str(seq),
+        "--steps",
+        str(steps),
+        "--work",
+        str(work),
+    ]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10, timeout), check=False)
     except subprocess.TimeoutExpired:
@@ -202,7 +309,7 @@ def sub_step(model_dir: Path, technique: str, backend: str, extra: dict, micro_b
     line = next((x for x in reversed(r.stdout.splitlines()) if x.startswith("RESULT ")), None)
     if line is None:
         return {"status": "crashed", "error": (r.stderr or r.stdout)[-600:]}
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -213,8 +320,16 @@ def main() -> None:
     for k in ("--micro-batch", "--seq", "--steps"):
         ap.add_argument(k, type=int, required=True)
     args = ap.parse_args()
-    got = step(Path(args.model), args.technique, args.backend, json.loads(args.extra), args.micro_batch, args.seq,
-               args.steps, Path(args.work))
+    got = step(
+        Path(args.model),
+        args.technique,
+        args.backend,
+        json.loads(args.extra),
+        args.micro_batch,
+        args.seq,
+        args.steps,
+        Path(args.work),
+    )
     print("RESULT " + json.dumps(got))
 
 

@@ -29,8 +29,9 @@ from targets import add_argument as add_target_argument
 def dvc(*args: str) -> tuple[str, float]:
     here = Path(sys.executable).parent / "dvc"  # the environment's dvc, whether or not it is on PATH
     t0 = time.perf_counter()
-    r = subprocess.run([str(here) if here.exists() else "dvc", *args], cwd=ROOT, capture_output=True, text=True,
-                       check=False)
+    r = subprocess.run(
+        [str(here) if here.exists() else "dvc", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - t0
     if r.returncode:
         raise SystemExit(f"dvc {' '.join(args)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
@@ -88,10 +89,19 @@ def main() -> None:
     name = path[1]
     params = load_params(params_file)
     children = [n for n, v in params.variants.items() if v.parent == name]
-    expect = sorted([f"train@{name}", f"evaluate@{name}", "compare"]
-                    + [f"train_from@{c}" for c in children] + [f"evaluate_from@{c}" for c in children])
-    result = {"noop_repro_s": round(noop_s, 2), "noop_stages_run": noop_ran, "edit": args.edit,
-              "stages_rerun": would, "expected": expect, "exact": would == expect}
+    expect = sorted(
+        [f"train@{name}", f"evaluate@{name}", "compare"]
+        + [f"train_from@{c}" for c in children]
+        + [f"evaluate_from@{c}" for c in children]
+    )
+    result = {
+        "noop_repro_s": round(noop_s, 2),
+        "noop_stages_run": noop_ran,
+        "edit": args.edit,
+        "stages_rerun": would,
+        "expected": expect,
+        "exact": would == expect,
+    }
     o = Path(args.out)
     o.parent.mkdir(parents=True, exist_ok=True)
     o.write_text(json.dumps(result, indent=2))

@@ -55,15 +55,17 @@ def main() -> None:
     params = load_params(ROOT / "params.yaml")
     precision = resolve_precision(params.eval.dtype)
     tok, model = load_tokenizer(args.model), load_for_eval(args.model, None, precision)
-    rows = [Example([{"role": "user", "content": r["prompt"]}], r["completion"], id=i)
-            for i, r in enumerate(make_intents.rows())]
+    rows = [
+        Example([{"role": "user", "content": r["prompt"]}], r["completion"], id=i)
+        for i, r in enumerate(make_intents.rows())
+    ]
     labels = make_intents.labels()
-    test, train = rows[-args.items:], rows[:-args.items]
+    test, train = rows[-args.items :], rows[: -args.items]
     results = []
     for shots in [int(s) for s in args.shots.split(",")]:
         prompts = [few_shot_messages(e, train[:shots]) for e in test]
         mean_len = sum(len(encode(tok, render_prompt(tok, p))) for p in prompts) / len(prompts)
-        choose_labels(model, tok, prompts[:1], labels[:2])                           # warm-up, untimed
+        choose_labels(model, tok, prompts[:1], labels[:2])  # warm-up, untimed
         t0 = time.perf_counter()
         s_table = label_scores(model, tok, prompts, labels, desc=f"{shots}-shot shared prompt")
         t_shared = (time.perf_counter() - t0) / len(prompts)
@@ -74,33 +76,60 @@ def main() -> None:
         pick = lambda row: max(range(len(labels)), key=lambda j: (row[j], -j))  # choose_labels' rule
         shared, full = [labels[pick(r)] for r in s_table], [labels[pick(r)] for r in f_table]
         same = sum(a == b for a, b in zip(shared, full))
-        differing = [{"item": i, "shared_choice": labels[a], "full_choice": labels[b],
-                      "shared_margin": round(s_table[i][a] - s_table[i][b], 4),
-                      "full_margin": round(f_table[i][b] - f_table[i][a], 4)}
-                     for i in range(n) if (a := pick(s_table[i])) != (b := pick(f_table[i]))]
+        differing = [
+            {
+                "item": i,
+                "shared_choice": labels[a],
+                "full_choice": labels[b],
+                "shared_margin": round(s_table[i][a] - s_table[i][b], 4),
+                "full_margin": round(f_table[i][b] - f_table[i][a], 4),
+            }
+            for i in range(n)
+            if (a := pick(s_table[i])) != (b := pick(f_table[i]))
+        ]
         ties = sum(abs(d["shared_margin"]) <= TIE_NATS and abs(d["full_margin"]) <= TIE_NATS for d in differing)
         acc = sum(c == e.completion for c, e in zip(shared, test)) / len(test)
-        results.append({"shots": shots, "labels": len(labels), "items_shared": len(prompts), "items_full": n,
-                        "prompt_tokens_mean": round(mean_len, 1), "shared_s_per_item": round(t_shared, 4),
-                        "full_s_per_item": round(t_full, 4), "speedup": round(t_full / t_shared, 2),
-                        "identical": same, "ties_within_rounding": ties, "differing": differing,
-                        "accuracy_shared": round(acc, 4), "precision": precision})
-        print(f"{shots}-shot: full {t_full:.2f} s/item, shared {t_shared:.3f} s/item ({t_full / t_shared:.1f}×), "
-              f"{same}/{n} identical, {ties} of the {n - same} others ties within {TIE_NATS} nats", flush=True)
+        results.append(
+            {
+                "shots": shots,
+                "labels": len(labels),
+                "items_shared": len(prompts),
+                "items_full": n,
+                "prompt_tokens_mean": round(mean_len, 1),
+                "shared_s_per_item": round(t_shared, 4),
+                "full_s_per_item": round(t_full, 4),
+                "speedup": round(t_full / t_shared, 2),
+                "identical": same,
+                "ties_within_rounding": ties,
+                "differing": differing,
+                "accuracy_shared": round(acc, 4),
+                "precision": precision,
+            }
+        )
+        print(
+            f"{shots}-shot: full {t_full:.2f} s/item, shared {t_shared:.3f} s/item ({t_full / t_shared:.1f}×), "
+            f"{same}/{n} identical, {ties} of the {n - same} others ties within {TIE_NATS} nats",
+            flush=True,
+        )
 
     print(f"\n## Label choice, {len(labels)} labels, {args.items} test items ({precision}, this machine)\n")
-    print("| shots | prompt tokens | full sequences s/item | shared prompt s/item | speed-up | identical choices "
-          f"| others: ties within {TIE_NATS} nats | accuracy |")
+    print(
+        "| shots | prompt tokens | full sequences s/item | shared prompt s/item | speed-up | identical choices "
+        f"| others: ties within {TIE_NATS} nats | accuracy |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['shots']} | {r['prompt_tokens_mean']:.0f} | {r['full_s_per_item']:.2f} | "
-              f"{r['shared_s_per_item']:.3f} | **{r['speedup']:.1f}×** | {r['identical']}/{r['items_full']} | "
-              f"{r['ties_within_rounding']}/{r['items_full'] - r['identical']} | {r['accuracy_shared']:.1%} |")
+        print(
+            f"| {r['shots']} | {r['prompt_tokens_mean']:.0f} | {r['full_s_per_item']:.2f} | "
+            f"{r['shared_s_per_item']:.3f} | **{r['speedup']:.1f}×** | {r['identical']}/{r['items_full']} | "
+            f"{r['ties_within_rounding']}/{r['items_full'] - r['identical']} | {r['accuracy_shared']:.1%} |"
+        )
     print()
     for r in results:
         targets.at_least(f"speedup_{r['shots']}_shot", r["speedup"], 10.0)
-        targets.equal(f"identical_or_tie_{r['shots']}_shot", r["identical"] + r["ties_within_rounding"],
-                      r["items_full"])
+        targets.equal(
+            f"identical_or_tie_{r['shots']}_shot", r["identical"] + r["ties_within_rounding"], r["items_full"]
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"results": results, "targets": targets.results}, indent=2))

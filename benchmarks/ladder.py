@@ -30,35 +30,55 @@ def main() -> None:
     for name in params.variants:
         path = ROOT / "runs" / name / "train.json"
         records[name] = json.loads(path.read_text()) if path.exists() else {"status": "missing"}
-    calib = calibration(params, json.loads((ROOT / "models" / "base" / "config.json").read_text())
-                        if (ROOT / "models" / "base" / "config.json").exists()
-                        else json.loads((ROOT / "tests" / "data" / "smollm2_135m_config.json").read_text()), records)
+    calib = calibration(
+        params,
+        json.loads((ROOT / "models" / "base" / "config.json").read_text())
+        if (ROOT / "models" / "base" / "config.json").exists()
+        else json.loads((ROOT / "tests" / "data" / "smollm2_135m_config.json").read_text()),
+        records,
+    )
     predicted = {r["variant"]: r for r in calib["rows"]}
     rows = []
     for name, rec in records.items():
         m = rec.get("metrics") or {}
         p = predicted.get(name, {})
-        rows.append({"variant": name, "status": rec.get("status"), "technique": rec.get("technique"),
-                     "train_tokens_per_s": m.get("train_tokens_per_s"),
-                     "train_step_s_median": m.get("train_step_s_median"),
-                     "train_peak_rss_mb": m.get("train_peak_rss_mb"), "measured_gb": p.get("measured_gb"),
-                     "predicted_gb": p.get("predicted_gb"), "error": p.get("error"),
-                     "micro_batch": m.get("micro_batch"), "padding_share": m.get("padding_share")})
+        rows.append(
+            {
+                "variant": name,
+                "status": rec.get("status"),
+                "technique": rec.get("technique"),
+                "train_tokens_per_s": m.get("train_tokens_per_s"),
+                "train_step_s_median": m.get("train_step_s_median"),
+                "train_peak_rss_mb": m.get("train_peak_rss_mb"),
+                "measured_gb": p.get("measured_gb"),
+                "predicted_gb": p.get("predicted_gb"),
+                "error": p.get("error"),
+                "micro_batch": m.get("micro_batch"),
+                "padding_share": m.get("padding_share"),
+            }
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"overhead_gb": calib["overhead_gb"], "mean_abs_error": calib["mean_abs_error"],
-                               "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"overhead_gb": calib["overhead_gb"], "mean_abs_error": calib["mean_abs_error"], "rows": rows}, indent=2
+        )
+    )
     fmt = lambda v, f: "–" if v is None else f.format(v)
     print("\n## CPU ladder (default model, measured by the last `dvc repro`)\n")
     print("| variant | status | train tok/s | step s | peak RSS GB | model predicts GB | error | padding |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['status']} | {fmt(r['train_tokens_per_s'], '{:.0f}')} | "
-              f"{fmt(r['train_step_s_median'], '{:.2f}')} | {fmt(r['measured_gb'], '{:.2f}')} | "
-              f"{fmt(r['predicted_gb'], '{:.2f}')} | {fmt(r['error'], '{:+.1%}')} | "
-              f"{fmt(r['padding_share'], '{:.1%}')} |")
-    print(f"\nfitted overhead {calib['overhead_gb']} GB; mean absolute error "
-          f"{fmt(calib['mean_abs_error'], '{:.1%}')}\nwrote {out}")
+        print(
+            f"| {r['variant']} | {r['status']} | {fmt(r['train_tokens_per_s'], '{:.0f}')} | "
+            f"{fmt(r['train_step_s_median'], '{:.2f}')} | {fmt(r['measured_gb'], '{:.2f}')} | "
+            f"{fmt(r['predicted_gb'], '{:.2f}')} | {fmt(r['error'], '{:+.1%}')} | "
+            f"{fmt(r['padding_share'], '{:.1%}')} |"
+        )
+    print(
+        f"\nfitted overhead {calib['overhead_gb']} GB; mean absolute error "
+        f"{fmt(calib['mean_abs_error'], '{:.1%}')}\nwrote {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for micro in sorted({x.train.micro_batch for x in params.variants.values() if x.technique != "dpo"}):
             for batching in ("padded", "group_by_length"):
-                vv = replace(v, train=replace(v.train, micro_batch=micro, effective_batch=max(micro,
-                                                                                              v.train.effective_batch),
-                                              batching=batching))
+                vv = replace(
+                    v,
+                    train=replace(
+                        v.train,
+                        micro_batch=micro,
+                        effective_batch=max(micro, v.train.effective_batch),
+                        batching=batching,
+                    ),
+                )
                 r = share(vv, ROOT / "models" / "base", rows, "fp32", Path(tmp))
                 results.append({"micro_batch": micro, "batching": batching, **r})
                 print(f"micro-batch {micro}, {batching}: padding {r['padding_share']:.2%}", flush=True)
@@ -68,10 +74,13 @@ def main() -> None:
     print(f"\n## Padding during training ({len(rows)} training rows, one epoch)\n")
     print("| micro-batch | batching | padding share | non-padding tokens | computed tokens |\n|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['micro_batch']} | {r['batching']} | {r['padding_share']:.2%} | {r['tokens']:,} | "
-              f"{r['computed']:,} |")
-    print(f"\ndefault (micro-batch {default['micro_batch']}, {default['batching']}): {default['padding_share']:.2%} "
-          f"(one epoch: a count, not a timing, so it has no spread)\nwrote {out}")
+        print(
+            f"| {r['micro_batch']} | {r['batching']} | {r['padding_share']:.2%} | {r['tokens']:,} | {r['computed']:,} |"
+        )
+    print(
+        f"\ndefault (micro-batch {default['micro_batch']}, {default['batching']}): {default['padding_share']:.2%} "
+        f"(one epoch: a count, not a timing, so it has no spread)\nwrote {out}"
+    )
     targets.at_most("default_padding_share", round(default["padding_share"], 4), 0.10)
     targets.exit()
 

@@ -61,13 +61,29 @@ def main() -> None:
     bf16 = torch.cuda.is_available() or native_bf16()
     tok = AutoTokenizer.from_pretrained(a.base)
     budget = max(len(tok(label, add_special_tokens=False)["input_ids"]) for _, label in train) + 2
-    ds = Dataset.from_list([{"prompt": [{"role": "user", "content": q}],
-                             "completion": [{"role": "assistant", "content": label}]} for q, label in train])
+    ds = Dataset.from_list(
+        [
+            {"prompt": [{"role": "user", "content": q}], "completion": [{"role": "assistant", "content": label}]}
+            for q, label in train
+        ]
+    )
     model = AutoModelForCausalLM.from_pretrained(a.base, dtype=torch.float32)
-    cfg = SFTConfig(output_dir=tempfile.mkdtemp(), max_steps=a.steps, per_device_train_batch_size=a.batch,
-                    learning_rate=a.lr, lr_scheduler_type="linear", warmup_steps=round(0.05 * a.steps), bf16=bf16,
-                    use_cpu=not torch.cuda.is_available(), logging_steps=10, save_strategy="no", report_to=[],
-                    seed=0, max_length=256, completion_only_loss=True)
+    cfg = SFTConfig(
+        output_dir=tempfile.mkdtemp(),
+        max_steps=a.steps,
+        per_device_train_batch_size=a.batch,
+        learning_rate=a.lr,
+        lr_scheduler_type="linear",
+        warmup_steps=round(0.05 * a.steps),
+        bf16=bf16,
+        use_cpu=not torch.cuda.is_available(),
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        max_length=256,
+        completion_only_loss=True,
+    )
     lora = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, peft_config=lora)
     t0 = time.perf_counter()
@@ -78,21 +94,36 @@ def main() -> None:
     tok.padding_side = "left"
     answers = []
     for i in range(0, len(test), 16):
-        batch = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-                 for q, _ in test[i:i + 16]]
+        batch = [
+            tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            for q, _ in test[i : i + 16]
+        ]
         enc = tok(batch, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             out = model.generate(**enc, max_new_tokens=budget, do_sample=False, pad_token_id=tok.pad_token_id)
-        answers += tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        answers += tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     right = sum(ans.strip().lower() == label.strip().lower() for ans, (_, label) in zip(answers, test))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    rec = {"task": "clinc150", "train_rows": len(train), "test_rows": len(test),
-           "labels": len({label for _, label in train}),
-           "recipe": {"technique": "lora (TRL SFTTrainer + PEFT, by hand)", "r": 16, "alpha": 32, "lr": a.lr,
-                      "steps": a.steps, "batch": a.batch, "schedule": "linear, 5% warm-up",
-                      "precision": "bf16" if bf16 else "fp32"},
-           "test_accuracy": round(right / len(test), 4), "train_s": round(train_s, 1),
-           "train_loss_first_last": [losses[0], losses[-1]] if losses else None, "cpu": _cpu()}
+    rec = {
+        "task": "clinc150",
+        "train_rows": len(train),
+        "test_rows": len(test),
+        "labels": len({label for _, label in train}),
+        "recipe": {
+            "technique": "lora (TRL SFTTrainer + PEFT, by hand)",
+            "r": 16,
+            "alpha": 32,
+            "lr": a.lr,
+            "steps": a.steps,
+            "batch": a.batch,
+            "schedule": "linear, 5% warm-up",
+            "precision": "bf16" if bf16 else "fp32",
+        },
+        "test_accuracy": round(right / len(test), 4),
+        "train_s": round(train_s, 1),
+        "train_loss_first_last": [losses[0], losses[-1]] if losses else None,
+        "cpu": _cpu(),
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(rec, indent=2) + "\n")
     print(json.dumps(rec, indent=2))

@@ -38,14 +38,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 GROUPS = [  # first match wins; op names as torch.profiler reports them (and CUDA kernels' names)
-    ("attention", (r"scaled_dot_product|flash_attention|_efficient_attention|softmax_backward_data|aten::_softmax\b"
-                   r"|flash_fwd|flash_bwd|fmha|cutlass::.*[Aa]ttention|cudnn.*sdpa")),
+    (
+        "attention",
+        (
+            r"scaled_dot_product|flash_attention|_efficient_attention|softmax_backward_data|aten::_softmax\b"
+            r"|flash_fwd|flash_bwd|fmha|cutlass::.*[Aa]ttention|cudnn.*sdpa"
+        ),
+    ),
     ("loss", r"log_softmax|nll_loss|cross_entropy|logsumexp|_chunked_logprob|logprob"),
     ("matmul", r"aten::(mm|addmm|bmm|matmul|linear|baddbmm)\b|mkldnn|onednn|gemm|xmma|cublas|nvjet|sm90_|cutlass"),
     ("optimizer", r"adam|_foreach_|lerp|addcdiv|addcmul|clip_grad|aten::sqrt|zero_|multi_tensor_apply"),
     ("copies", r"aten::(copy_|_to_copy|to|contiguous|clone|empty_like|_copy_from)\b|[Mm]emcpy|[Mm]emset|copy_kernel"),
-    ("elementwise", (r"aten::(mul|add|sub|div|neg|pow|rsqrt|silu|sigmoid|mean|sum|cat|where|exp|tanh|gelu|"
-                    r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)|elementwise_kernel|reduce_kernel")),
+    (
+        "elementwise",
+        (
+            r"aten::(mul|add|sub|div|neg|pow|rsqrt|silu|sigmoid|mean|sum|cat|where|exp|tanh|gelu|"
+            r"masked_fill|fill_|add_|mul_|div_|silu_backward|threshold)|elementwise_kernel|reduce_kernel"
+        ),
+    ),
 ]
 
 
@@ -93,21 +103,37 @@ def profile_variant(params, name: str, steps: int, work: Path) -> dict:
     from bakeoff.train.trainer import Job, train
 
     v = params.variant(name)
-    v = replace(v, train=replace(v.train, max_steps=steps, warmup_steps_excluded=steps - 1, eval_steps=0,
-                                 checkpoint_steps=0, logging_steps=1))
+    v = replace(
+        v,
+        train=replace(
+            v.train, max_steps=steps, warmup_steps_excluded=steps - 1, eval_steps=0, checkpoint_steps=0, logging_steps=1
+        ),
+    )
     technique = get_technique(v.technique)
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
     cb = profiled_step(steps - 1)
     precision = resolve_precision(v.train.precision)
-    rec = train(Job(technique, v, ROOT / "models" / "base", work / name / "out", precision, work / name / "tmp"),
-                rows, extra_callbacks=[cb])
+    rec = train(
+        Job(technique, v, ROOT / "models" / "base", work / name / "out", precision, work / name / "tmp"),
+        rows,
+        extra_callbacks=[cb],
+    )
     got = step_summary(cb, top=12)
-    return {"variant": name, "technique": v.technique, "precision": precision, "micro_batch": v.train.micro_batch,
-            "grad_accum": v.train.grad_accum, "step_wall_s": round(cb.wall_s, 2),
-            "train_tokens_per_s": rec.get("train_tokens_per_s"), "cpu_s": round(got["busy_s"], 2),
-            "groups": got["groups"],
-            "top_ops": [{"op": e["name"], "self_cpu_s": round(e["s"], 3), "calls": e["calls"], "share": e["share"]}
-                        for e in got["top"]]}
+    return {
+        "variant": name,
+        "technique": v.technique,
+        "precision": precision,
+        "micro_batch": v.train.micro_batch,
+        "grad_accum": v.train.grad_accum,
+        "step_wall_s": round(cb.wall_s, 2),
+        "train_tokens_per_s": rec.get("train_tokens_per_s"),
+        "cpu_s": round(got["busy_s"], 2),
+        "groups": got["groups"],
+        "top_ops": [
+            {"op": e["name"], "self_cpu_s": round(e["s"], 3), "calls": e["calls"], "share": e["share"]}
+            for e in got["top"]
+        ],
+    }
 
 
 def step_summary(cb, top: int = 10) -> dict:
@@ -120,10 +146,15 @@ def step_summary(cb, top: int = 10) -> dict:
     groups: dict[str, float] = {}
     for e in events:
         groups[group_of(e.key)] = groups.get(group_of(e.key), 0.0) + t(e)
-    return {"on": "GPU kernels" if gpu else "CPU ops", "busy_s": total / 1e6,
-            "groups": {k: round(x / total, 4) for k, x in sorted(groups.items(), key=lambda kv: -kv[1])},
-            "top": [{"name": e.key, "s": t(e) / 1e6, "calls": e.count, "share": round(t(e) / total, 4)}
-                    for e in sorted(events, key=lambda e: -t(e))[:top]]}
+    return {
+        "on": "GPU kernels" if gpu else "CPU ops",
+        "busy_s": total / 1e6,
+        "groups": {k: round(x / total, 4) for k, x in sorted(groups.items(), key=lambda kv: -kv[1])},
+        "top": [
+            {"name": e.key, "s": t(e) / 1e6, "calls": e.count, "share": round(t(e) / total, 4)}
+            for e in sorted(events, key=lambda e: -t(e))[:top]
+        ],
+    }
 
 
 BEFORE = {"attention": "sdpa", "loss_logits": "all", "adapter_input_cast": True, "optimizer": "adamw_torch"}
@@ -140,17 +171,38 @@ def timed_run(params, name: str, steps: int, work: Path, before: bool, choice: d
 
     v = params.variant(name)
     choice = choice or (dict(BEFORE) if before else None)
-    t = replace(v.train, max_steps=steps, eval_steps=0, checkpoint_steps=0, logging_steps=1,
-                **({"optimizer": choice["optimizer"]} if choice else {}))
+    t = replace(
+        v.train,
+        max_steps=steps,
+        eval_steps=0,
+        checkpoint_steps=0,
+        logging_steps=1,
+        **({"optimizer": choice["optimizer"]} if choice else {}),
+    )
     v = replace(v, train=t)
     rows = load_examples(ROOT / "data" / "prepared" / "train.jsonl")
     side = "before" if before else "after" if choice is None else "floor"
     out = work / f"{name}-{side}"
-    rec = train(Job(get_technique(v.technique), v, ROOT / "models" / "base", out / "model",
-                    resolve_precision(t.precision), out / "tmp", kernel_choice=choice), rows)
-    return {"side": side, "kernels": rec["kernels"], "train_tokens_per_s": rec["train_tokens_per_s"],
-            "train_step_s_median": rec["train_step_s_median"], "losses": [h["loss"] for h in rec["history"]],
-            "model": str(out / "model")}
+    rec = train(
+        Job(
+            get_technique(v.technique),
+            v,
+            ROOT / "models" / "base",
+            out / "model",
+            resolve_precision(t.precision),
+            out / "tmp",
+            kernel_choice=choice,
+        ),
+        rows,
+    )
+    return {
+        "side": side,
+        "kernels": rec["kernels"],
+        "train_tokens_per_s": rec["train_tokens_per_s"],
+        "train_step_s_median": rec["train_step_s_median"],
+        "losses": [h["loss"] for h in rec["history"]],
+        "model": str(out / "model"),
+    }
 
 
 def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
@@ -162,8 +214,11 @@ def answers(params, model_dir: str, attention: str) -> tuple[list[str], float]:
 
     precision = resolve_precision(params.eval.dtype)
     is_adapter = (Path(model_dir) / "adapter_config.json").exists()
-    model = load_for_eval(ROOT / "models" / "base", model_dir if is_adapter else None, precision) if is_adapter \
+    model = (
+        load_for_eval(ROOT / "models" / "base", model_dir if is_adapter else None, precision)
+        if is_adapter
         else load_for_eval(model_dir, None, precision)
+    )
     model.set_attn_implementation(attention)
     tok = load_tokenizer(ROOT / "models" / "base")
     test = load_examples(ROOT / "data" / "prepared" / "test.jsonl")
@@ -186,52 +241,75 @@ def compare(params, names: list[str], steps: int, floor: bool = False) -> int:
             lb, la = np.array(before["losses"]), np.array(after["losses"])
             mean_diff = abs(la.mean() - lb.mean()) / lb.mean()
             step_diff = np.abs(la - lb) / lb
-            row = {"variant": name, "before": before, "after": after, "ratio": round(ratio, 3),
-                   "mean_loss_before": round(float(lb.mean()), 5), "mean_loss_after": round(float(la.mean()), 5),
-                   "mean_loss_rel_diff": round(float(mean_diff), 5),
-                   "step_loss_rel_diff_median": round(float(np.median(step_diff)), 5),
-                   "step_loss_rel_diff_max": round(float(step_diff.max()), 5)}
+            row = {
+                "variant": name,
+                "before": before,
+                "after": after,
+                "ratio": round(ratio, 3),
+                "mean_loss_before": round(float(lb.mean()), 5),
+                "mean_loss_after": round(float(la.mean()), 5),
+                "mean_loss_rel_diff": round(float(mean_diff), 5),
+                "step_loss_rel_diff_median": round(float(np.median(step_diff)), 5),
+                "step_loss_rel_diff_max": round(float(step_diff.max()), 5),
+            }
             if name == names[0]:  # evaluation: the same trained model, the evaluation's attention against eager
                 ref, ref_speed = answers(params, after["model"], "sdpa")
                 eager, eager_speed = answers(params, after["model"], "eager")
-                row.update(eval_answers=len(ref), eval_identical=sum(a == b for a, b in zip(ref, eager)),
-                           eval_gen_tokens_per_s={"sdpa": round(ref_speed, 1), "eager": round(eager_speed, 1)})
+                row.update(
+                    eval_answers=len(ref),
+                    eval_identical=sum(a == b for a, b in zip(ref, eager)),
+                    eval_gen_tokens_per_s={"sdpa": round(ref_speed, 1), "eager": round(eager_speed, 1)},
+                )
             if floor:  # before again with fused AdamW alone: the same update in exact arithmetic, other rounding
-                fl = timed_run(params, name, steps, Path(tmp), before=False, choice={**BEFORE,
-                                                                                     "optimizer": "adamw_torch_fused"})
+                fl = timed_run(
+                    params, name, steps, Path(tmp), before=False, choice={**BEFORE, "optimizer": "adamw_torch_fused"}
+                )
                 lf = np.array(fl["losses"])
                 row["floor_mean_loss_rel_diff"] = round(float(abs(lf.mean() - lb.mean()) / lb.mean()), 5)
                 row["floor_step_loss_rel_diff_max"] = round(float((np.abs(lf - lb) / lb).max()), 5)
-                print(f"{name} floor (before + fused AdamW only): mean loss differs by "
-                      f"{row['floor_mean_loss_rel_diff']:.2%} from before", flush=True)
+                print(
+                    f"{name} floor (before + fused AdamW only): mean loss differs by "
+                    f"{row['floor_mean_loss_rel_diff']:.2%} from before",
+                    flush=True,
+                )
             rows.append(row)
             if ratio < RATIO_TARGET:
                 failed.append(f"{name}: tokens/s ratio {ratio:.2f} < {RATIO_TARGET}")
             if mean_diff > LOSS_TOL:
                 failed.append(f"{name}: mean training loss differs by {mean_diff:.2%} > {LOSS_TOL:.0%}")
     print(f"\n## Training step before and after the speed levers ({steps} steps each, this machine, one process)\n")
-    print("| variant | before tok/s | after tok/s | ratio | mean loss before | after | Δ mean | Δ per step (median / "
-          "max) "
-          "| after: kernels |")
+    print(
+        "| variant | before tok/s | after tok/s | ratio | mean loss before | after | Δ mean | Δ per step (median / "
+        "max) "
+        "| after: kernels |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['before']['train_tokens_per_s']:.0f} | {r['after']['train_tokens_per_s']:.0f} | "
-              f"**{r['ratio']:.2f}×** | {r['mean_loss_before']:.4f} | {r['mean_loss_after']:.4f} | "
-              f"{r['mean_loss_rel_diff']:.2%} | {r['step_loss_rel_diff_median']:.1%} / "
-              f"{r['step_loss_rel_diff_max']:.1%}"
-              f" | {r['after']['kernels']} |")
+        print(
+            f"| {r['variant']} | {r['before']['train_tokens_per_s']:.0f} | {r['after']['train_tokens_per_s']:.0f} | "
+            f"**{r['ratio']:.2f}×** | {r['mean_loss_before']:.4f} | {r['mean_loss_after']:.4f} | "
+            f"{r['mean_loss_rel_diff']:.2%} | {r['step_loss_rel_diff_median']:.1%} / "
+            f"{r['step_loss_rel_diff_max']:.1%}"
+            f" | {r['after']['kernels']} |"
+        )
     for r in rows:
         if "eval_answers" in r:
-            print(f"\nevaluation ({r['variant']}, test split): eager attention gives {r['eval_identical']} of "
-                  f"{r['eval_answers']} answers identical to SDPA's; generation tok/s SDPA "
-                  f"{r['eval_gen_tokens_per_s']['sdpa']}, eager {r['eval_gen_tokens_per_s']['eager']}")
+            print(
+                f"\nevaluation ({r['variant']}, test split): eager attention gives {r['eval_identical']} of "
+                f"{r['eval_answers']} answers identical to SDPA's; generation tok/s SDPA "
+                f"{r['eval_gen_tokens_per_s']['sdpa']}, eager {r['eval_gen_tokens_per_s']['eager']}"
+            )
     out = ROOT / "reports" / "bench" / "step_compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     for r in rows:
         for side in ("before", "after"):
             r[side].pop("model", None)
-    out.write_text(json.dumps({"steps": steps, "ratio_target": RATIO_TARGET, "loss_tolerance": LOSS_TOL,
-                               "rows": rows, "missed": failed}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"steps": steps, "ratio_target": RATIO_TARGET, "loss_tolerance": LOSS_TOL, "rows": rows, "missed": failed},
+            indent=2,
+        )
+    )
     print(f"\nwrote {out}")
     for f in failed:
         print("MISSED:", f)
@@ -244,9 +322,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per variant; the last one is profiled")
     ap.add_argument("--compare", action="store_true", help="before/after the speed levers, with targets")
     ap.add_argument("--compare-steps", type=int, default=20)
-    ap.add_argument("--floor", action="store_true", help="with --compare: a third run per variant, the old settings "
-                    "with fused AdamW alone (exact same arithmetic), to show how far bf16 rounding alone moves the "
-                    "losses")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="with --compare: a third run per variant, the old settings "
+        "with fused AdamW alone (exact same arithmetic), to show how far bf16 rounding alone moves the "
+        "losses",
+    )
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "step_profile.json"))
     args = ap.parse_args()
     from bakeoff.core.config import load_params
@@ -264,8 +346,11 @@ def main() -> None:
     print("| variant | precision | step s | CPU s | tok/s | " + " | ".join(names) + " |")
     print("|" + "---|" * (5 + len(names)))
     for r in rows:
-        print(f"| {r['variant']} | {r['precision']} | {r['step_wall_s']} | {r['cpu_s']} | {r['train_tokens_per_s']} | "
-              + " | ".join(f"{r['groups'].get(g, 0):.1%}" for g in names) + " |")
+        print(
+            f"| {r['variant']} | {r['precision']} | {r['step_wall_s']} | {r['cpu_s']} | {r['train_tokens_per_s']} | "
+            + " | ".join(f"{r['groups'].get(g, 0):.1%}" for g in names)
+            + " |"
+        )
     for r in rows:
         print(f"\n### {r['variant']}: top ops by self CPU time\n\n| op | self s | calls | share |\n|---|---|---|---|")
         for o in r["top_ops"]:

@@ -57,5 +57,10 @@ class Targets:
 
 
 def add_argument(ap) -> None:
-    ap.add_argument("--target", action="append", default=[], metavar="NAME=VALUE",
-                    help="replace a target (e.g. --target speedup=1000 to see the benchmark fail)")
+    ap.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="replace a target (e.g. --target speedup=1000 to see the benchmark fail)",
+    )

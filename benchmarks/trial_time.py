@@ -75,8 +75,9 @@ def phase_clock():
     return Phases()
 
 
-def one_trial(params, name: str, steps: int | None, work: Path, options: dict | None = None,
-              parent: Path | None = None) -> dict:
+def one_trial(
+    params, name: str, steps: int | None, work: Path, options: dict | None = None, parent: Path | None = None
+) -> dict:
     """One trial of variant ``name`` as its search runs it, timed by phase."""
     from bakeoff.core.models import resolve_precision
     from bakeoff.search.arm import val_metric
@@ -98,21 +99,42 @@ def one_trial(params, name: str, steps: int | None, work: Path, options: dict | 
     out = work / f"{name}-{time.monotonic_ns()}"
     clock = phase_clock()
     t0 = time.perf_counter()
-    job = Job(technique, tv, ROOT / "models" / "base", out / "model", resolve_precision(v.train.precision),
-              out / "work", parent_dir=parent, judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
+    job = Job(
+        technique,
+        tv,
+        ROOT / "models" / "base",
+        out / "model",
+        resolve_precision(v.train.precision),
+        out / "work",
+        parent_dir=parent,
+        judge_patience=v.train.early_stopping_patience,
+        keep_best=keeps_best(v),
+    )
     rec = train(job, rows, val_rows=val, extra_callbacks=[clock])
     t_trained = time.perf_counter()
     judge = None
     if v.parent:  # judged by the task metric on validation, as tune_from@ judges it
         judge = val_metric(params)(tv, out / "model")
     t_done = time.perf_counter()
-    phases = {"setup": clock.begin - t0, "steps": clock.end - clock.begin - sum(clock.t.values()), **clock.t,
-              "finish": t_trained - clock.end, "judge": t_done - t_trained if v.parent else 0.0}
+    phases = {
+        "setup": clock.begin - t0,
+        "steps": clock.end - clock.begin - sum(clock.t.values()),
+        **clock.t,
+        "finish": t_trained - clock.end,
+        "judge": t_done - t_trained if v.parent else 0.0,
+    }
     losses = [p["loss"] for p in rec["val_curve"]]
-    return {"variant": name, "options": options or {}, "wall_s": round(t_done - t0, 1),
-            "phases_s": {k: round(x, 1) for k, x in phases.items()}, "steps": rec.get("stopped_at_step"),
-            "val_loss_last": round(losses[-1], 5) if losses else None, "val_metric": judge,
-            "train_tokens_per_s": rec.get("train_tokens_per_s"), "model": str(out / "model")}
+    return {
+        "variant": name,
+        "options": options or {},
+        "wall_s": round(t_done - t0, 1),
+        "phases_s": {k: round(x, 1) for k, x in phases.items()},
+        "steps": rec.get("stopped_at_step"),
+        "val_loss_last": round(losses[-1], 5) if losses else None,
+        "val_metric": judge,
+        "train_tokens_per_s": rec.get("train_tokens_per_s"),
+        "model": str(out / "model"),
+    }
 
 
 def main(argv=None) -> int:
@@ -159,19 +181,28 @@ def main(argv=None) -> int:
     print(f"|---|---:|{'---:|' * len(phases)}")
     for k, r in runs.items():
         print(f"| {k} | {r['wall_s']} | {' | '.join(str(r['phases_s'][p]) for p in phases)} |")
-    print(f"\ndpo trial speed-up, before / after: {ratio_first:.2f}x on the search's first trial (it computes the "
-          f"reference), {ratio_second:.2f}x on each later one (it reuses it)")
+    print(
+        f"\ndpo trial speed-up, before / after: {ratio_first:.2f}x on the search's first trial (it computes the "
+        f"reference), {ratio_second:.2f}x on each later one (it reuses it)"
+    )
     targets = Targets.from_args(args.target)
     if judged:  # a short run is a look at the phases, not a measurement of the levers
         targets.at_least("dpo_later_trial_speedup", round(ratio_second, 3), DPO_TARGET)
         targets.at_least("dpo_first_trial_speedup", round(ratio_first, 3), 0.95)
         targets.at_most("dpo_val_loss_gap", round(gap, 5), LOSS_TOL)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({
-        "machine": machine, "steps": args.steps or "default", "runs": {k: {kk: vv for kk, vv in r.items()
-                                                                          if kk != "model"} for k, r in runs.items()},
-        "ratios": {"dpo_first": round(ratio_first, 3), "dpo_later": round(ratio_second, 3)},
-        "targets": targets.results}, indent=1))
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "steps": args.steps or "default",
+                "runs": {k: {kk: vv for kk, vv in r.items() if kk != "model"} for k, r in runs.items()},
+                "ratios": {"dpo_first": round(ratio_first, 3), "dpo_later": round(ratio_second, 3)},
+                "targets": targets.results,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {args.out}")
     targets.exit()
     return 0

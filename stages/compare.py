@@ -27,8 +27,9 @@ def main() -> None:
     params = load_params()
     shipped = runs.read_json(out / "shipped.json")
     d = with_curve(params, decide(params, runs.fresh_dir(out / "flips"), shipped))
-    images = report.plots(d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve,
-                          d.verdict.get("scope"))
+    images = report.plots(
+        d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve, d.verdict.get("scope")
+    )
     images.update(decision_plots(params, d, out / "plots"))
     paths = report.write_all(out, params, d, images, shipped)
     dvc_files.write(out, d.runs, d.records, d.costs, d.curve)

@@ -35,10 +35,14 @@ def main() -> None:
     prefs = "/".join(str(sp[k]) for k in ("prefs_train", "prefs_val", "prefs_test") if k in sp)
     # a row check is a count with its policy; the others (few val rows per label, prefs) are sentences, warned above
     found = [f"{c['count']} {k} ({c['policy']})" for k, c in checks.items() if isinstance(c, dict) and c.get("count")]
-    print(f"[data] ok: train {sp.get('train')} · val {sp.get('val')} · test {sp.get('test')} rows"
-          + (f", preference pairs {prefs}" if prefs else "") + f"; data hash {stats.get('data_hash')}; "
-          + (", ".join(found) if found else "no duplicates, leakage or overlong rows") + " (the record: "
-                                                                                         f"{out}/stats.json)")
+    print(
+        f"[data] ok: train {sp.get('train')} · val {sp.get('val')} · test {sp.get('test')} rows"
+        + (f", preference pairs {prefs}" if prefs else "")
+        + f"; data hash {stats.get('data_hash')}; "
+        + (", ".join(found) if found else "no duplicates, leakage or overlong rows")
+        + " (the record: "
+        f"{out}/stats.json)"
+    )
     if isinstance(checks.get("prefs_val"), str):  # said here only (val_labels is warned as it is found)
         print(f"warning: {checks['prefs_val']}", file=sys.stderr)
     if VERBOSE:

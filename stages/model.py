@@ -22,11 +22,15 @@ def main() -> None:
     # train_defaults and the serving dtype decide (what dvc.yaml lists): a variant with a precision of its own reads
     # the stored weights converted on load
     runs_in = run_dtype([params.train_defaults.precision, params.eval.dtype])
-    record = resolve_base(m.base, fresh_dir(out), dtype=m.dtype, trust_remote_code=m.trust_remote_code,
-                          run_precision=runs_in)
-    print(f"[model] ok: {record.get('base')} ({record.get('kind')}"
-          + (f", {record['wheel']}" if record.get("wheel") else "") + f"): {record.get('params', 0) / 1e6:.1f}M "
-          f"params, {record.get('dtype')} → {out} (the record: {out}/bakeoff_source.json)")
+    record = resolve_base(
+        m.base, fresh_dir(out), dtype=m.dtype, trust_remote_code=m.trust_remote_code, run_precision=runs_in
+    )
+    print(
+        f"[model] ok: {record.get('base')} ({record.get('kind')}"
+        + (f", {record['wheel']}" if record.get("wheel") else "")
+        + f"): {record.get('params', 0) / 1e6:.1f}M "
+        f"params, {record.get('dtype')} → {out} (the record: {out}/bakeoff_source.json)"
+    )
     if VERBOSE:
         print(json.dumps(record, indent=2))
 

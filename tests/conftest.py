@@ -109,10 +109,19 @@ def make_tiny_model(tokenizer_dir: Path, out: Path, seed: int = 0) -> Path:
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(config)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
@@ -159,8 +168,7 @@ def make_dvc_repo(repo: Path, tiny_model_dir: Path, rows: int, pairs: int = 0) -
     (repo / "src").symlink_to(ROOT / "src")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["model"]["base"] = str(tiny_model_dir)
-    params["task"].update(prefs="data/raw/prefs.jsonl" if pairs else None, val_size=8, test_size=8,
-                          max_new_tokens=8)
+    params["task"].update(prefs="data/raw/prefs.jsonl" if pairs else None, val_size=8, test_size=8, max_new_tokens=8)
     params["tune"]["trials"] = 0  # the shipped default searches (4 trials per arm); a test that searches says so
     params["curve"]["fractions"] = []  # the shipped default draws a data-value curve; a test that draws one says so
     (repo / "reports" / "curve").mkdir(parents=True)  # ships with a project (compare reads the points there)

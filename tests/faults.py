@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SITE = '''
+SITE = """
 import importlib.abc, importlib.util, json, os, sys
 FAULTS = json.loads(%r)
 
@@ -47,7 +47,7 @@ class Fault(importlib.abc.MetaPathFinder):
         return spec
 
 sys.meta_path.insert(0, Fault())
-'''
+"""
 
 
 def env(folder: Path, faults: list[tuple]) -> dict:

@@ -50,8 +50,11 @@ def _owner() -> str:
     try:
         pwd.getpwnam(OWNER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OWNER],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OWNER],
+            check=True,
+            capture_output=True,
+        )
     return OWNER
 
 
@@ -79,11 +82,15 @@ class Postgres:
             if self.owner:
                 shutil.chown(pwfile, self.owner)
             auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
-        subprocess.run(self._as_owner([pg_bin("initdb"), "-D", str(data), *auth, "-U", self.user]),
-                       check=True, capture_output=True)
+        subprocess.run(
+            self._as_owner([pg_bin("initdb"), "-D", str(data), *auth, "-U", self.user]), check=True, capture_output=True
+        )
         opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=50"
-        subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(self.dir / "log"),
-                                       "-w", "start"]), check=True, capture_output=True)
+        subprocess.run(
+            self._as_owner([pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"]),
+            check=True,
+            capture_output=True,
+        )
         return self
 
     def url(self, db: str) -> str:
@@ -91,13 +98,20 @@ class Postgres:
 
     def create(self, db: str) -> str:
         env = {**os.environ, **({"PGPASSWORD": self.password} if self.password else {})}
-        subprocess.run([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, db],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(
+            [pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, db],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         return self.url(db)
 
     def __exit__(self, *exc) -> None:
-        subprocess.run(self._as_owner([pg_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"]),
-                       capture_output=True, check=False)
+        subprocess.run(
+            self._as_owner([pg_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"]),
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -110,11 +124,24 @@ class MlflowServer:
 
     def __enter__(self) -> Self:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--backend-store-uri",
-                                      f"sqlite:///{self.root / 'server.db'}", "--artifacts-destination",
-                                      str(self.root / "artifacts"), "--workers", "1"],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.root / "server.log", "w"))
+        self.proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "mlflow"),
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--backend-store-uri",
+                f"sqlite:///{self.root / 'server.db'}",
+                "--artifacts-destination",
+                str(self.root / "artifacts"),
+                "--workers",
+                "1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "server.log", "w"),
+        )
         for _ in range(240):
             try:
                 urllib.request.urlopen(self.uri + "/health", timeout=1)

@@ -39,10 +39,27 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     out = tmp_path / "gpu.json"
     # the stage commands in dvc.yaml's order, as on the lent GPU's image (no dvc there), two stages of a level at once
     # as the device call runs them (`--jobs`), one torch thread each; dvc repro is test_pipeline's
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--runner",
-                        "commands", "--jobs", "2", "--parts", "env,pipeline,8b,unsloth,mfu,profile", "--out", str(out)],
-                       capture_output=True, text=True, timeout=1200, check=False,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_check.py"),
+            "--shape",
+            "tiny",
+            "--runner",
+            "commands",
+            "--jobs",
+            "2",
+            "--parts",
+            "env,pipeline,8b,unsloth,mfu,profile",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["env"]["cuda"] is False and res["env"]["versions"]["torch"]
@@ -57,8 +74,10 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
     assert runs["unsloth"]["train"] == "skipped" and "CUDA" in runs["unsloth"]["error"]
     # the arm past its budget: every trial and its run `oom`, and the pipeline went on to the comparison
     assert runs["full_oom"]["train"] == "oom" and set(runs["full_oom"]["trials"]) == {"oom"}
-    assert runs["qlora"]["dtypes"]["base"] == "nf4 4-bit" and runs["qlora"]["dtypes"]["activations"] == \
-        runs["qlora"]["dtypes"]["unquantized"]
+    assert (
+        runs["qlora"]["dtypes"]["base"] == "nf4 4-bit"
+        and runs["qlora"]["dtypes"]["activations"] == runs["qlora"]["dtypes"]["unquantized"]
+    )
     steps = res["8b"]["rows"]
     assert {k: v["status"] for k, v in steps.items()} == {k: "ok" for k in steps}, steps
     assert steps["qlora + checkpointing"]["gradient_checkpointing"] and not steps["qlora"]["gradient_checkpointing"]
@@ -78,18 +97,40 @@ def test_the_gpu_check_runs_at_its_tiny_shape_on_cpu(tmp_path):
 def test_a_missed_target_of_the_gpu_check_exits_1(tmp_path):
     """The check cannot pass by failing: a target it misses (here one replaced to be out of reach) exits 1."""
     out = tmp_path / "gpu.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--shape", "tiny", "--parts", "env",
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "gpu_check.py"),
+        "--shape",
+        "tiny",
+        "--parts",
+        "env",
+        "--out",
+        str(out),
+    ]
     ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert ok.returncode == 0 and "target parts_failed: 0 ≤ 0: met" in ok.stdout, ok.stdout[-2000:] + ok.stderr
     # the same record's targets again (--rescore: no part reruns), one replaced to be out of reach
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--rescore", str(out), "--out",
-                        str(out), "--target", "parts_failed=-1"], capture_output=True, text=True, timeout=300,
-                       check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_check.py"),
+            "--rescore",
+            str(out),
+            "--out",
+            str(out),
+            "--target",
+            "parts_failed=-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 1 and "target parts_failed: 0 ≤ -1: MISSED" in r.stdout, r.stdout[-2000:] + r.stderr
     assert "MISSED: parts_failed" in r.stderr
-    assert json.loads(out.read_text())["targets"] == [{"name": "parts_failed", "value": 0, "target": "≤ -1",
-                                                       "met": False}]
+    assert json.loads(out.read_text())["targets"] == [
+        {"name": "parts_failed", "value": 0, "target": "≤ -1", "met": False}
+    ]
 
 
 def test_the_gpu_checks_cuda_targets_miss_on_figures_that_miss_them(capsys):
@@ -98,20 +139,41 @@ def test_the_gpu_checks_cuda_targets_miss_on_figures_that_miss_them(capsys):
     from targets import Targets
 
     rows = lambda **kw: {k: {"status": "ok", **v} for k, v in kw.items()}
-    res = {"env": {"status": "ok"}, "pipeline": {"status": "ok", "runs": {
-               "lora": {"train": "ok", "eval": "ok"}, "full_oom": {"train": "oom"}, "qlora": {"train": "failed"}}},
-           "8b": {"status": "ok", "rows": rows(**{"qlora": {"measured_gb": 25.0, "error_vs_model": 0.05},
-                                                   "qlora + checkpointing": {"measured_gb": 9.0,
-                                                                             "error_vs_model": -0.2},
-                                                   "lora": {"measured_gb": 30.0, "error_vs_model": 0.01}})},
-           "unsloth": {"status": "ok", "rows": rows(unsloth={"tokens_per_s": 1.0})},
-           "mfu": {"status": "ok", "rows": rows(full={"mfu": 0.40, "measured_gb": 20.0},
-                                                lora={"measured_gb": 10.0}, qlora={"measured_gb": 7.0})}}
+    res = {
+        "env": {"status": "ok"},
+        "pipeline": {
+            "status": "ok",
+            "runs": {"lora": {"train": "ok", "eval": "ok"}, "full_oom": {"train": "oom"}, "qlora": {"train": "failed"}},
+        },
+        "8b": {
+            "status": "ok",
+            "rows": rows(
+                **{
+                    "qlora": {"measured_gb": 25.0, "error_vs_model": 0.05},
+                    "qlora + checkpointing": {"measured_gb": 9.0, "error_vs_model": -0.2},
+                    "lora": {"measured_gb": 30.0, "error_vs_model": 0.01},
+                }
+            ),
+        },
+        "unsloth": {"status": "ok", "rows": rows(unsloth={"tokens_per_s": 1.0})},
+        "mfu": {
+            "status": "ok",
+            "rows": rows(
+                full={"mfu": 0.40, "measured_gb": 20.0}, lora={"measured_gb": 10.0}, qlora={"measured_gb": 7.0}
+            ),
+        },
+    }
     t = Targets()
     gpu_record.check_targets(res, t, tiny=False)
     missed = set(t.missed)
-    assert missed == {"pipeline_statuses_wrong", "qlora_8b_peak_gib", "qlora_over_lora_peak_8b",
-                      "qlora_over_lora_peak_1b", "sizing_error_8b_qlora_+_checkpointing", "mfu_1b_lora"}, t.results
+    assert missed == {
+        "pipeline_statuses_wrong",
+        "qlora_8b_peak_gib",
+        "qlora_over_lora_peak_8b",
+        "qlora_over_lora_peak_1b",
+        "sizing_error_8b_qlora_+_checkpointing",
+        "mfu_1b_lora",
+    }, t.results
     assert "MISSED" in capsys.readouterr().out
 
 
@@ -120,8 +182,13 @@ def test_one_gpu_run_over_two_device_calls_keeps_what_each_measured():
     part cut short by the time limit counts as a failed part."""
     from targets import Targets
 
-    first = {"env": {"status": "ok"}, "unsloth": {"status": "ok", "rows": {"hf": {"status": "ok"}}},
-             "pipeline": {"status": "timeout"}, "table": ["old"], "sizing": {"mfu": {}}}
+    first = {
+        "env": {"status": "ok"},
+        "unsloth": {"status": "ok", "rows": {"hf": {"status": "ok"}}},
+        "pipeline": {"status": "timeout"},
+        "table": ["old"],
+        "sizing": {"mfu": {}},
+    }
     second = {"pipeline": {"status": "ok", "runs": {}}, "unsloth": {"status": "not run: the 360-s limit was reached"}}
     got = gpu_record.merged([first, second])
     assert got["pipeline"] == {"status": "ok", "runs": {}} and got["unsloth"] == first["unsloth"]

@@ -1,7 +1,6 @@
 """The report a buyer acts on: equivalence only where shown, costs all in, the cheapest card beside the smallest,
 estimates to two significant figures, latency ties unless the spreads separate."""
 
-
 import pandas as pd
 import pytest
 
@@ -48,29 +47,31 @@ def test_two_significant_figures():
 
 def test_latency_ties_unless_the_interquartile_ranges_separate():
     fast = {"latency_p25_s": 0.50, "latency_p50_s": 0.55, "latency_p75_s": 0.60}
-    close = {"latency_p25_s": 0.58, "latency_p50_s": 0.61, "latency_p75_s": 0.66}   # overlaps 0.58–0.60
+    close = {"latency_p25_s": 0.58, "latency_p50_s": 0.61, "latency_p75_s": 0.66}  # overlaps 0.58–0.60
     slow = {"latency_p25_s": 0.70, "latency_p50_s": 0.75, "latency_p75_s": 0.80}
     assert not latency_separated(fast, close) and latency_separated(fast, slow)
     assert not latency_separated(fast, {"latency_p50_s": 0.9})  # no spread recorded: never called faster
     rows = {"a": fast, "b": close, "c": slow}
     said = serving_words(rows, ["a", "b", "c"], "cpu")  # the sentence follows every pair, not a blanket tie
     assert "2 of 3 pairs separate, `a` below `c`, `b` below `c`" in said and "tie" not in said, said
-    assert "Fastest to serve here (cpu, batch 1, each run timed in its own stage): `a`" in \
-        serving_words(rows, ["a", "c"], "cpu")
+    assert "Fastest to serve here (cpu, batch 1, each run timed in its own stage): `a`" in serving_words(
+        rows, ["a", "c"], "cpu"
+    )
     assert "the group's runs tie" in serving_words(rows, ["a", "b"], "cpu")
 
 
 def test_the_cheapest_card_for_the_job_beside_the_smallest_on_a_made_up_catalog():
-    small = GPU("small", 24, 1.0, 100)    # holds the job, slow
-    big = GPU("big", 80, 3.0, 1000)       # 10x the FLOP/s at 3x the price: the job costs less there
-    tiny = GPU("tiny", 4, 0.2, 50)        # does not hold it (the 1B job needs ~6.6 GB)
+    small = GPU("small", 24, 1.0, 100)  # holds the job, slow
+    big = GPU("big", 80, 3.0, 1000)  # 10x the FLOP/s at 3x the price: the job costs less there
+    tiny = GPU("tiny", 4, 0.2, 50)  # does not hold it (the 1B job needs ~6.6 GB)
     shape = Shape("m", 16, 2048, 8192, 32, 8, 32000, True)
     setup = Setup(technique="lora", precision="bf16", seq_len=1024, micro_batch=1)
     f = fit(shape, setup, [tiny, small, big], Headroom(0.1, 1e9), Priced(1e9, 0.3, 0.15), variant="lora")
     assert f.gpu == "small" and f.cheapest_gpu == "big"
     assert f.cheapest_usd < f.usd and f.cheapest_usd == pytest.approx(f.usd * 3.0 / 10, rel=0.02)
-    assert f.usd_high == pytest.approx(2 * f.usd,
-                                       rel=0.01) and f.cheapest_usd_high == pytest.approx(2 * f.cheapest_usd, rel=0.01)
+    assert f.usd_high == pytest.approx(2 * f.usd, rel=0.01) and f.cheapest_usd_high == pytest.approx(
+        2 * f.cheapest_usd, rel=0.01
+    )
 
 
 def _tuned(name: str, rec: dict) -> None:
@@ -79,9 +80,10 @@ def _tuned(name: str, rec: dict) -> None:
 
 def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    trials = [{"number": i, "tokens_seen": 30, "wall_s": 10.0, "val_curve": [{"step": 5}, {"step": 10}]}
-              for i in range(4)]
-    _tuned("lora", {"trials": trials, "adopt": {"trial": 2}})       # trial 2 is lora's own training run
+    trials = [
+        {"number": i, "tokens_seen": 30, "wall_s": 10.0, "val_curve": [{"step": 5}, {"step": 10}]} for i in range(4)
+    ]
+    _tuned("lora", {"trials": trials, "adopt": {"trial": 2}})  # trial 2 is lora's own training run
     for n in ("qlora", "lora_lowmem"):
         _tuned(n, {"trials": trials, "adopt": {"trial": 2}, "shared_from": "lora"})
     _tuned("dpo", {"trials": trials[:2]})
@@ -90,9 +92,10 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     assert (spent["lora"]["tokens"], spent["lora"]["steps"], spent["lora"]["seconds"]) == (90, 30, 30.0)
     assert spent["qlora"]["share"] == pytest.approx(1 / 3) and spent["qlora"]["carried_tokens"] == pytest.approx(30)
     assert not spent["qlora"]["own"] and spent["lora"]["own"] and spent["dpo"]["carried_tokens"] == 60
-    fits = {"lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25,
-                     "target": "t"},
-            "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"}}
+    fits = {
+        "lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25, "target": "t"},
+        "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"},
+    }
     seen = {"lora": 60, "dpo": 30}
     lora = costs.all_in("lora", fits, spent, seen, {})
     assert lora["search_usd"] == pytest.approx(2.0 * 30 / 60) and lora["usd"] == pytest.approx(3.0)
@@ -121,19 +124,60 @@ def test_break_even_is_requests_a_day_against_a_named_card():
 
 
 def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_equivalence_unshown():
-    df = pd.DataFrame([
-        {"name": "p", "kind": "baseline", "status": "ok", "quality": 0.3, "technique": "prompting"},
-        {"name": "lora", "kind": "variant", "status": "ok", "quality": 0.92, "technique": "lora",
-         "gain_vs_prompting": "+62.0 pp [+50.0, +74.0]", "convergence": "still improving", "train_peak_rss_mb": 3900.0},
-        {"name": "qlora", "kind": "variant", "status": "ok", "quality": 0.88, "technique": "qlora",
-         "convergence": "converged", "train_peak_rss_mb": 4900.0}])
-    items = {"p": dict(enumerate([1] * 18 + [0] * 42)), "lora": dict(enumerate([1] * 55 + [0] * 5)),
-             "qlora": dict(enumerate([1] * 53 + [0] * 7))}
-    costs = {"lora": {"variant": "lora", "card": "H100-80GB", "usd": 2.96, "usd_high": 5.93, "search_usd": 1.0,
-                      "lender": "lora", "need_gb": 24.9, "target": "llama-3.1-8b", "smallest_card": "A100-40GB",
-                      "smallest_gpus": 1},
-             "qlora": {"variant": "qlora", "card": "H100-80GB", "usd": 4.4, "usd_high": 8.9, "search_usd": 1.5,
-                       "need_gb": 9.1, "target": "llama-3.1-8b", "smallest_card": "L4", "smallest_gpus": 1}}
+    df = pd.DataFrame(
+        [
+            {"name": "p", "kind": "baseline", "status": "ok", "quality": 0.3, "technique": "prompting"},
+            {
+                "name": "lora",
+                "kind": "variant",
+                "status": "ok",
+                "quality": 0.92,
+                "technique": "lora",
+                "gain_vs_prompting": "+62.0 pp [+50.0, +74.0]",
+                "convergence": "still improving",
+                "train_peak_rss_mb": 3900.0,
+            },
+            {
+                "name": "qlora",
+                "kind": "variant",
+                "status": "ok",
+                "quality": 0.88,
+                "technique": "qlora",
+                "convergence": "converged",
+                "train_peak_rss_mb": 4900.0,
+            },
+        ]
+    )
+    items = {
+        "p": dict(enumerate([1] * 18 + [0] * 42)),
+        "lora": dict(enumerate([1] * 55 + [0] * 5)),
+        "qlora": dict(enumerate([1] * 53 + [0] * 7)),
+    }
+    costs = {
+        "lora": {
+            "variant": "lora",
+            "card": "H100-80GB",
+            "usd": 2.96,
+            "usd_high": 5.93,
+            "search_usd": 1.0,
+            "lender": "lora",
+            "need_gb": 24.9,
+            "target": "llama-3.1-8b",
+            "smallest_card": "A100-40GB",
+            "smallest_gpus": 1,
+        },
+        "qlora": {
+            "variant": "qlora",
+            "card": "H100-80GB",
+            "usd": 4.4,
+            "usd_high": 8.9,
+            "search_usd": 1.5,
+            "need_gb": 9.1,
+            "target": "llama-3.1-8b",
+            "smallest_card": "L4",
+            "smallest_gpus": 1,
+        },
+    }
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "p"}
     rec = ranking.recommend(df, v, costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
@@ -144,4 +188,4 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
     assert "as good as" not in measured + said["line"] and "equivalent" not in measured + said["line"]
     assert "Projected to `llama-3.1-8b`, not measured" in projected and "$3.0–5.9 all in" in projected
     assert "GB" not in measured.split("Least training memory")[0]  # no projected memory among the measured
-    assert "A100-40GB" in projected and "H100-80GB" in projected   # smallest and cheapest both named
+    assert "A100-40GB" in projected and "H100-80GB" in projected  # smallest and cheapest both named

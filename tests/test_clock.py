@@ -28,8 +28,14 @@ DVC_YAML = textwrap.dedent("""\
 
 
 def clock(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "bakeoff.run.clock", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture()
@@ -96,8 +102,9 @@ def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(projec
 
 
 def test_a_failed_stage_is_recorded_and_stops_the_run_as_dvc_does(project):
-    (project / "dvc.yaml").write_text(DVC_YAML + "  broken:\n    cmd: python -c \"import sys; sys.exit(3)\"\n"
-                                      "    deps: [b.txt]\n    outs: [d.txt]\n")
+    (project / "dvc.yaml").write_text(
+        DVC_YAML + '  broken:\n    cmd: python -c "import sys; sys.exit(3)"\n    deps: [b.txt]\n    outs: [d.txt]\n'
+    )
     r = clock(project)
     assert r.returncode == 1
     assert "broken — FAILED in" in r.stdout and "failed to reproduce 'broken'" in r.stderr
@@ -151,9 +158,11 @@ def test_a_last_time_is_scaled_by_the_machines_speed_now_against_then(tmp_path, 
 
     monkeypatch.chdir(tmp_path)
     rec = {"stages": {"train@lora": {"actual_s": 100.0, "probe_s": 0.02}}, "runs": []}
-    assert Estimator(rec, probe=0.03)("train@lora") == (pytest.approx(150.0),
-                                                        "last run, x1.50 for this machine's speed now")
-    assert Estimator(rec, probe=0.023)("train@lora") == (100.0, "last run")   # within the probe's own spread
+    assert Estimator(rec, probe=0.03)("train@lora") == (
+        pytest.approx(150.0),
+        "last run, x1.50 for this machine's speed now",
+    )
+    assert Estimator(rec, probe=0.023)("train@lora") == (100.0, "last run")  # within the probe's own spread
     assert Estimator(rec)("train@lora") == (100.0, "last run")
     assert Estimator(rec, probe=1.0)("train@lora")[0] == pytest.approx(250.0)  # a factor past 2.5 is a broken probe
     (tmp_path / "runs/lora").mkdir(parents=True)  # a search to run again: its trials' time, scaled the same way
@@ -173,8 +182,9 @@ def test_an_arm_that_takes_another_arms_search_is_estimated_in_seconds(tmp_path,
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs/qlora").mkdir(parents=True)
-    (tmp_path / "runs/qlora/tuned.json").write_text(json.dumps({"study": "t.lora.abc", "tune_wall_s": 840.0,
-                                                                 "shared_from": "lora"}))
+    (tmp_path / "runs/qlora/tuned.json").write_text(
+        json.dumps({"study": "t.lora.abc", "tune_wall_s": 840.0, "shared_from": "lora"})
+    )
     params = SimpleNamespace(tune=SimpleNamespace(share={"qlora": "lora"}, storage=None, trials=4))
     why = "it takes lora's search, which runs first"
     assert Estimator({"stages": {}, "runs": []}, params)("tune@qlora") == (10.0, why)

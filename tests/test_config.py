@@ -14,8 +14,11 @@ def test_default_params_load():
     lora = p.variant("lora")
     assert lora.technique == "lora" and lora.options["r"] == 16
     assert (lora.train.effective_batch, lora.train.micro_batch, lora.train.grad_accum) == (16, 8, 2)  # params.yaml
-    assert set(p.baselines) >= {"zero_shot", "prompt_search"} and p.baseline("prompt_search").search["shots"] == [1,
-                                                                                                                  3, 8]
+    assert set(p.baselines) >= {"zero_shot", "prompt_search"} and p.baseline("prompt_search").search["shots"] == [
+        1,
+        3,
+        8,
+    ]
     assert p.tune.trials == 4 and p.tune.share["qlora"] == "lora"  # the shipped default searches every arm
 
 
@@ -76,14 +79,17 @@ def test_bad_yaml_names_line(tmp_path):
         load_params(_write(tmp_path, "task:\n  train: a: b\n"))
 
 
-@pytest.mark.parametrize("text, key", [
-    ("tune:\n  spaces:\n    lora: {lr: {low: 1.0e-3, high: 1.0e-4}}\n", "tune.spaces.lora.lr"),
-    ("tune:\n  spaces:\n    lora: {rank: {choices: [8, 16]}}\n", "tune.spaces.lora.rank"),
-    ("tune:\n  share: {lora: nosuch, gone: lora}\n", "tune.share.lora"),
-    ("tune:\n  trial_steps: 1.5\n", "tune.trial_steps"),
-    ("baselines:\n  searched:\n    search: {shots: [0, -1]}\n", "baselines.searched.search.shots"),
-    ("baselines:\n  searched:\n    search: {temperature: [0.1]}\n", "baselines.searched.search.temperature"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("tune:\n  spaces:\n    lora: {lr: {low: 1.0e-3, high: 1.0e-4}}\n", "tune.spaces.lora.lr"),
+        ("tune:\n  spaces:\n    lora: {rank: {choices: [8, 16]}}\n", "tune.spaces.lora.rank"),
+        ("tune:\n  share: {lora: nosuch, gone: lora}\n", "tune.share.lora"),
+        ("tune:\n  trial_steps: 1.5\n", "tune.trial_steps"),
+        ("baselines:\n  searched:\n    search: {shots: [0, -1]}\n", "baselines.searched.search.shots"),
+        ("baselines:\n  searched:\n    search: {temperature: [0.1]}\n", "baselines.searched.search.temperature"),
+    ],
+)
 def test_bad_search_spaces_name_their_key_and_line(tmp_path, text, key):
     with pytest.raises(ParamsError) as e:
         load_params(_write(tmp_path, BASE + text))
@@ -91,17 +97,20 @@ def test_bad_search_spaces_name_their_key_and_line(tmp_path, text, key):
 
 
 def test_a_prompt_search_and_a_shared_search_load(tmp_path):
-    text = ("  lowmem:\n    technique: lora\n    gradient_checkpointing: true\n"
-            "tune:\n  trials: 4\n  share: {lowmem: lora}\n"
-            "baselines:\n  searched:\n    search: {shots: [0, 3], selection: [fixed, nearest], instruction: [null, Be "
-            "brief.]}\n")
+    text = (
+        "  lowmem:\n    technique: lora\n    gradient_checkpointing: true\n"
+        "tune:\n  trials: 4\n  share: {lowmem: lora}\n"
+        "baselines:\n  searched:\n    search: {shots: [0, 3], selection: [fixed, nearest], instruction: [null, Be "
+        "brief.]}\n"
+    )
     p = load_params(_write(tmp_path, BASE + text))
     assert p.tune.trials == 4 and p.tune.share == {"lowmem": "lora"}
     assert p.baseline("searched").search["instruction"] == [None, "Be brief."]
 
 
-@pytest.mark.parametrize("value, want", [("true", "reuse"), ("false", "off"), ("reuse", "reuse"),
-                                         ("generate", "generate"), ("off", "off")])
+@pytest.mark.parametrize(
+    "value, want", [("true", "reuse"), ("false", "off"), ("reuse", "reuse"), ("generate", "generate"), ("off", "off")]
+)
 def test_lm_eval_mode(tmp_path, value, want):
     assert load_params(_write(tmp_path, BASE + f"eval:\n  lm_eval: {value}\n")).eval.lm_eval == want
 

@@ -43,10 +43,13 @@ def simulate(ns, truth, n_items, rng):
     return [list((u < truth(n)).astype(float)) for n in ns]
 
 
-@pytest.mark.parametrize("c,a,b,ns", [
-    (1.0, 0.15, 0.6, [50, 100, 200, 400]),  # 48% → 85%  # four points: the two-parameter form
-    (0.85, 0.12, 0.5, [50, 100, 200, 400, 800]),  # 51% → 73%  # five: its own ceiling
-])
+@pytest.mark.parametrize(
+    "c,a,b,ns",
+    [
+        (1.0, 0.15, 0.6, [50, 100, 200, 400]),  # 48% → 85%  # four points: the two-parameter form
+        (0.85, 0.12, 0.5, [50, 100, 200, 400, 800]),  # 51% → 73%  # five: its own ceiling
+    ],
+)
 def test_fit_recovers_the_exponent_within_ten_percent(c, a, b, ns):
     N = max(ns)
     truth = lambda n: c - a * (n / N) ** -b
@@ -64,8 +67,11 @@ def test_projection_interval_covers_the_truth_over_200_simulated_curves():
     for _ in range(200):
         a, b = rng.uniform(0.05, 0.2), rng.uniform(0.2, 0.7)  # from 14% or more at 50 rows
         truth = lambda n, a=a, b=b: 1.0 - a * (n / 400) ** -b
-        fit = fit_arm(Points(ns, simulate(ns, truth, n_items, rng)), resamples=100,
-                      draws=resample_indices(n_items, 100, seed=int(rng.integers(1 << 30))))
+        fit = fit_arm(
+            Points(ns, simulate(ns, truth, n_items, rng)),
+            resamples=100,
+            draws=resample_indices(n_items, 100, seed=int(rng.integers(1 << 30))),
+        )
         lo, hi = fit["projection"][0]["ci"]
         covered += lo <= truth(800) <= hi
         backtest_inside += fit["backtest"]["inside"]
@@ -88,19 +94,30 @@ def test_backtest_at_the_ceiling_reads_the_observed_points_binomial_interval():
     reaches 1; the back-test accepts any prediction inside the observed point's Clopper-Pearson 95% interval (150 of
     150: 97.6%-100%), and says that band; a prediction a few items short still misses."""
     ns, n_items = [77, 143, 280, 558], 150
+
     def at(q_by_n):  # items 0..k-1 right, the same for every resample
         return [[1.0] * round(q_by_n[n] * n_items) + [0.0] * (n_items - round(q_by_n[n] * n_items)) for n in ns]
+
     near = fit_arm(Points(ns, at({77: 143 / 150, 143: 148 / 150, 280: 149 / 150, 558: 1.0})), resamples=200)
     b = near["backtest"]
     assert b["observed"] == 1.0 and b["error"] < 0 and b["accepts"] == [0.9757, 1.0]
     assert b["error_ci"][1] < 0  # the bare bootstrap interval of the error alone would miss
     assert b["inside"] is True and b["flat_accepted"] is True  # 149/150 lies in the band too: flat or growth?
     from bakeoff.report.curve import arm_lines
-    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
-           "figure": "generation", **near}
+
+    arm = {
+        "status": "ok",
+        "run": "lora",
+        "chosen_as": "the recommended variant",
+        "kind": "variant",
+        "figure": "generation",
+        **near,
+    }
     said = " ".join(arm_lines(arm, True))
-    assert "**inside** (it would accept 97.6%–100.0%, the observed point's 95% interval; no gain from the last " \
-           "size, 99.3%, lies in it too: it cannot tell flat from growth)" in said, said
+    assert (
+        "**inside** (it would accept 97.6%–100.0%, the observed point's 95% interval; no gain from the last "
+        "size, 99.3%, lies in it too: it cannot tell flat from growth)" in said
+    ), said
     far = fit_arm(Points(ns, at({77: 105 / 150, 143: 110 / 150, 280: 114 / 150, 558: 1.0})), resamples=200)
     assert far["backtest"]["inside"] is False and far["backtest"]["error"] < -0.1
 
@@ -130,8 +147,14 @@ def test_the_curve_reads_only_what_its_points_hold():
     assert fit["backtest"]["accepts"] == [0.7743, 0.9518]  # 53 of 60: what the back-test could resolve
     from bakeoff.report.curve import headline
 
-    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
-           "figure": "generation", **fit}
+    arm = {
+        "status": "ok",
+        "run": "lora",
+        "chosen_as": "the recommended variant",
+        "kind": "variant",
+        "figure": "generation",
+        **fit,
+    }
     said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
     assert "`lora`: the last doubling (207 → 414 rows) bought nothing measurable (-1.7 points, 95% interval" in said
     assert "the data cannot tell flat from +" in said and "projected" not in said, said
@@ -145,8 +168,14 @@ def test_a_measured_gain_gives_a_projection_with_its_forms_spread():
     assert not fit["last_doubling"]["cannot_tell"] and fit["last_doubling"]["diff"] > 0.05
     from bakeoff.report.curve import headline
 
-    arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
-           "figure": "generation", **fit}
+    arm = {
+        "status": "ok",
+        "run": "lora",
+        "chosen_as": "the recommended variant",
+        "kind": "variant",
+        "figure": "generation",
+        **fit,
+    }
     said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
     assert "projected to twice the training rows, 800, assuming they are trained on at the same epochs" in said
     assert "across 3 forms" in said and f"over its measured {fit['quality'][-1]:.1%}" in said, said
@@ -218,8 +247,14 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     draws = resample_indices(300, 200)
 
     def curve(pts):
-        arm = {"status": "ok", "run": "lora", "chosen_as": "the recommended variant", "kind": "variant",
-               "figure": "generation", **fit_arm(pts, draws=draws)}
+        arm = {
+            "status": "ok",
+            "run": "lora",
+            "chosen_as": "the recommended variant",
+            "kind": "variant",
+            "figure": "generation",
+            **fit_arm(pts, draws=draws),
+        }
         return {"arms": {"recommended": arm}, "reliable": arm["backtest"]["inside"], "crossover": None}
 
     missed, held = curve(bent), curve(smooth)
@@ -230,10 +265,12 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
     said = " ".join(report_curve.headline(held, "fine-tune") + report_curve.lines(held, None))
     assert "is projected at" in said and "(×2, projected)" in said and "held for every arm" in said
     assert "Still improving" not in said  # no point says so here; one that does is named, with its steps
-    points = [{"share": 0.125, "train_steps": 10, "convergence": "still improving"},
-              {"share": 0.25, "train_steps": 10, "convergence": "converged"},
-              {"share": 0.5, "train_steps": 40, "convergence": "still improving"},  # as long as its own run
-              {"share": 1.0, "own_run": True, "train_steps": 40}]
+    points = [
+        {"share": 0.125, "train_steps": 10, "convergence": "still improving"},
+        {"share": 0.25, "train_steps": 10, "convergence": "converged"},
+        {"share": 0.5, "train_steps": 40, "convergence": "still improving"},  # as long as its own run
+        {"share": 1.0, "own_run": True, "train_steps": 40},
+    ]
     held["arms"]["recommended"]["points"] = points
     said = " ".join(report_curve.lines(held, None))
     assert "Still improving at its last step: 0.125 (10 steps)" in said and "0.25 (" not in said
@@ -272,21 +309,45 @@ def test_the_report_words_every_code_of_the_curve_and_keeps_an_older_records_wor
     where it was, and a point record written before the codes (its words already) reads as it was."""
     from bakeoff.report.curve import worded
 
-    curve = {"arms": {
-        "recommended": {"run": "lora", "chosen_as": "recommended", "points": [], "status": "skipped",
-                        "missing": "unfinished"},
-        "best_prompt": {"run": None, "chosen_as": "best_prompt", "points": [], "status": "skipped",
-                        "missing": "no_run"},
-        "lora": {"run": "lora", "chosen_as": "the recommended variant", "status": "too few points",
-                 "points": [{"share": 0.25, "status": "stale", "drawn_for": "full", "rows": 30}]},
-        "full": {"run": "full", "chosen_as": "named", "status": "ok", "backtest": {"inside": False, "sizes": 2},
-                 "projection": [{"multiple": 2, "gain_from": "largest_point", "forms": {}}]}},
-        "crossover": {"rows": 120, "where": "projected"}}
+    curve = {
+        "arms": {
+            "recommended": {
+                "run": "lora",
+                "chosen_as": "recommended",
+                "points": [],
+                "status": "skipped",
+                "missing": "unfinished",
+            },
+            "best_prompt": {
+                "run": None,
+                "chosen_as": "best_prompt",
+                "points": [],
+                "status": "skipped",
+                "missing": "no_run",
+            },
+            "lora": {
+                "run": "lora",
+                "chosen_as": "the recommended variant",
+                "status": "too few points",
+                "points": [{"share": 0.25, "status": "stale", "drawn_for": "full", "rows": 30}],
+            },
+            "full": {
+                "run": "full",
+                "chosen_as": "named",
+                "status": "ok",
+                "backtest": {"inside": False, "sizes": 2},
+                "projection": [{"multiple": 2, "gain_from": "largest_point", "forms": {}}],
+            },
+        },
+        "crossover": {"rows": 120, "where": "projected"},
+    }
     w = worded(curve)
     a = w["arms"]
     assert list(a["recommended"]) == ["run", "chosen_as", "points", "status", "reason"]
-    assert a["recommended"]["reason"] == "`lora` did not finish" and a["recommended"]["chosen_as"] == \
-        "the recommended variant"
+    assert (
+        a["recommended"]["reason"] == "`lora` did not finish"
+        and a["recommended"]["chosen_as"] == "the recommended variant"
+    )
     assert a["best_prompt"]["reason"] == "no finished run for `best_prompt`"
     assert a["best_prompt"]["chosen_as"] == "the best prompting baseline on validation"
     assert a["lora"]["chosen_as"] == "the recommended variant"  # an older record's words, kept

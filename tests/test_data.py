@@ -22,8 +22,13 @@ def test_prompt_completion_jsonl(tmp_path):
 
 
 def test_messages_jsonl_keeps_turns_and_takes_last_assistant(tmp_path):
-    row = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
-                        {"role": "assistant", "content": "4"}]}
+    row = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+        ]
+    }
     (ex,) = read_examples(write_jsonl(tmp_path / "m.jsonl", [row]))
     assert [m["role"] for m in ex.messages] == ["system", "user"]
     assert ex.completion == "4"
@@ -59,9 +64,8 @@ def test_not_utf8_names_line(tmp_path):
 
 def test_csv_with_column_mapping_and_template(tmp_path):
     path = tmp_path / "reviews.csv"
-    path.write_text("text,label\ngreat film,positive\n\"dull, long\",negative\n")
-    exs = read_examples(path, columns={"prompt": "text", "completion": "label"},
-                        template="Sentiment of: {prompt}")
+    path.write_text('text,label\ngreat film,positive\n"dull, long",negative\n')
+    exs = read_examples(path, columns={"prompt": "text", "completion": "label"}, template="Sentiment of: {prompt}")
     assert [e.completion for e in exs] == ["positive", "negative"]
     assert exs[1].messages[-1]["content"] == "Sentiment of: dull, long"
     assert exs[1].source.endswith("reviews.csv:3")

@@ -1,6 +1,6 @@
 """The front door: a README a newcomer reads in minutes, docs in a user's words, figures from the run's records.
 
-    pytest tests/test_docs.py      (seconds, no torch)
+pytest tests/test_docs.py      (seconds, no torch)
 """
 
 import copy
@@ -16,19 +16,41 @@ from bakeoff.report.glossary import glossary_lines
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 PROSE = [*PAGES, ROOT / "params.yaml"]
-CODE = [p for d in ("src", "stages", "benchmarks", "tests") for p in sorted((ROOT / d).rglob("*.py"))
-        if p.name != "test_docs.py"]
-TOPICS = ["evaluation", "search-and-fairness", "statistics", "sizing", "endpoints", "mlflow", "several-machines",
-          "clock", "hardware", "data-checks", "params", "architecture", "glossary", "report", "tasks", "variants",
-          "export"]
+CODE = [
+    p
+    for d in ("src", "stages", "benchmarks", "tests")
+    for p in sorted((ROOT / d).rglob("*.py"))
+    if p.name != "test_docs.py"
+]
+TOPICS = [
+    "evaluation",
+    "search-and-fairness",
+    "statistics",
+    "sizing",
+    "endpoints",
+    "mlflow",
+    "several-machines",
+    "clock",
+    "hardware",
+    "data-checks",
+    "params",
+    "architecture",
+    "glossary",
+    "report",
+    "tasks",
+    "variants",
+    "export",
+]
 
 # words of the people who build bakeoff, not of the people who use it
 INTERNAL = [
     (re.compile(r"\bissues? #?\d+", re.IGNORECASE), "an issue number"),
     (re.compile(r"\bthis session\b", re.IGNORECASE), "'this session'"),
     (re.compile(r"\bseed's claim\b", re.IGNORECASE), "'the seed's claim'"),
-    (re.compile(r"\.\./shared\b|\bshared/(?:design|fairness-facts|sizing-facts|platform-facts|style)\.md"),
-     "a file outside the repository"),
+    (
+        re.compile(r"\.\./shared\b|\bshared/(?:design|fairness-facts|sizing-facts|platform-facts|style)\.md"),
+        "a file outside the repository",
+    ),
     (re.compile(r"\bby floor\b", re.IGNORECASE), "'by floor'"),
 ]
 HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
@@ -114,12 +136,17 @@ def test_every_link_to_a_heading_finds_it_on_its_page_or_another():
 
 def test_the_heading_check_catches_a_heading_that_was_renamed(tmp_path):
     (tmp_path / "other.md").write_text("# Several GPUs and several machines\n\n## Several machines\n```\n# not\n```\n")
-    (tmp_path / "page.md").write_text("## Run `it`, twice!\n\n## Run `it`, twice!\n\n"
-                                      "[a](#run-it-twice) [b](#run-it-twice-1) [c](other.md#several-machines) "
-                                      "[d](other.md#run-it-on-several-machines) "
-                                      "[e](#not) [f](other.md#not)\n")
-    assert broken_anchors(tmp_path / "page.md") == ["page.md → other.md#run-it-on-several-machines",
-                                                    "page.md → #not", "page.md → other.md#not"]
+    (tmp_path / "page.md").write_text(
+        "## Run `it`, twice!\n\n## Run `it`, twice!\n\n"
+        "[a](#run-it-twice) [b](#run-it-twice-1) [c](other.md#several-machines) "
+        "[d](other.md#run-it-on-several-machines) "
+        "[e](#not) [f](other.md#not)\n"
+    )
+    assert broken_anchors(tmp_path / "page.md") == [
+        "page.md → other.md#run-it-on-several-machines",
+        "page.md → #not",
+        "page.md → other.md#not",
+    ]
 
 
 def test_the_readme_figures_are_the_committed_records():
@@ -142,31 +169,48 @@ def test_a_planted_stale_figure_fails_the_readme_check(tmp_path):
     assert readme.main(["--check", "--root", str(tmp_path)]) == 0
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     stale = copy.deepcopy(metrics)
-    stale["verdict"]["ci_low"] -= 0.013                      # a refreshed run's interval
+    stale["verdict"]["ci_low"] -= 0.013  # a refreshed run's interval
     (tmp_path / "reports/metrics.json").write_text(json.dumps(stale))
     assert readme.main(["--check", "--root", str(tmp_path)]) == 1
-    readme.main(["--root", str(tmp_path)])                    # the fix the message names
+    readme.main(["--root", str(tmp_path)])  # the fix the message names
     assert readme.main(["--check", "--root", str(tmp_path)]) == 0
     assert f"[{100 * stale['verdict']['ci_low']:+.1f}," in (tmp_path / "README.md").read_text()
 
 
 def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
-    clock = {"runs": [
-        {"completed": True, "stages_planned": 26, "stages_ran": 26, "actual_total_s": 6460.6, "machine": "m"},
-        {"completed": True, "stages_planned": 1, "stages_ran": 1, "actual_total_s": 15.0, "machine": "m"},
-        {"completed": False, "stages_planned": 26, "stages_ran": 9, "actual_total_s": 900.0, "machine": "m"}]}
+    clock = {
+        "runs": [
+            {"completed": True, "stages_planned": 26, "stages_ran": 26, "actual_total_s": 6460.6, "machine": "m"},
+            {"completed": True, "stages_planned": 1, "stages_ran": 1, "actual_total_s": 15.0, "machine": "m"},
+            {"completed": False, "stages_planned": 26, "stages_ran": 9, "actual_total_s": 900.0, "machine": "m"},
+        ]
+    }
     assert readme.full_run(clock)["actual_total_s"] == 6460.6
     # the base model restored from DVC's cache, every other stage run: a whole run, said so; a run mostly restored
     # from the cache is not one
     clock["runs"] += [
-        {"completed": True, "stages_planned": 26, "stages_ran": 25, "stages_restored": 1, "actual_total_s": 7000.0,
-         "machine": "m"},
-        {"completed": True, "stages_planned": 26, "stages_ran": 2, "stages_restored": 24, "actual_total_s": 40.0,
-         "machine": "m"}]
+        {
+            "completed": True,
+            "stages_planned": 26,
+            "stages_ran": 25,
+            "stages_restored": 1,
+            "actual_total_s": 7000.0,
+            "machine": "m",
+        },
+        {
+            "completed": True,
+            "stages_planned": 26,
+            "stages_ran": 2,
+            "stages_restored": 24,
+            "actual_total_s": 40.0,
+            "machine": "m",
+        },
+    ]
     assert readme.full_run(clock)["actual_total_s"] == 7000.0
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     assert "- `make repro` (25 stages run, 1 restored from DVC's cache) took 1 h 57 min on m" in readme.block(
-        metrics, clock)
+        metrics, clock
+    )
     assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
 
 
@@ -258,6 +302,9 @@ def test_the_committed_report_is_the_one_compare_wrote_from_todays_params():
     ran = lock["params"]["params.yaml"]
     stale = [k for k, v in ran.items() if not same(value(k), v)]
     assert not stale, f"params.yaml's {stale} differ from what the committed report was made with: run make repro"
-    edited = [o["path"] for o in lock["outs"] if (ROOT / o["path"]).is_file()
-              and hashlib.md5((ROOT / o["path"]).read_bytes()).hexdigest() != o["md5"]]
+    edited = [
+        o["path"]
+        for o in lock["outs"]
+        if (ROOT / o["path"]).is_file() and hashlib.md5((ROOT / o["path"]).read_bytes()).hexdigest() != o["md5"]
+    ]
     assert not edited, f"{edited} are not what compare wrote (dvc.lock): run make repro"

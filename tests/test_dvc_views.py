@@ -26,26 +26,64 @@ DVC = str(Path(sys.executable).with_name("dvc"))
 
 def table(lora_quality: float = 0.8) -> pd.DataFrame:
     nan = math.nan
-    return pd.DataFrame([
-        {"name": "zero_shot", "status": "ok", "quality": 0.1, "quality_ci_low": 0.05, "quality_ci_high": 0.2,
-         "gain": nan, "gen_wall_s": 20.0, "eval_peak_rss_mb": 1800.0, "kernels": "eager"},
-        {"name": "lora", "status": "ok", "quality": lora_quality, "quality_ci_low": 0.7, "quality_ci_high": 0.9,
-         "gain": 0.5, "gain_ci_low": 0.4, "gain_ci_high": 0.6, "train_wall_s": 200.0, "gen_wall_s": 12.0,
-         "train_peak_rss_mb": 4000.0, "eval_peak_rss_mb": 2000.0, "convergence": "still improving"},
-        {"name": "unsloth", "status": "skipped", "error": "needs a CUDA GPU", "quality": nan}])
+    return pd.DataFrame(
+        [
+            {
+                "name": "zero_shot",
+                "status": "ok",
+                "quality": 0.1,
+                "quality_ci_low": 0.05,
+                "quality_ci_high": 0.2,
+                "gain": nan,
+                "gen_wall_s": 20.0,
+                "eval_peak_rss_mb": 1800.0,
+                "kernels": "eager",
+            },
+            {
+                "name": "lora",
+                "status": "ok",
+                "quality": lora_quality,
+                "quality_ci_low": 0.7,
+                "quality_ci_high": 0.9,
+                "gain": 0.5,
+                "gain_ci_low": 0.4,
+                "gain_ci_high": 0.6,
+                "train_wall_s": 200.0,
+                "gen_wall_s": 12.0,
+                "train_peak_rss_mb": 4000.0,
+                "eval_peak_rss_mb": 2000.0,
+                "convergence": "still improving",
+            },
+            {"name": "unsloth", "status": "skipped", "error": "needs a CUDA GPU", "quality": nan},
+        ]
+    )
 
 
-RECORDS = {"lora": {"history": [{"step": 5, "loss": 0.7}, {"step": 10, "loss": 0.3}],
-                    "val_curve": [{"step": 10, "loss": 0.2, "se": 0.01}]},
-           "unsloth": {"status": "skipped"}}
+RECORDS = {
+    "lora": {
+        "history": [{"step": 5, "loss": 0.7}, {"step": 10, "loss": 0.3}],
+        "val_curve": [{"step": 10, "loss": 0.2, "se": 0.01}],
+    },
+    "unsloth": {"status": "skipped"},
+}
 CURVE = {"arms": {"recommended": {"run": "lora", "rows": [50, 100, 200], "quality": [0.5, 0.6, 0.8]}}}
 
 
 def test_each_arm_is_at_most_ten_numbers_with_its_status_as_one():
     m = dvc_files.arm_metrics(table(), {"lora": {"usd": 6.954}})
     assert m["unsloth"] == {"ok": 0}  # skipped: no figure, its reason is in the report
-    assert m["lora"] == {"ok": 1, "quality": 0.8, "ci_low": 0.7, "ci_high": 0.9, "gain": 0.5, "gain_ci_low": 0.4,
-                         "train_s": 200.0, "eval_s": 12.0, "peak_mb": 4000.0, "usd_target": 6.95}
+    assert m["lora"] == {
+        "ok": 1,
+        "quality": 0.8,
+        "ci_low": 0.7,
+        "ci_high": 0.9,
+        "gain": 0.5,
+        "gain_ci_low": 0.4,
+        "train_s": 200.0,
+        "eval_s": 12.0,
+        "peak_mb": 4000.0,
+        "usd_target": 6.95,
+    }
     assert m["zero_shot"]["peak_mb"] == 1800.0 and "gain" not in m["zero_shot"]  # evaluation's peak; no gain
     assert all(len(v) <= 10 and all(isinstance(x, (int, float)) for x in v.values()) for v in m.values())
 
@@ -69,8 +107,14 @@ def test_the_records_are_copied_for_git_and_a_removed_arm_leaves_none(tmp_path):
     (out / "shipped.json").write_text('{"shipped": "lora"}')
     dest = dvc_files.records(out, runs_dir, out / "shipped.json")
     got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
-    assert got == ["lora/eval.json", "lora/train.json", "lora/tuned.json", "shipped.json",
-                   "zero_shot/eval.json", "zero_shot/tuned.json"]
+    assert got == [
+        "lora/eval.json",
+        "lora/train.json",
+        "lora/tuned.json",
+        "shipped.json",
+        "zero_shot/eval.json",
+        "zero_shot/tuned.json",
+    ]
     assert json.loads((dest / "lora" / "train.json").read_text()) == {"arm": "lora", "file": "train"}
     shutil.rmtree(runs_dir / "zero_shot")
     dvc_files.records(out, runs_dir, None)

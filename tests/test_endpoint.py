@@ -56,8 +56,7 @@ class Proxy:
 
             def _forward(self, body: bytes | None = None, strip: bool = False):
                 keep = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
-                req = urllib.request.Request(proxy.upstream + self.path,
-                                             data=body, method=self.command, headers=keep)
+                req = urllib.request.Request(proxy.upstream + self.path, data=body, method=self.command, headers=keep)
                 try:
                     r = urllib.request.urlopen(req, timeout=120)
                     data = r.read()
@@ -175,14 +174,16 @@ def test_params_refuse_a_key_written_in_them_and_a_search_over_an_endpoint(tmp_p
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
         with pytest.raises(UserError, match=f"baselines.big.{key}"):
             load_params(tmp_path / "params.yaml")
-    p = dict(base, baselines={"big": {"endpoint": {"base_url": "http://x/v1", "model": "m"}, "search": {"shots": [0,
-                                                                                                                  3]}}})
+    p = dict(
+        base, baselines={"big": {"endpoint": {"base_url": "http://x/v1", "model": "m"}, "search": {"shots": [0, 3]}}}
+    )
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     with pytest.raises(UserError, match="baselines.big.search: a prompt search over an endpoint is not built yet"):
         load_params(tmp_path / "params.yaml")
 
 
 # ---------------------------------------------------------------- through dvc repro, with the real default model
+
 
 def sh(cmd: str, cwd: Path, ok: bool = True, key: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
@@ -196,17 +197,19 @@ def sh(cmd: str, cwd: Path, ok: bool = True, key: bool = True) -> subprocess.Com
     return r
 
 
-CAPITALS = ("France:Paris Germany:Berlin Italy:Rome Spain:Madrid Japan:Tokyo China:Beijing Russia:Moscow Egypt:Cairo "
-            "Canada:Ottawa Greece:Athens Portugal:Lisbon Austria:Vienna Poland:Warsaw Norway:Oslo Sweden:Stockholm "
-            "Finland:Helsinki Ireland:Dublin Kenya:Nairobi Peru:Lima Cuba:Havana Chile:Santiago Thailand:Bangkok "
-            "Turkey:Ankara Iran:Tehran Iraq:Baghdad Denmark:Copenhagen Hungary:Budapest Belgium:Brussels "
-            "Netherlands:Amsterdam Argentina:Buenos_Aires Mexico:Mexico_City India:New_Delhi Australia:Canberra "
-            "Brazil:Brasilia Ukraine:Kyiv Vietnam:Hanoi Colombia:Bogota Nigeria:Abuja Morocco:Rabat England:London "
-            "Switzerland:Bern Scotland:Edinburgh Iceland:Reykjavik Czechia:Prague Romania:Bucharest Bulgaria:Sofia "
-            "Serbia:Belgrade Croatia:Zagreb Lebanon:Beirut Syria:Damascus Jordan:Amman Ghana:Accra "
-            "Ethiopia:Addis_Ababa "
-            "Venezuela:Caracas Uruguay:Montevideo Philippines:Manila Indonesia:Jakarta South_Korea:Seoul "
-            "Pakistan:Islamabad Nepal:Kathmandu")
+CAPITALS = (
+    "France:Paris Germany:Berlin Italy:Rome Spain:Madrid Japan:Tokyo China:Beijing Russia:Moscow Egypt:Cairo "
+    "Canada:Ottawa Greece:Athens Portugal:Lisbon Austria:Vienna Poland:Warsaw Norway:Oslo Sweden:Stockholm "
+    "Finland:Helsinki Ireland:Dublin Kenya:Nairobi Peru:Lima Cuba:Havana Chile:Santiago Thailand:Bangkok "
+    "Turkey:Ankara Iran:Tehran Iraq:Baghdad Denmark:Copenhagen Hungary:Budapest Belgium:Brussels "
+    "Netherlands:Amsterdam Argentina:Buenos_Aires Mexico:Mexico_City India:New_Delhi Australia:Canberra "
+    "Brazil:Brasilia Ukraine:Kyiv Vietnam:Hanoi Colombia:Bogota Nigeria:Abuja Morocco:Rabat England:London "
+    "Switzerland:Bern Scotland:Edinburgh Iceland:Reykjavik Czechia:Prague Romania:Bucharest Bulgaria:Sofia "
+    "Serbia:Belgrade Croatia:Zagreb Lebanon:Beirut Syria:Damascus Jordan:Amman Ghana:Accra "
+    "Ethiopia:Addis_Ababa "
+    "Venezuela:Caracas Uruguay:Montevideo Philippines:Manila Indonesia:Jakarta South_Korea:Seoul "
+    "Pakistan:Islamabad Nepal:Kathmandu"
+)
 
 
 def tiny_task() -> list[dict]:
@@ -215,8 +218,10 @@ def tiny_task() -> list[dict]:
     near-ties that the two engines' rounding (transformers in fp32, llama.cpp's Q4_1 kernels) settle differently:
     see README's measured agreement."""
     pairs = [[x.replace("_", " ") for x in c.split(":")] for c in CAPITALS.split()]
-    return [{"prompt": f"What is the capital of {country}? Answer with the city only.", "completion": city}
-            for country, city in pairs]
+    return [
+        {"prompt": f"What is the capital of {country}? Answer with the city only.", "completion": city}
+        for country, city in pairs
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -228,13 +233,15 @@ def project(tmp_path_factory, tiny_model_dir, proxy):
     params["train_defaults"]["precision"] = "fp32"
     cities = sorted({r["completion"] for r in tiny_task()})  # a label set: label choice runs on both engines
     params["task"].update(val_size=8, test_size=30, max_new_tokens=12, labels=cities)
-    params["eval"].update(dtype="fp32", latency_requests=2, lm_eval="off", lm_eval_tasks=[], probe=False,
-                          bootstrap_resamples=200)
+    params["eval"].update(
+        dtype="fp32", latency_requests=2, lm_eval="off", lm_eval_tasks=[], probe=False, bootstrap_resamples=200
+    )
     endpoint = {"base_url": proxy.url, "model": "smollm2", "api_key_env": KEY_ENV, "concurrency": 2}
-    params["baselines"] = {"zero_shot": {"shots": 0},
-                           "big": {"shots": 0, "endpoint": endpoint,
-                                   "price": {"usd_per_1m_input": 0.15, "usd_per_1m_output": 0.6}},
-                           "dead": {"shots": 0, "endpoint": {**endpoint, "base_url": "http://127.0.0.1:9/v1"}}}
+    params["baselines"] = {
+        "zero_shot": {"shots": 0},
+        "big": {"shots": 0, "endpoint": endpoint, "price": {"usd_per_1m_input": 0.15, "usd_per_1m_output": 0.6}},
+        "dead": {"shots": 0, "endpoint": {**endpoint, "base_url": "http://127.0.0.1:9/v1"}},
+    }
     params["export"] = {"variants": ["lora"]}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("git init -q && git config user.email t@t && git config user.name t && dvc init -q", repo)
@@ -310,9 +317,15 @@ def test_the_planted_key_is_nowhere(project):
     assert "| `big` | smollm2 | 0 of 30 |" in (repo / "reports" / "comparison.md").read_text()
     out += report.stdout + report.stderr
     assert SECRET not in out
-    files = [repo / "mlflow.db", *(repo / "runs").rglob("*"), *(repo / "reports").rglob("*"),
-             *repo.glob("mlruns/**/*"), *repo.glob("mlartifacts/**/*"),
-             *(repo / ".bakeoff_tmp").rglob("*"), repo / "dvc.lock"]
+    files = [
+        repo / "mlflow.db",
+        *(repo / "runs").rglob("*"),
+        *(repo / "reports").rglob("*"),
+        *repo.glob("mlruns/**/*"),
+        *repo.glob("mlartifacts/**/*"),
+        *(repo / ".bakeoff_tmp").rglob("*"),
+        repo / "dvc.lock",
+    ]
     assert (repo / "mlflow.db").exists()
     for path in files:
         if path.is_file():
@@ -335,8 +348,9 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
 
     repo, _, _ = project
     torch.manual_seed(0)
-    model = get_peft_model(load_model(repo / "models" / "base"), LoraConfig(r=4, lora_alpha=8,
-                                                                            target_modules="all-linear"))
+    model = get_peft_model(
+        load_model(repo / "models" / "base"), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear")
+    )
     for n, p in model.named_parameters():
         if "lora_B" in n:
             p.data.normal_(0, 2e-3)
@@ -347,16 +361,23 @@ def test_export_ships_a_lora_that_answers_alike_merged_and_served(project):
     preds, _ = generate(evaluated, tok, [e.messages for e in test], Decoding(12, 16), None)
     items = score("exact_match", preds, [e.completion for e in test])[1]
     (repo / "runs" / "lora").mkdir(exist_ok=True)
-    (repo / "runs" / "lora" / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_of(test,
-                                                                                                            preds,
-                                                                                                            items)))
+    (repo / "runs" / "lora" / "predictions.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows_of(test, preds, items))
+    )
     (repo / "runs" / "lora" / "eval.json").write_text(json.dumps({"name": "lora", "status": "ok", "metrics": {}}))
     out = sh("python stages/export.py exports", repo)
     shipped = json.loads((repo / "reports" / "shipped.json").read_text())["variants"]["lora"]
     assert shipped["status"] == "ok", out.stdout[-2000:]
     d = repo / "exports" / "lora"
-    for f in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "merged/model.safetensors",
-              "merged/tokenizer.json", "lora-f16.gguf", "Modelfile", "SERVE.md"):
+    for f in (
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+        "merged/model.safetensors",
+        "merged/tokenizer.json",
+        "lora-f16.gguf",
+        "Modelfile",
+        "SERVE.md",
+    ):
         assert (d / f).exists(), f
     assert "--lora-modules lora=./adapter" in (d / "SERVE.md").read_text()
     assert "FROM ./lora-f16.gguf" in (d / "Modelfile").read_text()
@@ -391,9 +412,12 @@ def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even
 
     from bakeoff.decide import verdict
 
-    df = pd.DataFrame([{"name": "big", "kind": "baseline", "prompt_tokens_per_request": 400.0,
-                        "usd_per_request": 0.0002},
-                       {"name": "lora", "kind": "variant", "prompt_tokens_per_request": 60.0, "train_wall_s": 1.0}])
+    df = pd.DataFrame(
+        [
+            {"name": "big", "kind": "baseline", "prompt_tokens_per_request": 400.0, "usd_per_request": 0.0002},
+            {"name": "lora", "kind": "variant", "prompt_tokens_per_request": 60.0, "train_wall_s": 1.0},
+        ]
+    )
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "big"}
     c = verdict.cost(df, v, 0.0001, {}, {"name": "L4", "usd_per_hour": 0.8})
     assert c["priced_by"] == "endpoint" and c["prompt_usd_per_request"] == 0.0002
@@ -405,12 +429,32 @@ def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even
 def test_the_shipped_section_flags_a_served_drop_outside_the_interval():
     from bakeoff.report.shipped import shipped_lines
 
-    check = {"n": 60, "identical": 41, "identical_share": 0.683, "quality": 0.70, "evaluated_quality": 0.93,
-             "evaluated_ci": [0.867, 0.983], "inside_ci": False, "mcnemar_p": 0.0001, "better_items": 0,
-             "worse_items": 14}
-    shipped = {"chosen_by": "the recommendation", "machine": "a CPU", "variants": {"lora": {
-        "status": "ok", "files": {"gguf": "lora-f16.gguf"}, "sizes_mb": {"gguf": 270.0}, "gguf_type": "f16",
-        "serving_dtype": "bf16", "served": {**check, "engine": "llama.cpp", "threads": 2, "failed_items": 0}}}}
+    check = {
+        "n": 60,
+        "identical": 41,
+        "identical_share": 0.683,
+        "quality": 0.70,
+        "evaluated_quality": 0.93,
+        "evaluated_ci": [0.867, 0.983],
+        "inside_ci": False,
+        "mcnemar_p": 0.0001,
+        "better_items": 0,
+        "worse_items": 14,
+    }
+    shipped = {
+        "chosen_by": "the recommendation",
+        "machine": "a CPU",
+        "variants": {
+            "lora": {
+                "status": "ok",
+                "files": {"gguf": "lora-f16.gguf"},
+                "sizes_mb": {"gguf": 270.0},
+                "gguf_type": "f16",
+                "serving_dtype": "bf16",
+                "served": {**check, "engine": "llama.cpp", "threads": 2, "failed_items": 0},
+            }
+        },
+    }
     text = "\n".join(shipped_lines(shipped, {"n": 60}))
     assert "41/60 (68.3%)" in text and "outside: a drop to look at before shipping" in text
     assert "Nothing exported" in "\n".join(shipped_lines({"variants": {}, "note": "prompting is recommended"}))
@@ -428,7 +472,7 @@ def test_the_server_keeps_plain_buffers_on_an_amx_cpu_and_ships_as_is_elsewhere(
     plain.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
     assert llama_server.has_amx(amx) and not llama_server.has_amx(plain)
     assert not llama_server.has_amx(tmp_path / "none")
-    assert c.llama_model_default_params().use_extra_bufts        # llama.cpp's default: repack
+    assert c.llama_model_default_params().use_extra_bufts  # llama.cpp's default: repack
     monkeypatch.setattr(c, "llama_model_default_params", c.llama_model_default_params)  # undone after the test
     llama_server.without_repacking()
     assert not c.llama_model_default_params().use_extra_bufts

@@ -19,18 +19,22 @@ def ex(text: str, answer: str = "x", i: int = 0) -> Example:
 
 
 def test_nearest_shots_pick_the_most_similar_training_examples():
-    train = [ex("refund my order please", "refund", 0), ex("the app crashes on login", "bug", 1),
-             ex("how do I export a report", "how_to", 2), ex("app crashes when I upload a photo", "bug", 3),
-             ex("charge twice on my card, refund", "billing", 4)]
+    train = [
+        ex("refund my order please", "refund", 0),
+        ex("the app crashes on login", "bug", 1),
+        ex("how do I export a report", "how_to", 2),
+        ex("app crashes when I upload a photo", "bug", 3),
+        ex("charge twice on my card, refund", "billing", 4),
+    ]
     pick = NearestShots(train, 2)
     got = pick(ex("the app crashes every time I login"))
     # both crash tickets, the most similar (shares "the app crashes on login") last, nearest the question
     assert [e.id for e in got] == [3, 1]
     assert [e.id for e in pick(ex("please refund the double charge on my card"))] == [0, 4]
-    assert pick(ex("zzz")) == pick(ex("zzz"))                        # deterministic, ties by train order
+    assert pick(ex("zzz")) == pick(ex("zzz"))  # deterministic, ties by train order
     assert [e.id for e in pick(ex("zzz"))] == [1, 0]
     fixed = shot_picker(train, 2, "fixed", seed=0)
-    assert fixed(ex("a")) == fixed(ex("b"))                          # fixed: the same shots for every item
+    assert fixed(ex("a")) == fixed(ex("b"))  # fixed: the same shots for every item
 
 
 def test_instruction_joins_the_system_prompt():
@@ -38,7 +42,7 @@ def test_instruction_joins_the_system_prompt():
     msgs = few_shot_messages(e, [ex("q1", "a1")], instruction="Answer in JSON.")
     assert msgs[0] == {"role": "system", "content": "You triage.\n\nAnswer in JSON."}
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
-    assert e.messages[0]["content"] == "You triage."                 # the example itself is not changed
+    assert e.messages[0]["content"] == "You triage."  # the example itself is not changed
     assert few_shot_messages(ex("q"), [], "Be brief.")[0] == {"role": "system", "content": "Be brief."}
 
 
@@ -50,8 +54,10 @@ def test_preference_scoring_on_a_model_with_a_known_answer(tiny_model_dir):
     with torch.no_grad():
         model.model.norm.weight.zero_()
     V = model.config.vocab_size
-    pairs = [Pair([{"role": "user", "content": "q"}], "yes", "yes yes yes", id=0),
-             Pair([{"role": "user", "content": "q"}], "no no no no", "no", id=1)]
+    pairs = [
+        Pair([{"role": "user", "content": "q"}], "yes", "yes yes yes", id=0),
+        Pair([{"role": "user", "content": "q"}], "no no no no", "no", id=1),
+    ]
     n = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
     margins = preference_margins(model, tok, pairs)
     assert margins[0] == pytest.approx((n("yes yes yes") - n("yes")) * math.log(V), rel=1e-4)
@@ -64,7 +70,7 @@ def test_batched_generation_matches_one_at_a_time(tiny_model_dir, tickets):
     prompts = [e.messages for e in read_examples(tickets)[:12]]
     batched, _ = generate(model, tok, prompts, Decoding(12, 6))
     single, _ = generate(model, tok, prompts, Decoding(12, 1))
-    assert sum(a == b for a, b in zip(batched, single)) >= 11     # ≥ 90% here; the benchmark checks ≥ 99%
+    assert sum(a == b for a, b in zip(batched, single)) >= 11  # ≥ 90% here; the benchmark checks ≥ 99%
 
 
 def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, tickets, tmp_path, monkeypatch):
@@ -78,11 +84,11 @@ def test_a_killed_evaluation_resumes_without_generating_again(tiny_model_dir, ti
     fresh, _ = generate(model, tok, prompts, Decoding(6, 4))
     path = tmp_path / "answers.jsonl"
     first = Resume(path, "run-1")
-    generate(model, tok, prompts[:6], Decoding(6, 4), resume=first)    # killed after 6 of 10
+    generate(model, tok, prompts[:6], Decoding(6, 4), resume=first)  # killed after 6 of 10
     first.flush()
     assert len(path.read_text().splitlines()) == 1 + 6
     with open(path, "a") as f:
-        f.write('{"prompt": "half a li')                                 # the line the kill cut short
+        f.write('{"prompt": "half a li')  # the line the kill cut short
     calls = []
     orig = model.generate
     monkeypatch.setattr(model, "generate", lambda **kw: calls.append(len(kw["input_ids"])) or orig(**kw))
@@ -117,15 +123,16 @@ def test_evaluate_examples_records_every_figure(tiny_model_dir, tickets):
     # each figure has the value it must: recomputed here from the rows and the model, not read back
     preds = [r["prediction"] for r in out]
     assert metrics["n_test"] == 6 and metrics["quality"] == metrics["exact_match"]
-    assert metrics["exact_match"] == pytest.approx(sum(exact_match(p, e.completion) for p, e in zip(preds, test)) / 6,
-                                                   abs=1e-4)
+    assert metrics["exact_match"] == pytest.approx(
+        sum(exact_match(p, e.completion) for p, e in zip(preds, test)) / 6, abs=1e-4
+    )
     assert metrics["json_valid"] == pytest.approx(sum(json_valid(p, "") for p in preds) / 6, abs=1e-4)
     lengths = [len(encode(tok, render_prompt(tok, e.messages))) for e in test]
     assert metrics["prompt_tokens_per_request"] == pytest.approx(sum(lengths) / 6, abs=0.05)
     loss = completion_loss(model, tok, [e.messages for e in val], [e.completion for e in val])
-    assert metrics["val_loss"] == pytest.approx(loss,
-                                                abs=1e-4) and metrics["val_ppl"] == pytest.approx(math.exp(loss),
-                                                                                                  rel=1e-3)
+    assert metrics["val_loss"] == pytest.approx(loss, abs=1e-4) and metrics["val_ppl"] == pytest.approx(
+        math.exp(loss), rel=1e-3
+    )
     margins = preference_margins(model, tok, pairs)
     assert metrics["pref_accuracy"] == pytest.approx(sum(m > 0 for m in margins) / 4) and metrics["n_pref"] == 4
     assert metrics["gen_tokens_per_s"] > 0 and metrics["eval_peak_rss_mb"] > 100
@@ -141,18 +148,17 @@ def test_lm_eval_scores_the_same_outputs(tiny_model_dir, tickets, tmp_path):
     test = read_examples(tickets)[:10]
     for i, e in enumerate(test):
         e.id = i
-    test[0].completion = generate(model, tok, [test[0].messages], Decoding(8))[0][0]   # one the model gets right
+    test[0].completion = generate(model, tok, [test[0].messages], Decoding(8))[0][0]  # one the model gets right
     ours, _ = generate(model, tok, [e.messages for e in test], Decoding(8, 5))
     task = lmeval.write_task(test, tok, tmp_path / "task", max_new_tokens=8)
     assert (task / "bakeoff_test.yaml").exists() and (task / "bakeoff_test.jsonl").exists()
     out = lmeval.run_task(task, {"pretrained": str(tiny_model_dir)}, tok, batch_size=5)
-    assert sum(a == b.strip() for a, b in zip(ours, out["predictions"])) >= 9   # the same greedy outputs
+    assert sum(a == b.strip() for a, b in zip(ours, out["predictions"])) >= 9  # the same greedy outputs
     agree = lmeval.agreement([loose_match(p, e.completion) for p, e in zip(ours, test)], out["per_example"])
     assert out["per_example"][0] == 1.0 and agree["lm_eval_disagree"] <= 1
 
 
-def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_saw(tiny_model_dir, tickets,
-                                                                                   tmp_path):
+def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_saw(tiny_model_dir, tickets, tmp_path):
     """eval.lm_eval: reuse: no second generation (no model at all here); lm-eval builds each request from its task
     file, takes our answer for it and scores it with its own exact_match."""
     from bakeoff.data.prompts import render_prompt
@@ -163,7 +169,7 @@ def test_lm_eval_reuse_scores_bakeoffs_own_answers_and_names_a_prompt_it_never_s
     for i, e in enumerate(test):
         e.id = i
     answers = [e.completion if i in (1, 4) else "WRONG " + e.completion for i, e in enumerate(test)]
-    answers[2] = "  " + test[2].completion.upper() + "  "             # right once case and spacing are ignored
+    answers[2] = "  " + test[2].completion.upper() + "  "  # right once case and spacing are ignored
     rows = [{"prediction": a, "loose_match": loose_match(a, e.completion)} for a, e in zip(answers, test)]
     inputs = EvalInputs([], [], test, [], EvalPlan("exact_match", 8))
     got = run_lm_eval(inputs, rows, None, tok, tmp_path / "task", LmEvalRun(mode="reuse"))
@@ -196,24 +202,35 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
 
     tok = load_tokenizer(tiny_model_dir)
     model = load_model(tiny_model_dir).eval()
-    labels = ["refund", "refund request", "card arrival status", "a",
-              "billing: double charge on my card after the upgrade", "Refund"]
-    prompts = [[{"role": "user", "content": "my card was charged twice"}],
-               [{"role": "system", "content": "Classify the ticket."},
-                {"role": "user", "content": "where is my new card? " * 12}],
-               [{"role": "user", "content": "hi"}]]
+    labels = [
+        "refund",
+        "refund request",
+        "card arrival status",
+        "a",
+        "billing: double charge on my card after the upgrade",
+        "Refund",
+    ]
+    prompts = [
+        [{"role": "user", "content": "my card was charged twice"}],
+        [
+            {"role": "system", "content": "Classify the ticket."},
+            {"role": "user", "content": "where is my new card? " * 12},
+        ],
+        [{"role": "user", "content": "hi"}],
+    ]
     tails = [prompt_and_full(tok, prompts[0], c) for c in labels]
     lens = [len(f) - n for f, n in tails]
-    assert len(set(lens)) >= 4                                          # 1 to many tokens
-    short, long_ = tails[0][0][tails[0][1]:], tails[1][0][tails[1][1]:]
-    end = 0                                                              # the end-of-turn tokens every answer ends with
-    while short[-end - 1:] == long_[-end - 1:]:
+    assert len(set(lens)) >= 4  # 1 to many tokens
+    short, long_ = tails[0][0][tails[0][1] :], tails[1][0][tails[1][1] :]
+    end = 0  # the end-of-turn tokens every answer ends with
+    while short[-end - 1 :] == long_[-end - 1 :]:
         end += 1
-    assert end >= 1 and long_[:len(short) - end] == short[:-end]        # "refund" is a token prefix of "refund request"
-    for impl in ("sdpa", "eager"):                                      # a boolean mask; an additive one
+    assert end >= 1 and long_[: len(short) - end] == short[:-end]  # "refund" is a token prefix of "refund request"
+    for impl in ("sdpa", "eager"):  # a boolean mask; an additive one
         model.set_attn_implementation(impl)
-        full = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
-                                   [c for _ in prompts for c in labels])
+        full = completion_logprobs(
+            model, tok, [p for p in prompts for _ in labels], [c for _ in prompts for c in labels]
+        )
         shared = label_logprobs(model, tok, prompts, labels)
         for i in range(len(prompts)):
             for j in range(len(labels)):
@@ -221,8 +238,8 @@ def test_shared_prompt_label_scores_equal_full_sequence_scores(tiny_model_dir):
     from bakeoff.evaluate.logprobs import choose_labels
 
     assert choose_labels(model, tok, prompts, labels) == choose_labels(model, tok, prompts, labels, shared=False)
-    half = load_model(tiny_model_dir).to(torch.bfloat16).eval()          # scored in fp32, then left as it was
-    half.model.norm.weight.data = half.model.norm.weight.data.float()   # one fp32 tensor among bf16 ones
+    half = load_model(tiny_model_dir).to(torch.bfloat16).eval()  # scored in fp32, then left as it was
+    half.model.norm.weight.data = half.model.norm.weight.data.float()  # one fp32 tensor among bf16 ones
     snapshot = {n: t.clone() for n, t in half.state_dict().items()}
     choose_labels(half, tok, prompts, labels)
     assert all(t.dtype == snapshot[n].dtype and torch.equal(t, snapshot[n]) for n, t in half.state_dict().items())
@@ -241,13 +258,20 @@ def test_label_choice_takes_the_most_likely_label(tiny_model_dir):
     assert choose_labels(model, tok, prompts, ["yes", "no"]) == ["yes", "yes"]
 
 
-@pytest.mark.parametrize("pred, ref, want", [
-    ("Card arrival", "card_arrival", True),
-    ('{"category": "Bug", "urgency": "High"}', '{"category": "bug", "urgency": "high"}', True),  # values' case
-    ('{"urgency": "high", "category": "bug"}', '{"category": "bug", "urgency": "high"}', False),  # same object: right
-    ("card_arrival", "card_arrival", False),      # right: not a miss at all
-    ("refund", "card_arrival", False),            # wrong in substance
-])
+@pytest.mark.parametrize(
+    "pred, ref, want",
+    [
+        ("Card arrival", "card_arrival", True),
+        ('{"category": "Bug", "urgency": "High"}', '{"category": "bug", "urgency": "high"}', True),  # values' case
+        (
+            '{"urgency": "high", "category": "bug"}',
+            '{"category": "bug", "urgency": "high"}',
+            False,
+        ),  # same object: right
+        ("card_arrival", "card_arrival", False),  # right: not a miss at all
+        ("refund", "card_arrival", False),  # wrong in substance
+    ],
+)
 def test_format_only_misses(pred, ref, want):
     from bakeoff.core.scoring import format_only_miss
 
@@ -293,17 +317,35 @@ def test_a_variant_trained_to_forget_diverges_from_the_base_and_scores_lower_on_
     resolve_base("smollm2-135m-instruct", base_dir)
     rng = random.Random(0)
     word = lambda: "".join(rng.choice("qxzjvkw") for _ in range(rng.randint(3, 9)))
-    rows = [Example([{"role": "user", "content": " ".join(word() for _ in range(6))}],
-                    " ".join(word() for _ in range(12)), id=i) for i in range(32)]
-    t = TrainConfig(max_steps=8, effective_batch=8, micro_batch=8, lr=1e-3, max_seq_len=128, precision="fp32",
-                    logging_steps=1, warmup_steps_excluded=1, eval_steps=0)
+    rows = [
+        Example(
+            [{"role": "user", "content": " ".join(word() for _ in range(6))}], " ".join(word() for _ in range(12)), id=i
+        )
+        for i in range(32)
+    ]
+    t = TrainConfig(
+        max_steps=8,
+        effective_batch=8,
+        micro_batch=8,
+        lr=1e-3,
+        max_seq_len=128,
+        precision="fp32",
+        logging_steps=1,
+        warmup_steps_excluded=1,
+        eval_steps=0,
+    )
     v = VariantConfig(name="forget", technique="full", train=t, options=dict(get_technique("full").defaults))
     train(Job(get_technique("full"), v, base_dir, tmp_path / "forgot", "fp32", tmp_path / "work"), rows)
     tok = load_tokenizer(base_dir)
     base, forgot = load_model(base_dir).eval(), load_model(tmp_path / "forgot").eval()
     items = general_instructions()
-    got = {name: {**run_probe(m, tok, tmp_path / f"probe-{name}", batch_size=16, limit=80),
-                  "kl": general_kl(m, base, tok, items)} for name, m in (("base", base), ("forgot", forgot))}
+    got = {
+        name: {
+            **run_probe(m, tok, tmp_path / f"probe-{name}", batch_size=16, limit=80),
+            "kl": general_kl(m, base, tok, items),
+        }
+        for name, m in (("base", base), ("forgot", forgot))
+    }
     assert got["base"]["n_probe"] == got["forgot"]["n_probe"] == 80
     assert got["base"]["kl"] == pytest.approx(0.0, abs=1e-6) and got["forgot"]["kl"] > 0.5, got
     assert got["forgot"]["probe_acc"] <= got["base"]["probe_acc"] - 0.1, got
@@ -317,9 +359,18 @@ def wide_model_dir(tokenizer_dir, tmp_path_factory):
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=768, intermediate_size=2048, num_hidden_layers=4,
-                         num_attention_heads=12, num_key_value_heads=4, tie_word_embeddings=True,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=768,
+        intermediate_size=2048,
+        num_hidden_layers=4,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     out = tmp_path_factory.mktemp("wide") / "model"
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(out)
     tok.save_pretrained(out)
@@ -395,12 +446,17 @@ def _measured(mode: str, model_dir) -> dict:
     seen = []
     for _ in range(5):  # some processes peak ~the model's size higher on every call (a library's scratch, seen in 1
         # of 3 fresh processes); a copy of the model shows in every process: the first process under the margin counts
-        r = subprocess.run([sys.executable, "-c", MEASURE, mode, str(model_dir)], capture_output=True, text=True,
-                           timeout=300, check=False)
+        r = subprocess.run(
+            [sys.executable, "-c", MEASURE, mode, str(model_dir)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
         assert line, r.stderr[-3000:]
-        got = json.loads(line[len("RESULT "):])
-        seen.append(round(got["grew"] / 2 ** 20, 1))
+        got = json.loads(line[len("RESULT ") :])
+        seen.append(round(got["grew"] / 2**20, 1))
         if got["grew"] < MARGIN * got["footprint"]:
             break
     return {**got, "grew_mb_per_process": seen}
@@ -416,7 +472,7 @@ def test_label_choice_holds_no_fp32_copy_of_the_model(wide_model_dir):
     added a whole copy (+100%)."""
     got = _measured("labels", wide_model_dir)
     assert len(got["choice"]) == 4
-    assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2 ** 20)
+    assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2**20)
 
 
 def test_kl_to_base_keeps_one_model_resident_and_matches_the_two_model_figure(wide_model_dir):
@@ -430,15 +486,17 @@ def test_kl_to_base_keeps_one_model_resident_and_matches_the_two_model_figure(wi
     from bakeoff.evaluate.logprobs import general_instructions, general_kl
 
     got = _measured("kl", wide_model_dir)
-    assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2 ** 20)
+    assert got["grew"] < MARGIN * got["footprint"], (got["grew_mb_per_process"], got["footprint"] / 2**20)
     tok = load_tokenizer(wide_model_dir)
     items = general_instructions()[:4]
     both = general_kl(_moved(wide_model_dir), load_model(wide_model_dir, dtype=torch.bfloat16).eval(), tok, items)
     assert got["general_kl"] == pytest.approx(both, abs=1e-4) and both > 0
     assert got["general_kl_against"] == "the base model in bf16"
 
-    peft = get_peft_model(load_model(wide_model_dir, dtype=torch.bfloat16),
-                          LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft = get_peft_model(
+        load_model(wide_model_dir, dtype=torch.bfloat16),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
     unmerged = KlToBase(wide_model_dir, "peft", "bf16", items)
     unmerged.take(peft.eval(), tok)
     assert unmerged.metrics["general_kl_against"] == "the served model with its adapter disabled"

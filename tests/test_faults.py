@@ -28,25 +28,31 @@ pytestmark = pytest.mark.slow
 def repo(tmp_path_factory, tiny_model_dir):
     repo = tmp_path_factory.mktemp("faults")
     params = make_dvc_repo(repo, tiny_model_dir, rows=48)
-    params["train_defaults"].update(max_steps=2, effective_batch=4, micro_batch=2, precision="fp32",
-                                    warmup_steps_excluded=1, logging_steps=1)
+    params["train_defaults"].update(
+        max_steps=2, effective_batch=4, micro_batch=2, precision="fp32", warmup_steps_excluded=1, logging_steps=1
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"] = {"lora": {"technique": "lora", "r": 4, "alpha": 8}}
     params["derived"] = {}
-    params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe_limit=20, lm_eval="reuse",
-                          lm_eval_tasks=[])
+    params["eval"].update(
+        latency_requests=2, bootstrap_resamples=200, probe_limit=20, lm_eval="reuse", lm_eval_tasks=[]
+    )
     params["export"].update(serve=False)
     params["tune"]["trials"] = 2  # searched, but its search raises before its first trial (below)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           **faults.env(tmp_path_factory.mktemp("site"), [("bakeoff.evaluate.lmeval", "run_task",
-                                                           "stages/evaluate.py", None),
-                                                          ("bakeoff.evaluate.lmeval", "run_probe",
-                                                           "stages/evaluate.py", None),
-                                                          ("bakeoff.decide.decision", "decide", "stages/export.py",
-                                                           None),
-                                                          ("bakeoff.search.trials", "search_variant",
-                                                           "stages/tune.py", None)])}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        **faults.env(
+            tmp_path_factory.mktemp("site"),
+            [
+                ("bakeoff.evaluate.lmeval", "run_task", "stages/evaluate.py", None),
+                ("bakeoff.evaluate.lmeval", "run_probe", "stages/evaluate.py", None),
+                ("bakeoff.decide.decision", "decide", "stages/export.py", None),
+                ("bakeoff.search.trials", "search_variant", "stages/tune.py", None),
+            ],
+        ),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     cmd = "git init -q && git config user.email t@t && git config user.name t && dvc init -q && dvc repro"
     r = subprocess.run(cmd, shell=True, cwd=repo, env=env, capture_output=True, text=True, check=False)
@@ -64,13 +70,15 @@ def test_a_failed_side_check_keeps_the_arms_quality_and_records_its_own_failure(
     rec = json.loads((repo / "runs" / "lora" / "eval.json").read_text())
     assert rec["status"] == "ok" and 0 <= rec["metrics"]["quality"] <= 1, rec
     preds = (repo / "runs" / "lora" / "predictions.jsonl").read_text().splitlines()
-    assert len(preds) == 8                                   # every test answer kept (task.test_size 8)
+    assert len(preds) == 8  # every test answer kept (task.test_size 8)
     checks = rec["side_checks"]
-    assert checks["lm_eval"] == {"status": "failed",
-                                 "error": "RuntimeError: planted fault in bakeoff.evaluate.lmeval.run_task"}
+    assert checks["lm_eval"] == {
+        "status": "failed",
+        "error": "RuntimeError: planted fault in bakeoff.evaluate.lmeval.run_task",
+    }
     assert checks["probe"]["status"] == "failed" and "run_probe" in checks["probe"]["error"]
     assert "lm_eval_exact_match" not in rec["metrics"] and "probe_acc" not in rec["metrics"]
-    assert "general_kl" in rec["metrics"]                    # the side checks that did not fail still ran
+    assert "general_kl" in rec["metrics"]  # the side checks that did not fail still ran
     base = json.loads((repo / "runs" / "zero_shot" / "eval.json").read_text())
     assert "side_checks" not in base and "lm_eval_exact_match" in base["metrics"]  # the fault was lora's alone
 

@@ -30,18 +30,33 @@ def _params(tmp_path: Path, **task) -> Path:
     return path
 
 
-@pytest.mark.parametrize("task, said", [
-    ({"test_size": 0}, r"task\.test_size: must be a fraction in \(0, 1\) or a whole count ≥ 1; got 0"),
-    ({"test_size": -5}, r"task\.test_size: .*got -5\.0 \(an empty test split would leave nothing to score\)"),
-    ({"val_size": 0}, r"task\.val_size: .* or auto; got 0(\.0)? \(an empty val split would leave nothing to choose"),
-    ({"test_size": 2.5}, r"task\.test_size"),
-    ({"prompt_template": "Classify {prompt} (answer: {completion})"}, r"task\.prompt_template: names 'completion'"),
-    ({"columns": {"prompt": "text", "completion": "label"}, "prefs": None, "train": "data/raw/mine.csv",
-      "prompt_template": "{text} => {label}"}, r"task\.prompt_template: names 'label', the answer's column"),
-    ({"prompt_template": "Classify { this: {prompt}"}, r"task\.prompt_template: is not a valid template"),
-    ({"train": "data/raw/mine.csv"},
-     r"task\.prefs: is the shipped tickets task's preference pairs .*task\.prefs: null"),
-])
+@pytest.mark.parametrize(
+    "task, said",
+    [
+        ({"test_size": 0}, r"task\.test_size: must be a fraction in \(0, 1\) or a whole count ≥ 1; got 0"),
+        ({"test_size": -5}, r"task\.test_size: .*got -5\.0 \(an empty test split would leave nothing to score\)"),
+        (
+            {"val_size": 0},
+            r"task\.val_size: .* or auto; got 0(\.0)? \(an empty val split would leave nothing to choose",
+        ),
+        ({"test_size": 2.5}, r"task\.test_size"),
+        ({"prompt_template": "Classify {prompt} (answer: {completion})"}, r"task\.prompt_template: names 'completion'"),
+        (
+            {
+                "columns": {"prompt": "text", "completion": "label"},
+                "prefs": None,
+                "train": "data/raw/mine.csv",
+                "prompt_template": "{text} => {label}",
+            },
+            r"task\.prompt_template: names 'label', the answer's column",
+        ),
+        ({"prompt_template": "Classify { this: {prompt}"}, r"task\.prompt_template: is not a valid template"),
+        (
+            {"train": "data/raw/mine.csv"},
+            r"task\.prefs: is the shipped tickets task's preference pairs .*task\.prefs: null",
+        ),
+    ],
+)
 def test_bad_task_params_name_their_key(tmp_path, task, said):
     with pytest.raises(ParamsError, match=said):
         load_params(_params(tmp_path, **task))
@@ -111,8 +126,15 @@ def test_a_stage_killed_by_sigkill_is_the_arms_oom_status_and_exits_0(tmp_path, 
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     (tmp_path / "kill.py").write_text(KILLED)
     env = {k: v for k, v in os.environ.items() if k != "BAKEOFF_SUPERVISED"}
-    r = subprocess.run([sys.executable, "kill.py", stage], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "kill.py", stage],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr  # dvc repro goes on with the other arms
     rec = json.loads((tmp_path / "runs" / "lora" / f"{'train' if stage == 'train' else 'eval'}.json").read_text())
     assert rec["status"] == "oom" and "killed by SIGKILL, likely the host's out-of-memory killer" in rec["error"]

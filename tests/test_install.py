@@ -53,8 +53,21 @@ def test_size_prints_every_card_for_the_model_and_technique_before_any_training(
     assert float(full["H200"][1]) > 4 * float(rows["H200"][1])  # 16-bit weights, gradients and Adam's state
     cards = {g: int(full[g][2].split()[0]) if full[g][2].endswith("sharded") else 1 for g in ("L4", "H200")}
     assert cards["L4"] > cards["H200"] > 1  # sharded where one card cannot hold it, more of the smaller card
-    long = table(bakeoff("size", "--model", "llama-3.1-8b", "--technique", "qlora", "--seq-len", "4096",
-                         "--micro-batch", "4", "--tokens", "1e7").stdout)
+    long = table(
+        bakeoff(
+            "size",
+            "--model",
+            "llama-3.1-8b",
+            "--technique",
+            "qlora",
+            "--seq-len",
+            "4096",
+            "--micro-batch",
+            "4",
+            "--tokens",
+            "1e7",
+        ).stdout
+    )
     assert float(long["H200"][1]) > float(rows["H200"][1])  # more activations
     priced = [float(rows[g][4].replace(",", "")) for g in ("H100-80GB", "H200")]
     assert priced[0] < priced[1]  # the same hours at a lower price
@@ -92,12 +105,22 @@ def test_size_says_what_to_change_when_the_model_or_technique_is_unknown(tmp_pat
 
 def test_size_reads_another_configuration_with_its_own_model_and_card(tmp_path):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    raw["sizing"]["targets"].append({"name": "mine-30b", "layers": 60, "hidden": 6656, "intermediate": 17920,
-                                     "heads": 52, "kv_heads": 52, "vocab": 32000})
+    raw["sizing"]["targets"].append(
+        {
+            "name": "mine-30b",
+            "layers": 60,
+            "hidden": 6656,
+            "intermediate": 17920,
+            "heads": 52,
+            "kv_heads": 52,
+            "vocab": 32000,
+        }
+    )
     raw["sizing"]["gpus"] = [{"name": "MyCard", "memory_gb": 96, "usd_per_hour": 2.0, "bf16_tflops": 500}]
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump(raw))
-    r = bakeoff("size", "--model", "mine-30b", "--technique", "lora", "--tokens", "1e7",
-                "--params", str(tmp_path / "mine.yaml"))
+    r = bakeoff(
+        "size", "--model", "mine-30b", "--technique", "lora", "--tokens", "1e7", "--params", str(tmp_path / "mine.yaml")
+    )
     assert r.returncode == 0, r.stderr
     assert list(table(r.stdout)) == ["MyCard"] and "`mine-30b`" in r.stdout
 
@@ -119,8 +142,11 @@ def test_another_configuration_runs_in_a_workspace_of_its_own(tmp_path, monkeypa
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # params' store (a server URL set outside is kept as is)
     for part in ("dvc.yaml", "params.yaml", "stages", "src", "data", "configs"):
         src = ROOT / part
-        (shutil.copytree(src, tmp_path / part, ignore=shutil.ignore_patterns("prepared*", "__pycache__"))
-         if src.is_dir() else shutil.copy2(src, tmp_path / part))
+        (
+            shutil.copytree(src, tmp_path / part, ignore=shutil.ignore_patterns("prepared*", "__pycache__"))
+            if src.is_dir()
+            else shutil.copy2(src, tmp_path / part)
+        )
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["verdict"]["min_gain"] = 0.11
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(raw))
@@ -135,8 +161,9 @@ def test_another_configuration_runs_in_a_workspace_of_its_own(tmp_path, monkeypa
 
 
 def deptry(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "deptry"), ".", "--no-ansi"], cwd=root, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [str(BIN / "deptry"), ".", "--no-ansi"], cwd=root, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @pytest.fixture(scope="module")

@@ -39,10 +39,15 @@ def test_dvc_deps_cover_every_module_a_stage_imports(stage):
     script, deps = stage_deps()[stage]
     covered = [ROOT / d for d in deps]
     assert script in covered, f"dvc.yaml: stage {stage} does not depend on its own script {script.name}"
-    missing = sorted(str(f.relative_to(ROOT)) for f in closure(script)
-                     if not docstring_only(f) and not any(f == d or d in f.parents for d in covered))
-    assert not missing, f"dvc.yaml: stage {stage} imports {missing} but does not list them in deps: an edit to them " \
-                        "would leave its results stale"
+    missing = sorted(
+        str(f.relative_to(ROOT))
+        for f in closure(script)
+        if not docstring_only(f) and not any(f == d or d in f.parents for d in covered)
+    )
+    assert not missing, (
+        f"dvc.yaml: stage {stage} imports {missing} but does not list them in deps: an edit to them "
+        "would leave its results stale"
+    )
 
 
 def test_dvc_yamls_code_deps_are_what_the_import_graph_writes():
@@ -87,8 +92,14 @@ def test_a_stage_depends_on_what_it_can_change_and_no_more():
         code = [i for i, d in enumerate(listed) if d.startswith(("src/", "stages/"))]
         assert code == list(range(code[0], len(listed))), f"dvc.yaml: {stage} lists an input after its code"
     # an edit to the report, the curve's fit or the evidence reruns `compare` alone, no training
-    for edited in ("report/curve.py", "report/tables.py", "report/verdict.py", "decide/curve.py",
-                   "decide/data_value.py", "decide/evidence.py"):
+    for edited in (
+        "report/curve.py",
+        "report/tables.py",
+        "report/verdict.py",
+        "decide/curve.py",
+        "decide/data_value.py",
+        "decide/evidence.py",
+    ):
         f = LIB / edited
         rerun = [s for s, (_, listed) in deps.items() if any(f == ROOT / d or ROOT / d in f.parents for d in listed)]
         assert rerun == ["compare"], f"an edit to {edited} reruns {rerun}"
@@ -145,8 +156,10 @@ def _graph(local: bool) -> dict[str, set[str]]:
         deps = set()
         for node in nodes:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bakeoff"):
-                deps |= {f"{node.module}.{a.name}" if module_file(f"{node.module}.{a.name}") else node.module
-                         for a in node.names}
+                deps |= {
+                    f"{node.module}.{a.name}" if module_file(f"{node.module}.{a.name}") else node.module
+                    for a in node.names
+                }
             elif isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name.startswith("bakeoff")}
         graph[name] = deps - {name}
@@ -181,19 +194,25 @@ def test_an_import_circle_is_found():
 
 
 def test_params_load_without_torch():
-    code = ("import sys; from bakeoff.core.config import load_params; load_params('params.yaml'); "
-            "import bakeoff.decide.verdict, bakeoff.core.scoring, bakeoff.decide.sizing, bakeoff.data.prompts; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; from bakeoff.core.config import load_params; load_params('params.yaml'); "
+        "import bakeoff.decide.verdict, bakeoff.core.scoring, bakeoff.decide.sizing, bakeoff.data.prompts; "
+        "print('torch' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False", "the params schema or a pure module imports torch"
 
 
 def test_library_files_and_functions_stay_readable():
-    long_files = {str(p.relative_to(ROOT)): n for p in LIB.rglob("*.py")
-                  if (n := len(p.read_text().splitlines())) > 350}
+    long_files = {
+        str(p.relative_to(ROOT)): n for p in LIB.rglob("*.py") if (n := len(p.read_text().splitlines())) > 350
+    }
     assert not long_files, f"library files over 350 lines: {long_files}"
-    escapes = [str(p.relative_to(ROOT)) for p in [*LIB.rglob("*.py"), *(ROOT / "stages").glob("*.py")]
-               if "# long:" in p.read_text()]
+    escapes = [
+        str(p.relative_to(ROOT))
+        for p in [*LIB.rglob("*.py"), *(ROOT / "stages").glob("*.py")]
+        if "# long:" in p.read_text()
+    ]
     assert not escapes, f"'# long:' escapes: {escapes}"
     long_functions = []
     for path in [*LIB.rglob("*.py"), *(ROOT / "stages").glob("*.py")]:
@@ -228,8 +247,10 @@ def test_no_new_function_takes_more_than_six_parameters(tmp_path):
     found = over_six_parameters(LIB) - FIXED_SIGNATURES
     assert not found, f"over 6 parameters (pass typed settings instead, as ``train(Job, rows, ...)`` does): {found}"
     # the count itself: a seventh parameter is caught, six are not
-    (tmp_path / "m.py").write_text("def ok(a, b, c, d, e, f): ...\nclass C:\n    def m(self, a, b, c, d, e, *f): ...\n"
-                                   "def many(a, b, c, d, e, f, *, g=1): ...\ndef kw(a, b, c, d, e, f, **k): ...\n")
+    (tmp_path / "m.py").write_text(
+        "def ok(a, b, c, d, e, f): ...\nclass C:\n    def m(self, a, b, c, d, e, *f): ...\n"
+        "def many(a, b, c, d, e, f, *, g=1): ...\ndef kw(a, b, c, d, e, f, **k): ...\n"
+    )
     assert over_six_parameters(tmp_path) == {"m.py:many", "m.py:kw"}
 
 
@@ -248,14 +269,16 @@ def sentences(path: Path) -> list[str]:
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
             skip.add(id(first.value))
         printed = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
-        inner = (node.exc if isinstance(node, ast.Raise) else node if isinstance(node, ast.JoinedStr) or printed
-                 else None)
+        inner = (
+            node.exc if isinstance(node, ast.Raise) else node if isinstance(node, ast.JoinedStr) or printed else None
+        )
         if inner is not None:
             skip |= {id(sub) for sub in ast.walk(inner) if sub is not node}
     found = []
     for node in ast.walk(tree):
-        if id(node) in skip or not (isinstance(node, ast.JoinedStr)
-                                    or isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        if id(node) in skip or not (
+            isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ):
             continue
         parts = node.values if isinstance(node, ast.JoinedStr) else [node]
         text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in parts)
@@ -270,28 +293,38 @@ def test_decide_builds_no_sentence(tmp_path):
     it live in report/ (``bakeoff.report.verdict``, ``.curve``, ``.sizing``, ``.evidence``, ``.tables``)."""
     found = {str(p.relative_to(LIB)): s for p in sorted((LIB / "decide").glob("*.py")) if (s := sentences(p))}
     assert not found, f"sentences built in decide/ (word them in report/): {found}"
-    (tmp_path / "m.py").write_text('"""A docstring of words."""\ndef f(x):\n    """Its own words."""\n'
-                                   '    if x:\n        raise ValueError(f"an error says {x} in words")\n'
-                                   '    print(f"[stage] a console line about {x}")\n'
-                                   '    return {"key": "a_code", "why": f"measured on {x} here", "ok": "two words",\n'
-                                   '            "decision": "prompting is enough", "md": f"`{x}`"}\n')
+    (tmp_path / "m.py").write_text(
+        '"""A docstring of words."""\ndef f(x):\n    """Its own words."""\n'
+        '    if x:\n        raise ValueError(f"an error says {x} in words")\n'
+        '    print(f"[stage] a console line about {x}")\n'
+        '    return {"key": "a_code", "why": f"measured on {x} here", "ok": "two words",\n'
+        '            "decision": "prompting is enough", "md": f"`{x}`"}\n'
+    )
     assert sentences(tmp_path / "m.py") == ["measured on {} here", "`{}`"]
 
 
 def test_no_class_is_built_inside_a_function():
     """A class that needs a library imported late (transformers, TRL, lm-eval) lives at the top of a module that is
     itself imported late (``train/callbacks.py``, ``train/backends/trl_dpo.py``), not inside a function."""
-    built = [f"{path.relative_to(LIB)}:{fn.name} builds {c.name}" for path in LIB.rglob("*.py")
-             for fn in ast.walk(ast.parse(path.read_text())) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for c in ast.walk(fn) if isinstance(c, ast.ClassDef)]
+    built = [
+        f"{path.relative_to(LIB)}:{fn.name} builds {c.name}"
+        for path in LIB.rglob("*.py")
+        for fn in ast.walk(ast.parse(path.read_text()))
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for c in ast.walk(fn)
+        if isinstance(c, ast.ClassDef)
+    ]
     assert not built, f"classes built inside functions: {built}"
 
 
 def test_the_report_reads_no_record_itself():
     """report/ renders from the ``Decision`` it is given (``Decision.searches``, ``.evaluations``, ``.records``);
     only the champion's packaging reads a prompting run's prompt, to ship it beside the model."""
-    readers = sorted(str(p.relative_to(LIB)) for p in (LIB / "report").glob("*.py")
-                     if re.search(r"runs\.read_json|read_json\(runs\.", p.read_text()))
+    readers = sorted(
+        str(p.relative_to(LIB))
+        for p in (LIB / "report").glob("*.py")
+        if re.search(r"runs\.read_json|read_json\(runs\.", p.read_text())
+    )
     assert readers == ["report/champion.py"], f"report files that read records themselves: {readers}"
 
 
@@ -315,7 +348,8 @@ def test_a_technique_lives_in_its_folder_and_its_settings():
                 named[node.value].add(str(path.relative_to(LIB)))
     for t, files in named.items():
         assert files == {"core/techniques.py", f"train/techniques/{t}.py", *NAMED_ELSEWHERE.get(t, ())}, (
-            f"{t} is named in {sorted(files)}: read bakeoff.core.techniques.FACTS there instead")
+            f"{t} is named in {sorted(files)}: read bakeoff.core.techniques.FACTS there instead"
+        )
 
 
 def _code_lines(path: Path) -> int:
@@ -326,24 +360,44 @@ def _code_lines(path: Path) -> int:
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node):
             d = node.body[0]
             doc |= set(range(d.lineno, d.end_lineno + 1))
-    return sum(1 for i, line in enumerate(path.read_text().splitlines(), 1)
-               if line.strip() and not line.strip().startswith("#") and i not in doc)
+    return sum(
+        1
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and i not in doc
+    )
 
 
 # values a user must replace rather than defaults: the shipped task's files and the example price and card catalog
-NOT_DEFAULTS = {"task.name", "task.train", "task.prefs", "cost.usd_per_1k_prompt_tokens", "cost.train_tokens",
-                "sizing.target", "sizing.targets", "sizing.gpus", "tune.share",
-                # the shipped project searches (4 trials per arm); a params.yaml without `tune.trials` does not
-                "tune.trials"}
+NOT_DEFAULTS = {
+    "task.name",
+    "task.train",
+    "task.prefs",
+    "cost.usd_per_1k_prompt_tokens",
+    "cost.train_tokens",
+    "sizing.target",
+    "sizing.targets",
+    "sizing.gpus",
+    "tune.share",
+    # the shipped project searches (4 trials per arm); a params.yaml without `tune.trials` does not
+    "tune.trials",
+}
 
 
 def test_dataclass_defaults_are_params_yaml():
     from bakeoff.core import sections
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    classes = {"model": sections.ModelConfig, "task": sections.TaskConfig, "train_defaults": sections.TrainConfig,
-                "eval": sections.EvalConfig, "tracking": sections.TrackingConfig, "verdict": sections.VerdictConfig,
-                "cost": sections.CostConfig, "sizing": sections.SizingConfig, "tune": sections.TuneConfig}
+    classes = {
+        "model": sections.ModelConfig,
+        "task": sections.TaskConfig,
+        "train_defaults": sections.TrainConfig,
+        "eval": sections.EvalConfig,
+        "tracking": sections.TrackingConfig,
+        "verdict": sections.VerdictConfig,
+        "cost": sections.CostConfig,
+        "sizing": sections.SizingConfig,
+        "tune": sections.TuneConfig,
+    }
     differ, undocumented = [], []
     for section, cls in classes.items():
         for f in fields(cls):
@@ -370,20 +424,21 @@ def test_old_sizing_names_still_work_with_a_warning(tmp_path):
 
 def test_the_architecture_page_lists_every_folder_and_file_of_the_library():
     page = (ROOT / "docs" / "architecture.md").read_text()
-    tree = page[page.index("```\nsrc/bakeoff/") + 4:page.rindex("```")]
+    tree = page[page.index("```\nsrc/bakeoff/") + 4 : page.rindex("```")]
     listed, stack = set(), []
     for line in tree.splitlines()[1:]:
         indent = (len(line) - len(line.lstrip())) // 2
         entry = line.split()[0]
-        stack[indent - 1:] = [entry.rstrip("/")]
+        stack[indent - 1 :] = [entry.rstrip("/")]
         listed.add("/".join(stack) + ("/" if entry.endswith("/") else ""))
     real = {str(p.relative_to(LIB)) for p in LIB.rglob("*.py") if not docstring_only(p)}
     real |= {str(p.relative_to(LIB)) + "/" for p in LIB.rglob("*") if p.is_dir() and (p / "__init__.py").exists()}
     # techniques/ and backends/ are one line each: their files are named on it
     folded = {d for d in listed if d.endswith("/") and not any(x != d and x.startswith(d) for x in listed)}
     real = {r for r in real if not any(r.startswith(d) and r != d for d in folded)}
-    assert listed == real, (f"docs/architecture.md lists {sorted(listed - real)} that the tree lacks, and omits "
-                            f"{sorted(real - listed)}")
+    assert listed == real, (
+        f"docs/architecture.md lists {sorted(listed - real)} that the tree lacks, and omits {sorted(real - listed)}"
+    )
     for d in folded:
         line = next(x for x in tree.splitlines() if x.strip().startswith(d.rsplit("/", 2)[-2] + "/"))
         names = {p.name for p in (LIB / d).glob("*.py") if p.name != "__init__.py"}
@@ -411,8 +466,11 @@ def test_no_path_in_the_readme_or_docs_points_at_a_file_that_does_not_exist():
 
 def test_params_yaml_teaches_in_one_line_a_key_and_docs_params_holds_the_rest():
     lines = (ROOT / "params.yaml").read_text().splitlines()
-    continued = [i for i, line in enumerate(lines[1:], 2)
-                 if re.match(r"^\s{20,}#", line) and not lines[i - 2].lstrip().startswith("#")]
+    continued = [
+        i
+        for i, line in enumerate(lines[1:], 2)
+        if re.match(r"^\s{20,}#", line) and not lines[i - 2].lstrip().startswith("#")
+    ]
     assert not continued, f"params.yaml: a comment continued onto its own line at lines {continued} (docs/params.md)"
     assert all(len(line) <= 120 for line in lines), "params.yaml: a line over 120 characters"
     documented = set(re.findall(r'<a id="([\w.]+)"></a>', (ROOT / "docs" / "params.md").read_text()))
@@ -461,8 +519,9 @@ def test_every_committed_search_record_loads_as_a_typed_search_and_keeps_every_k
     empty = Search.from_json(None)
     assert empty == Search() and not empty.searched and not empty.stopped and empty.spent() == []
     assert Search.from_json({"status": "oom", "trials": []}).stopped
-    adopted = Search.from_json({"trials": [{"number": 0, "tokens_seen": 5}, {"number": 1, "tokens_seen": 7}],
-                                "adopt": {"trial": 0}})
+    adopted = Search.from_json(
+        {"trials": [{"number": 0, "tokens_seen": 5}, {"number": 1, "tokens_seen": 7}], "adopt": {"trial": 0}}
+    )
     assert [t.number for t in adopted.spent()] == [1]
 
 
@@ -474,6 +533,9 @@ def test_every_params_argument_is_typed_params():
     for path in LIB.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                untyped += [f"{path.relative_to(LIB)}:{node.name}" for a in node.args.args + node.args.kwonlyargs
-                            if a.arg == "params" and a.annotation is None]
+                untyped += [
+                    f"{path.relative_to(LIB)}:{node.name}"
+                    for a in node.args.args + node.args.kwonlyargs
+                    if a.arg == "params" and a.annotation is None
+                ]
     assert untyped == ["core/spaces.py:as_run"], f"untyped params: {untyped}"

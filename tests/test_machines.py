@@ -109,11 +109,17 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
 
     url = pg.create("killed")
     grace = _env(BAKEOFF_STUDY_GRACE_S="15")  # 15 s without a heartbeat (every 2 s): the victim is dead
-    victim = subprocess.Popen([sys.executable, "-c", WORKER, url, "victim", "4"], stdout=subprocess.PIPE, text=True,
-                              env=grace)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", WORKER, url, "victim", "4"], stdout=subprocess.PIPE, text=True, env=grace
+    )
     assert victim.stdout.readline().startswith("trial 0 running")
-    survivor = subprocess.Popen([sys.executable, "-c", WORKER, url, "survivor", "4"], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=grace)
+    survivor = subprocess.Popen(
+        [sys.executable, "-c", WORKER, url, "survivor", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=grace,
+    )
     time.sleep(2)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
@@ -122,19 +128,24 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_its_place_is_drawn_again
     rec = json.loads(out.split("RECORD ", 1)[1])
     trials = optuna.load_study(study_name="shared", storage=storage_of(url)).trials
     states = {t.number: (t.state.name, t.user_attrs.get("worker")) for t in trials}
-    assert states[0] == ("FAIL", "victim"), states                # the killed worker's trial: failed
-    assert "status" not in trials[0].user_attrs                    # lost, not a failure of its own
+    assert states[0] == ("FAIL", "victim"), states  # the killed worker's trial: failed
+    assert "status" not in trials[0].user_attrs  # lost, not a failure of its own
     assert sorted(s for s, w in states.values() if w == "survivor") == ["COMPLETE"] * 4, states
     assert len(trials) == 5 and rec["lost_trials"] == [0] and len(rec["trials"]) == 4
     assert "still running on another worker" in out
     lrs = [t.params["lr"] for t in trials]
-    assert len(set(lrs)) == len(lrs)                               # no point drawn twice
+    assert len(set(lrs)) == len(lrs)  # no point drawn twice
 
 
 @pytest.mark.parametrize("value", ["soon", "3", ""])
 def test_a_bad_study_grace_stops_with_a_message_not_a_traceback(value):
-    r = subprocess.run([sys.executable, "-c", "import bakeoff.search.storage"], capture_output=True, text=True,
-                       env=_env(BAKEOFF_STUDY_GRACE_S=value), check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", "import bakeoff.search.storage"],
+        capture_output=True,
+        text=True,
+        env=_env(BAKEOFF_STUDY_GRACE_S=value),
+        check=False,
+    )
     assert r.returncode != 0 and "BAKEOFF_STUDY_GRACE_S must be a whole number of seconds" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
@@ -149,9 +160,14 @@ def test_a_worker_draws_no_trial_while_another_holds_the_study_lock(pg):
 
     url = pg.create("held")
     with Lock(url, "study:shared"):
-        worker = subprocess.Popen([sys.executable, "-c", WORKER, url, "worker", "2"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, env=_env())
-        first = worker.stdout.readline()                       # a broken lock prints "trial 0 running" here
+        worker = subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, "worker", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(),
+        )
+        first = worker.stdout.readline()  # a broken lock prints "trial 0 running" here
         assert "study:shared is held by " in first and first.rstrip().endswith("waiting for it"), first
         time.sleep(2)
         assert optuna.load_study(study_name="shared", storage=storage_of(url)).trials == []
@@ -167,13 +183,25 @@ def _project(repo: Path, tiny_model_dir: Path, storage: str, trials: int) -> dic
     from conftest import make_dvc_repo
 
     params = make_dvc_repo(repo, tiny_model_dir, rows=64)
-    params["train_defaults"].update(max_steps=4, effective_batch=4, micro_batch=2, precision="fp32", eval_steps=2,
-                                    warmup_steps_excluded=1, logging_steps=1)
+    params["train_defaults"].update(
+        max_steps=4,
+        effective_batch=4,
+        micro_batch=2,
+        precision="fp32",
+        eval_steps=2,
+        warmup_steps_excluded=1,
+        logging_steps=1,
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"] = {"lora": {"technique": "lora", "r": 4, "alpha": 8}, "full": {"technique": "full"}}
     params["derived"] = {}
-    params["tune"].update(trials=trials, trial_steps=0.5, storage=storage, share={},
-                          spaces={"lora": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}})
+    params["tune"].update(
+        trials=trials,
+        trial_steps=0.5,
+        storage=storage,
+        share={},
+        spaces={"lora": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}},
+    )
     params["eval"].update(latency_requests=2, bootstrap_resamples=200, lm_eval="off", probe=False)
     params["export"].update(serve=False)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -202,8 +230,17 @@ def test_two_tune_workers_on_one_postgres_study_run_its_four_trials_once(pg, tin
     sh("git init -q && dvc init -q && dvc repro -q data", one)
     two = tmp_path / "two"
     shutil.copytree(one, two, symlinks=True)
-    procs = [subprocess.Popen([sys.executable, "stages/tune.py", "lora"], cwd=d, env=_env(), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for d in (one, two)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "stages/tune.py", "lora"],
+            cwd=d,
+            env=_env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for d in (one, two)
+    ]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     studies = optuna.get_all_study_summaries(storage=storage_of(url))
@@ -211,17 +248,18 @@ def test_two_tune_workers_on_one_postgres_study_run_its_four_trials_once(pg, tin
     trials = optuna.load_study(study_name=studies[0].study_name, storage=storage_of(url)).trials
     assert len(trials) == 4 and all(t.state.name in ("COMPLETE", "PRUNED") for t in trials), trials
     lrs = [t.params["lr"] for t in trials]
-    assert len(set(lrs)) == 4                                        # no point drawn twice
+    assert len(set(lrs)) == 4  # no point drawn twice
     recs = [json.loads((d / "runs" / "lora" / "tuned.json").read_text()) for d in (one, two)]
-    for key in ("values", "best_trial", "best_value", "n_pruned"):   # whichever finished last: the same choice
+    for key in ("values", "best_trial", "best_value", "n_pruned"):  # whichever finished last: the same choice
         assert recs[0].get(key) == recs[1].get(key), (key, [r.get("skipped") or r.get("error") for r in recs], outs)
     assert [t["values"] for t in recs[0]["trials"]] == [t["values"] for t in recs[1]["trials"]]
 
 
 # a column is masked by its header's unit or what it measures: "step s (median)", "p50 s", "train wall s", "peak RSS
 # MB", "measured GB"; and a sizing table's "error" (predicted against measured memory), nothing else of that name
-MEASURED = re.compile(r"tok/s|tokens/s|latency|\bp\d\d\b|(?:^| )s(?: |$)|seconds|wall|RSS|\bMB\b|\bGB\b|memory",
-                      re.IGNORECASE)
+MEASURED = re.compile(
+    r"tok/s|tokens/s|latency|\bp\d\d\b|(?:^| )s(?: |$)|seconds|wall|RSS|\bMB\b|\bGB\b|memory", re.IGNORECASE
+)
 WITH_UNIT = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:ms|s|min|h|MB|GB)\b")
 
 
@@ -273,24 +311,44 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     origin.mkdir()
     _project(origin, tiny_model_dir, split, trials=2)
     remote = tmp_path / "remote"
-    sh(f"git init -q && git config user.email t@t && git config user.name t && dvc init -q && "
-       f"dvc remote add -d shared {remote} && git add -A && git commit -qm bakeoff", origin)
+    sh(
+        f"git init -q && git config user.email t@t && git config user.name t && dvc init -q && "
+        f"dvc remote add -d shared {remote} && git add -A && git commit -qm bakeoff",
+        origin,
+    )
     for name in ("single", "a", "b", "c"):
         sh(f"git clone -q {origin} {tmp_path / name}", tmp_path)
     single = tmp_path / "single"
     text = (single / "params.yaml").read_text()
     (single / "params.yaml").write_text(text.replace(split, pg.create("single")))  # its own studies
     # its own local MLflow store; it runs beside A and B (a machine of its own: nothing shared with theirs)
-    alone = subprocess.Popen([sys.executable, "-m", "bakeoff.run.clock"], cwd=single, env=_env(), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    alone = subprocess.Popen(
+        [sys.executable, "-m", "bakeoff.run.clock"],
+        cwd=single,
+        env=_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
     with MlflowServer(tmp_path / "mlflow") as server, _reaped(alone):
         env = _env(MLFLOW_TRACKING_URI=server.uri)
-        a = subprocess.Popen([sys.executable, "-m", "bakeoff.run.worker", "evaluate@lora"], cwd=tmp_path / "a", env=env,
-                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        b = subprocess.Popen([sys.executable, "-m", "bakeoff.run.worker", "evaluate@full", "baseline@zero_shot",
-                              "evaluate@lora"], cwd=tmp_path / "b", env=env, text=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
+        a = subprocess.Popen(
+            [sys.executable, "-m", "bakeoff.run.worker", "evaluate@lora"],
+            cwd=tmp_path / "a",
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        b = subprocess.Popen(
+            [sys.executable, "-m", "bakeoff.run.worker", "evaluate@full", "baseline@zero_shot", "evaluate@lora"],
+            cwd=tmp_path / "b",
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         logs = {"a": a.communicate(timeout=1200)[0], "b": b.communicate(timeout=1200)[0]}
         for m, log in logs.items():  # kept beside the clones for a look after a failure
             (tmp_path / f"{m}.log").write_text(log)
@@ -298,7 +356,8 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
         c_log = sh("python -m bakeoff.run.worker", tmp_path / "c", MLFLOW_TRACKING_URI=server.uri)
         (tmp_path / "c.log").write_text(c_log)
         runs = mlflow.MlflowClient(server.uri).search_runs(
-            [mlflow.MlflowClient(server.uri).get_experiment_by_name("tickets").experiment_id], max_results=1000)
+            [mlflow.MlflowClient(server.uri).get_experiment_by_name("tickets").experiment_id], max_results=1000
+        )
         single_log = alone.communicate(timeout=1200)[0]
         assert alone.returncode == 0, single_log[-4000:]
 
@@ -309,17 +368,27 @@ def test_three_machines_split_a_bakeoff_and_the_third_trains_nothing(pg, tiny_mo
     # C trained, tuned and evaluated nothing: every arm's stage came from the remote
     ran_on_c = _stage_lines(c_log, "done")
     assert ran_on_c == ["compare", "export"], c_log
-    assert set(_stage_lines(c_log, "restored")) >= {"model", "data", "tune@lora", "tune@full", "train@lora",
-                                                    "train@full", "evaluate@lora", "evaluate@full",
-                                                    "baseline@zero_shot", "tune_prompt@zero_shot"}, c_log
+    assert set(_stage_lines(c_log, "restored")) >= {
+        "model",
+        "data",
+        "tune@lora",
+        "tune@full",
+        "train@lora",
+        "train@full",
+        "evaluate@lora",
+        "evaluate@full",
+        "baseline@zero_shot",
+        "tune_prompt@zero_shot",
+    }, c_log
     # the same result as one machine: report (timings aside), predictions, the search's trials
     report = {m: (tmp_path / m / "reports" / "comparison.md").read_text() for m in ("single", "c")}
     assert timings_masked(report["c"]) == timings_masked(report["single"])
     quality = [ln for ln in timings_masked(report["c"]).splitlines() if ln.strip().startswith("lora | ")]
     assert quality and "%" in quality[0] and "ok" in quality[0], quality  # the qualities are compared, not masked
     for arm in ("zero_shot", "lora", "full"):
-        assert ((tmp_path / "c" / "runs" / arm / "predictions.jsonl").read_bytes()
-                == (single / "runs" / arm / "predictions.jsonl").read_bytes()), arm
+        assert (tmp_path / "c" / "runs" / arm / "predictions.jsonl").read_bytes() == (
+            single / "runs" / arm / "predictions.jsonl"
+        ).read_bytes(), arm
     tuned = {m: json.loads((tmp_path / m / "runs" / "lora" / "tuned.json").read_text()) for m in ("single", "c")}
     assert [t["values"] for t in tuned["c"]["trials"]] == [t["values"] for t in tuned["single"]["trials"]]
     assert tuned["c"]["values"] == tuned["single"]["values"]

@@ -20,8 +20,11 @@ def test_steplog_steady_state_excludes_warmup_and_counts_non_padding_tokens():
     m = log.metrics()
     # steady state: steps 3–5, 600 tokens in 4 s
     assert m["train_tokens_per_s"] == 150.0 and m["train_step_s_median"] == 1.0
-    assert m["train_steps"] == 5 and m["tokens_seen"] == 800 and m["padding_share"] == pytest.approx(1 - 800 / 1200,
-                                                                                                     abs=1e-4)
+    assert (
+        m["train_steps"] == 5
+        and m["tokens_seen"] == 800
+        and m["padding_share"] == pytest.approx(1 - 800 / 1200, abs=1e-4)
+    )
 
 
 def test_steplog_counts_rows_and_tokens_of_each_micro_batch():
@@ -65,8 +68,13 @@ def test_generation_log_counts_generated_tokens_only(tiny_model_dir):
 def test_latency_percentiles_on_known_timings():
     m = LatencyLog(seconds=[0.5, 0.1, 0.3, 0.2, 0.4], generated_tokens=30).metrics()
     # sorted 0.1…0.5: quartiles 0.2 and 0.4, median 0.3; p95 = 0.4 + 0.8 × 0.1 = 0.48; 30 tokens in 1.5 s
-    assert m == {"latency_p25_s": 0.2, "latency_p50_s": 0.3, "latency_p75_s": 0.4, "latency_p95_s": 0.48,
-                 "latency_tokens_per_s": 20.0}
+    assert m == {
+        "latency_p25_s": 0.2,
+        "latency_p50_s": 0.3,
+        "latency_p75_s": 0.4,
+        "latency_p95_s": 0.48,
+        "latency_tokens_per_s": 20.0,
+    }
 
 
 def test_flops_convention_on_hand_numbers():
@@ -82,9 +90,14 @@ def test_flops_convention_on_hand_numbers():
 def test_flop_params_leave_out_an_untied_input_embedding(tokenizer_dir):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = {"vocab_size": 1000, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-           "num_attention_heads": 4,
-               "num_key_value_heads": 2}
+    cfg = {
+        "vocab_size": 1000,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
     untied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=False))
     tied = LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=True))
     total = sum(p.numel() for p in untied.parameters())
@@ -150,8 +163,11 @@ def test_a_noisy_falling_validation_curve_does_not_stop_early_and_a_flat_one_doe
 
     for seed in range(5):
         rule = EarlyStop(patience_steps=90, noise_z=2.0)
-        flat = [s for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - min(s, 100) / 330))
-                if rule.update(s, rows)]
+        flat = [
+            s
+            for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - min(s, 100) / 330))
+            if rule.update(s, rows)
+        ]
         assert flat and 100 + 90 <= flat[0] <= 100 + 90 + 20 * SMOOTHING, (seed, flat)  # the smoothing's lag
         assert rule.still_improving() is False
 
@@ -165,8 +181,9 @@ def test_the_old_patience_of_two_evaluations_would_have_stopped_the_noisy_curve(
     stopped = 0
     for seed in range(5):
         best, waited = float("inf"), 0
-        for s, rows in _curve(random.Random(seed), steps, lambda s: 0.6 * (1 - s / 330) + (0.05 if s in (170,
-                                                                                                         180) else 0)):
+        for s, rows in _curve(
+            random.Random(seed), steps, lambda s: 0.6 * (1 - s / 330) + (0.05 if s in (170, 180) else 0)
+        ):
             mean = sum(rows) / len(rows)
             best, waited = (mean, 0) if mean < best else (best, waited + 1)
             if waited >= 2:

@@ -26,16 +26,19 @@ from bakeoff.decide.figures import flips
 from bakeoff.decide.statistics import bootstrap_ci
 
 
-@pytest.mark.parametrize("pred, ref, want, loose", [
-    ('{"category": "bug"}', '{"category": "bug"}', 1.0, 1.0),
-    ('  {"category":  "bug"} ', '{"category": "bug"}', 1.0, 1.0),  # JSON: spacing ignored, values exact
-    ('  {"Category":  "BUG"} ', '{"category": "bug"}', 0.0, 1.0),  # JSON keys and values are not case-folded
-    ('{"category": "bug"}.', '{"category": "bug"}', 0.0, 1.0),      # not a JSON object; loosely, punctuation aside
-    ('{"category": "bugs"}', '{"category": "bug"}', 0.0, 0.0),
-    ("", "bug", 0.0, 0.0),
-    ("Bug.", "bug", 1.0, 1.0),                                        # plain text: case and punctuation ignored
-    ("card arrival", "card_arrival", 0.0, 0.0),                       # underscore is punctuation: "cardarrival"
-])
+@pytest.mark.parametrize(
+    "pred, ref, want, loose",
+    [
+        ('{"category": "bug"}', '{"category": "bug"}', 1.0, 1.0),
+        ('  {"category":  "bug"} ', '{"category": "bug"}', 1.0, 1.0),  # JSON: spacing ignored, values exact
+        ('  {"Category":  "BUG"} ', '{"category": "bug"}', 0.0, 1.0),  # JSON keys and values are not case-folded
+        ('{"category": "bug"}.', '{"category": "bug"}', 0.0, 1.0),  # not a JSON object; loosely, punctuation aside
+        ('{"category": "bugs"}', '{"category": "bug"}', 0.0, 0.0),
+        ("", "bug", 0.0, 0.0),
+        ("Bug.", "bug", 1.0, 1.0),  # plain text: case and punctuation ignored
+        ("card arrival", "card_arrival", 0.0, 0.0),  # underscore is punctuation: "cardarrival"
+    ],
+)
 def test_exact_match(pred, ref, want, loose):
     from bakeoff.core.scoring import loose_match
 
@@ -55,13 +58,16 @@ def test_score_mean_and_per_example():
 REF = '{"category": "bug", "product": "payflow", "urgency": "high"}'
 
 
-@pytest.mark.parametrize("pred, valid, fields", [
-    (REF, 1.0, 1.0),
-    ('{"category": "Bug", "product": "payflow", "urgency": "low"}', 1.0, 2 / 3),   # case ignored, one wrong
-    ('```json\n{"category": "bug"}\n```', 1.0, 1 / 3),                              # fenced; two keys missing
-    ('{"category": "bug", "product": "payflow", "urgency": "high"', 0.0, 0.0),     # cut off: not JSON
-    ('["bug"]', 0.0, 0.0),                                                           # JSON, not an object
-])
+@pytest.mark.parametrize(
+    "pred, valid, fields",
+    [
+        (REF, 1.0, 1.0),
+        ('{"category": "Bug", "product": "payflow", "urgency": "low"}', 1.0, 2 / 3),  # case ignored, one wrong
+        ('```json\n{"category": "bug"}\n```', 1.0, 1 / 3),  # fenced; two keys missing
+        ('{"category": "bug", "product": "payflow", "urgency": "high"', 0.0, 0.0),  # cut off: not JSON
+        ('["bug"]', 0.0, 0.0),  # JSON, not an object
+    ],
+)
 def test_json_metrics(pred, valid, fields):
     assert json_valid(pred, REF) == valid
     assert json_fields(pred, REF) == pytest.approx(fields)
@@ -106,7 +112,7 @@ def test_all_metrics_picks_what_applies():
 
 def test_preference_metrics():
     got = preference_metrics([2.0, -1.0, 0.0, 3.0])
-    assert got == {"pref_accuracy": 0.5, "pref_margin": 1.0, "n_pref": 4}   # a tie counts as wrong
+    assert got == {"pref_accuracy": 0.5, "pref_margin": 1.0, "n_pref": 4}  # a tie counts as wrong
     assert preference_metrics([]) == {}
 
 
@@ -114,18 +120,24 @@ def test_latency_percentiles():
     log = LatencyLog(seconds=[1.0, 2.0, 3.0, 4.0], generated_tokens=20)
     m = log.metrics("_unmerged")
     # linear interpolation: p25 = 1.75, p50 = 2.5, p75 = 3.25, p95 = 3 + 0.85 × 1 = 3.85
-    assert m == {"latency_p25_s_unmerged": 1.75, "latency_p50_s_unmerged": 2.5, "latency_p75_s_unmerged": 3.25,
-                 "latency_p95_s_unmerged": 3.85, "latency_tokens_per_s_unmerged": 2.0}
+    assert m == {
+        "latency_p25_s_unmerged": 1.75,
+        "latency_p50_s_unmerged": 2.5,
+        "latency_p75_s_unmerged": 3.25,
+        "latency_p95_s_unmerged": 3.85,
+        "latency_tokens_per_s_unmerged": 2.0,
+    }
 
 
 def test_bootstrap_known_answers():
     assert bootstrap_ci([1.0] * 30) == (1.0, 1.0, 1.0)
     same = [1.0, 0.0] * 20
-    assert bootstrap_ci(same, baseline=same) == (0.0, 0.0, 0.0)     # paired: identical runs differ by exactly 0
+    assert bootstrap_ci(same, baseline=same) == (0.0, 0.0, 0.0)  # paired: identical runs differ by exactly 0
     # a mean of 400 coin flips: the 95% interval is 0.5 ± 1.96·sqrt(0.25/400) = ±0.049
     value, lo, hi = bootstrap_ci([1.0, 0.0] * 200, resamples=4000)
-    assert value == 0.5 and hi - value == pytest.approx(0.049, abs=0.006) and value - lo == pytest.approx(0.049,
-                                                                                                          abs=0.006)
+    assert (
+        value == 0.5 and hi - value == pytest.approx(0.049, abs=0.006) and value - lo == pytest.approx(0.049, abs=0.006)
+    )
     # paired difference of two correlated runs: b gets 200 of 400 right, a the same 200 and 20 more → +0.05.
     # Paired, only the 20 discordant items vary: se = sqrt(0.05 · 0.95 / 400) = 0.0109, half-width 0.021.
     # Unpaired (independent resamples) it would be sqrt((0.55 · 0.45 + 0.25) / 400) = 0.0353, half-width 0.069.
@@ -135,7 +147,7 @@ def test_bootstrap_known_answers():
     se = math.sqrt(0.05 * 0.95 / 400)
     assert d == pytest.approx(0.05) and (dhi - dlo) / 2 == pytest.approx(1.96 * se, abs=0.005)
     assert (dhi - dlo) / 2 < 0.04  # an unpaired bootstrap gives ≈ 0.069
-    assert bootstrap_ci([0.0, 1.0, 1.0], seed=3) == bootstrap_ci([0.0, 1.0, 1.0], seed=3)   # seeded
+    assert bootstrap_ci([0.0, 1.0, 1.0], seed=3) == bootstrap_ci([0.0, 1.0, 1.0], seed=3)  # seeded
     with pytest.raises(ValueError, match="same examples"):
         bootstrap_ci([1.0], baseline=[1.0, 0.0])
 
@@ -154,15 +166,21 @@ def test_flips_name_direction():
     assert flips({1: ("a", "a")}, {1: ("b", "a")})[0]["direction"] == "wrong_to_right"
 
 
-@pytest.mark.parametrize("pred, ref, want", [
-    ("The capital of Peru is Lima.", "Lima", 1.0),
-    ("Limassol", "Lima", 0.0),  # whole words, not a substring
-    ("lima", "Lima", 1.0),
-    ("category: bug; product: payflow; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}',
-     1.0),
-    ("category: bug; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 0.0),
-    ("", "Lima", 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, ref, want",
+    [
+        ("The capital of Peru is Lima.", "Lima", 1.0),
+        ("Limassol", "Lima", 0.0),  # whole words, not a substring
+        ("lima", "Lima", 1.0),
+        (
+            "category: bug; product: payflow; urgency: high",
+            '{"category": "bug", "product": "payflow", "urgency": "high"}',
+            1.0,
+        ),
+        ("category: bug; urgency: high", '{"category": "bug", "product": "payflow", "urgency": "high"}', 0.0),
+        ("", "Lima", 0.0),
+    ],
+)
 def test_contains_reference(pred, ref, want):
     from bakeoff.core.scoring import contains_reference
 

@@ -48,12 +48,26 @@ def test_the_training_loss_reaches_mlflow_at_each_step_while_training_runs(clien
 
     ids = torch.randint(5, 200, (8, 16))
     rows = [{"input_ids": x, "labels": x.clone(), "attention_mask": torch.ones_like(x)} for x in ids]
-    args = TrainingArguments(str(tmp_path / "out"), max_steps=3, per_device_train_batch_size=2, logging_steps=1,
-                             eval_strategy="steps", eval_steps=2, report_to=[], use_cpu=True, save_strategy="no",
-                             disable_tqdm=True)
+    args = TrainingArguments(
+        str(tmp_path / "out"),
+        max_steps=3,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     with mlflow.start_run(run_name="lora") as run:
-        trainer = Trainer(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), args=args, train_dataset=rows,
-                          eval_dataset=rows[:2], callbacks=[*live_curves(), Peek()])
+        trainer = Trainer(
+            model=AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+            args=args,
+            train_dataset=rows,
+            eval_dataset=rows[:2],
+            callbacks=[*live_curves(), Peek()],
+        )
         trainer.train()
     assert seen == {"train": [1, 2], "val": [2]}
     history = client.get_metric_history(run.info.run_id, "train_loss")
@@ -91,8 +105,10 @@ def test_a_trial_run_is_open_while_it_trains_with_system_metrics_and_the_adopted
     mlflow.set_system_metrics_sampling_interval(0.5)
     mlflow.set_system_metrics_samples_before_logging(1)
     try:
-        with (mlflow.start_run(run_name="lora.tune", tags={"bakeoff.name": "lora.tune"}),
-              TrialLog("lora").opened(0, {"lr": 1e-4}) as held):
+        with (
+            mlflow.start_run(run_name="lora.tune", tags={"bakeoff.name": "lora.tune"}),
+            TrialLog("lora").opened(0, {"lr": 1e-4}) as held,
+        ):
             trial = mlflow.active_run().info.run_id
             assert client.get_run(trial).data.tags["state"] == "running"  # open before its training
             time.sleep(2.0)  # the trial "trains"
@@ -130,8 +146,10 @@ def test_a_rank_stopped_after_opening_its_run_leaves_one_run_for_the_arm(client,
         pass  # rank 0's run, opened; rank 0 is stopped before it writes runs/.work/lora/resume.json
     runs.write_json(rank_failure_path("lora", 1), {"rank": 1, "status": "failed", "error": "RuntimeError: planted"})
     record = record_failed_launch(params, "lora", v, 1, t0)
-    found = client.search_runs([client.get_experiment_by_name(tracking.experiment_name(params)).experiment_id],
-                               filter_string="tags.`bakeoff.name` = 'lora'")
+    found = client.search_runs(
+        [client.get_experiment_by_name(tracking.experiment_name(params)).experiment_id],
+        filter_string="tags.`bakeoff.name` = 'lora'",
+    )
     assert [r.info.run_id for r in found] == [opened.info.run_id] == [record["run_id"]]
     assert found[0].data.tags["status"] == "failed"
     assert "rank 1 failed: RuntimeError: planted" in found[0].data.tags["error"]

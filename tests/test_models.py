@@ -60,15 +60,27 @@ def test_default_alias_converts_answers_and_trains(tmp_path, tickets):
     record = resolve_base("smollm2-135m-instruct", out)
     assert record["kind"] == "alias" and record["params"] == 134_515_008
     model, tok = load_for_eval(out), load_tokenizer(out)
-    (answer,), log = generate(model, tok, [[{"role": "user", "content":
-                                             "What is the capital of France? Answer in one word."}]], Decoding(12))
+    (answer,), log = generate(
+        model, tok, [[{"role": "user", "content": "What is the capital of France? Answer in one word."}]], Decoding(12)
+    )
     assert "paris" in answer.lower()
-    assert 0 < log.generated_tokens < 12   # stopped on its end-of-turn token, before the budget
+    assert 0 < log.generated_tokens < 12  # stopped on its end-of-turn token, before the budget
 
     lora = get_technique("lora")
-    v = VariantConfig(name="lora", technique="lora", options={**lora.defaults, "r": 4, "alpha": 8},
-                      train=TrainConfig(max_steps=2, effective_batch=4, micro_batch=2, max_seq_len=192,
-                                        precision="auto", warmup_steps_excluded=1, logging_steps=1))
+    v = VariantConfig(
+        name="lora",
+        technique="lora",
+        options={**lora.defaults, "r": 4, "alpha": 8},
+        train=TrainConfig(
+            max_steps=2,
+            effective_batch=4,
+            micro_batch=2,
+            max_seq_len=192,
+            precision="auto",
+            warmup_steps_excluded=1,
+            logging_steps=1,
+        ),
+    )
     record = train(Job(lora, v, out, tmp_path / "adapter", "fp32", tmp_path / "work"), read_examples(tickets)[:8])
     assert record["train_steps"] == 2 and record["train_loss_final"] > 0
     assert 0 < record["trainable_params"] < 0.02 * record["total_params"]

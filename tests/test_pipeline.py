@@ -27,8 +27,12 @@ SERVER: dict = {}  # the MLflow server the pipeline logs to: {"uri": ..., "proc"
 
 
 def sh(cmd: str, cwd: Path, ok: bool = True, **extra) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "HF_TOKEN": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HF_TOKEN": SECRET,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     if SERVER:  # as many reach a team's server: a password in the URI, which must never show or be recorded
         env["MLFLOW_TRACKING_URI"] = SERVER["uri"].replace("://", f"://bakeoff:{SECRET}@", 1)
@@ -49,10 +53,14 @@ def start_mlflow_server(root: Path) -> None:
 def repo(tmp_path_factory, tiny_model_dir):
     repo = tmp_path_factory.mktemp("repo")
     params = make_dvc_repo(repo, tiny_model_dir, rows=64, pairs=24)
-    params["train_defaults"].update(max_steps=2, effective_batch=4, micro_batch=2, precision="fp32",
-                                    warmup_steps_excluded=1, logging_steps=1)
-    params["baselines"] = {"zero_shot": {"shots": 0}, "few_shot": {"shots": 2},
-                           "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."}}
+    params["train_defaults"].update(
+        max_steps=2, effective_batch=4, micro_batch=2, precision="fp32", warmup_steps_excluded=1, logging_steps=1
+    )
+    params["baselines"] = {
+        "zero_shot": {"shots": 0},
+        "few_shot": {"shots": 2},
+        "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."},
+    }
     params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe_limit=40)
     params["variants"] = {
         "lora": {"technique": "lora", "r": 4, "alpha": 8, "seeds": 2},  # a second training seed, seed 1
@@ -60,8 +68,9 @@ def repo(tmp_path_factory, tiny_model_dir):
         "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},  # no CUDA here: skipped at once
     }
     # full alone is searched (2 trials), on a budget no trial fits in
-    params["tune"].update(trials=2, trial_steps=0.5, spaces={"full": {"lr": {"low": 1.0e-5, "high": 1.0e-4,
-                                                                             "log": True}}})
+    params["tune"].update(
+        trials=2, trial_steps=0.5, spaces={"full": {"lr": {"low": 1.0e-5, "high": 1.0e-4, "log": True}}}
+    )
     params["derived"] = {"dpo": {"technique": "dpo", "init_from": "lora", "lr": 1.0e-4}}
     params["curve"].update(fractions=[0.25, 0.5], resamples=200)  # the data-value curve: two shares an arm
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -79,11 +88,27 @@ CURVE_STAGES = ["curve@best_prompt-0.25", "curve@best_prompt-0.5", "curve@recomm
 
 def test_every_stage_ran_and_report_lists_every_run(repo):
     repo, out = repo
-    for stage in ("model", "data", "tune_prompt@zero_shot", "tune@lora", "tune_from@dpo",
-                  "baseline@zero_shot", "baseline@few_shot", "baseline@nearest", "train@lora",
-                  "evaluate@lora",
-                  "tune@full", "train@full", "evaluate@full", "train@unsloth", "train_from@dpo", "evaluate_from@dpo",
-                  "export", *CURVE_STAGES, "compare"):
+    for stage in (
+        "model",
+        "data",
+        "tune_prompt@zero_shot",
+        "tune@lora",
+        "tune_from@dpo",
+        "baseline@zero_shot",
+        "baseline@few_shot",
+        "baseline@nearest",
+        "train@lora",
+        "evaluate@lora",
+        "tune@full",
+        "train@full",
+        "evaluate@full",
+        "train@unsloth",
+        "train_from@dpo",
+        "evaluate_from@dpo",
+        "export",
+        *CURVE_STAGES,
+        "compare",
+    ):
         assert f"Running stage '{stage}'" in out
     # the child trains after its parent; the report comes after the export it reports
     assert out.index("Running stage 'train_from@dpo'") > out.index("Running stage 'train@lora'")
@@ -96,8 +121,15 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
         assert f"| {name} |" in report
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     status = {r: v["status"] for r, v in metrics["runs"].items()}
-    assert status == {"zero_shot": "ok", "few_shot": "ok", "nearest": "ok", "lora": "ok", "full": "oom", "dpo": "ok",
-                      "unsloth": "skipped"}
+    assert status == {
+        "zero_shot": "ok",
+        "few_shot": "ok",
+        "nearest": "ok",
+        "lora": "ok",
+        "full": "oom",
+        "dpo": "ok",
+        "unsloth": "skipped",
+    }
     # Unsloth without a CUDA GPU: skipped before anything loads, with the reason, in the report too
     unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
     assert "CUDA GPU" in unsloth["error"] and unsloth["metrics"] == {}
@@ -109,8 +141,10 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     assert all("memory_budget_gb" in t["error"] and t["peak_mb"] > 50 for t in tuned["trials"]), tuned["trials"]
     assert tuned["values"] == {} and "2 oom" in tuned["skipped"]
     # every run is served in one dtype, and the report names it
-    served = {n: json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"].get("serving_dtype")
-              for n in ("zero_shot", "few_shot", "nearest", "lora", "dpo")}
+    served = {
+        n: json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"].get("serving_dtype")
+        for n in ("zero_shot", "few_shot", "nearest", "lora", "dpo")
+    }
     assert len(set(served.values())) == 1 and None not in served.values(), served
     assert "serving dtype" in report and f"| {served['lora']} |" in report
     # the out-of-memory variant records its peak and why; its failure touched nothing of lora's
@@ -124,11 +158,15 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     # validation loss at the last step (eval_steps 10 > max_steps 2), a judgement, and winners chosen on validation
     # one validation point: a falling training loss may say "still improving", nothing says "converged"
     assert [p["step"] for p in train["val_curve"]] == [2] and train["metrics"]["convergence"] in (
-        "still improving", "not judged (under 2 validation points)")
+        "still improving",
+        "not judged (under 2 validation points)",
+    )
     tuned = json.loads((repo / "runs" / "lora" / "tuned.json").read_text())
     assert tuned["skipped"] == "tune.spaces has no 'lora' space"
-    assert all("val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
-               for n in ("zero_shot", "lora", "dpo"))
+    assert all(
+        "val_quality" in json.loads((repo / "runs" / n / "eval.json").read_text())["metrics"]
+        for n in ("zero_shot", "lora", "dpo")
+    )
     assert "winners picked on the validation split" in report and "converged?" in report
 
 
@@ -169,8 +207,10 @@ def test_data_value_curve_points_fit_report_mlflow_and_a_new_share_runs_alone(re
     mlflow.set_tracking_uri(SERVER["uri"])
     for arm in (rec, prompt):
         parent = json.loads((repo / "runs" / arm["run"] / "eval.json").read_text())["run_id"]
-        kids = mlflow.search_runs(experiment_names=["tickets"], filter_string=f"tags.mlflow.parentRunId = '{parent}' "
-                                                                               "and tags.kind = 'curve_point'")
+        kids = mlflow.search_runs(
+            experiment_names=["tickets"],
+            filter_string=f"tags.mlflow.parentRunId = '{parent}' and tags.kind = 'curve_point'",
+        )
         assert sorted(kids["tags.curve.share"]) == ["0.25", "0.5"] and set(kids["status"]) == {"FINISHED"}
         assert (kids["metrics.quality"] >= 0).all()
 
@@ -179,21 +219,42 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
     import mlflow
 
     repo, _ = repo
-    assert not (repo / "mlflow.db").exists()            # everything went to the server
+    assert not (repo / "mlflow.db").exists()  # everything went to the server
     mlflow.set_tracking_uri(SERVER["uri"])
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.latest` = 'true'")
     by_name = {r["tags.bakeoff.name"]: r for _, r in runs.iterrows()}
-    assert set(by_name) == {"zero_shot", "few_shot", "nearest", "lora", "full", "unsloth", "dpo", "comparison",
-                            "full.tune", "lora.tune", "unsloth.tune", "dpo.tune"}  # tune.trials > 0: a search run each
+    assert set(by_name) == {
+        "zero_shot",
+        "few_shot",
+        "nearest",
+        "lora",
+        "full",
+        "unsloth",
+        "dpo",
+        "comparison",
+        "full.tune",
+        "lora.tune",
+        "unsloth.tune",
+        "dpo.tune",
+    }  # tune.trials > 0: a search run each
     trials = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.kind = 'trial'")
     assert sorted(trials["tags.state"]) == ["oom", "oom"]  # full's two trials, each its own MLflow child run
     assert by_name["full"]["tags.status"] == "oom" and by_name["full"]["metrics.train_peak_rss_mb"] > 50
     for name in ("zero_shot", "few_shot", "nearest", "lora", "dpo"):
         r = by_name[name]
         assert r["tags.status"] == "ok"
-        for metric in ("quality", "exact_match", "json_fields", "val_loss", "gen_tokens_per_s",
-                       "prompt_tokens_per_request", "latency_p50_s", "latency_p95_s", "lm_eval_exact_match",
-                       "lm_eval_disagree"):
+        for metric in (
+            "quality",
+            "exact_match",
+            "json_fields",
+            "val_loss",
+            "gen_tokens_per_s",
+            "prompt_tokens_per_request",
+            "latency_p50_s",
+            "latency_p95_s",
+            "lm_eval_exact_match",
+            "lm_eval_disagree",
+        ):
             assert r[f"metrics.{metric}"] == r[f"metrics.{metric}"], f"{name} lacks {metric}"  # not NaN
     for name in ("zero_shot", "lora", "dpo"):  # preference pairs: on the base as it is and on every trained run
         assert 0 <= by_name[name]["metrics.pref_accuracy"] <= 1 and by_name[name]["metrics.n_pref"] > 0, name
@@ -217,8 +278,11 @@ def test_no_secret_reaches_logs_records_or_mlflow(repo):
 
     repo, out = repo
     assert SECRET not in out and "MLFLOW_TRACKING_USERNAME" in out  # planted in MLFLOW_TRACKING_URI, moved out of it
-    written = [p for p in repo.rglob("*") if ".git" not in p.parts and ".dvc" not in p.parts and p.is_file()
-               and p.stat().st_size < 50_000_000]
+    written = [
+        p
+        for p in repo.rglob("*")
+        if ".git" not in p.parts and ".dvc" not in p.parts and p.is_file() and p.stat().st_size < 50_000_000
+    ]
     for path in [*written, *SERVER["root"].rglob("*")]:  # every file written, the MLflow server's store included
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
@@ -251,8 +315,19 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
     # so each reads the whole variants section), but with nothing to search (or a study already complete) each
     # writes the same choice at once, and nothing downstream of an unchanged choice reruns
     # the curve's points rerun too: the runs they resolve their arms from changed
-    assert ran == ["compare", *CURVE_STAGES, "evaluate@lora", "evaluate_from@dpo", "export", "train@lora",
-                   "train_from@dpo", "tune@full", "tune@lora", "tune@unsloth", "tune_from@dpo"]
+    assert ran == [
+        "compare",
+        *CURVE_STAGES,
+        "evaluate@lora",
+        "evaluate_from@dpo",
+        "export",
+        "train@lora",
+        "train_from@dpo",
+        "tune@full",
+        "tune@lora",
+        "tune@unsloth",
+        "tune_from@dpo",
+    ]
 
 
 def test_a_one_line_edit_reruns_only_the_stages_that_load_the_file(repo):
@@ -289,8 +364,9 @@ def test_a_one_line_edit_reruns_only_the_stages_that_load_the_file(repo):
         # the training loop: every search and training run and the curve's points; no evaluation, no report
         trained = after_edit("train/trainer.py")
         assert "train@lora" in trained and "tune@lora" in trained, trained
-        assert not {s for s in trained if s.startswith(("evaluate", "baseline", "compare", "export", "model",
-                                                         "data"))}, trained
+        assert not {
+            s for s in trained if s.startswith(("evaluate", "baseline", "compare", "export", "model", "data"))
+        }, trained
     finally:
         shutil.rmtree(link)
         link.symlink_to(ROOT / "src")
@@ -308,7 +384,7 @@ def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(re
     client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name("tickets").experiment_id
     parents = client.search_runs([exp], "tags.kind = 'repro'", order_by=["attributes.start_time DESC"])
-    assert len(parents) == 2, [p.info.run_name for p in parents]          # compare ran twice (once cached)
+    assert len(parents) == 2, [p.info.run_name for p in parents]  # compare ran twice (once cached)
     last, first = parents
     assert last.info.run_name.startswith("repro ") and first.data.tags["bakeoff.superseded"] == "true"
     # the top level: the current answer and one holder of everything earlier
@@ -318,8 +394,9 @@ def test_mlflow_one_parent_per_repro_earlier_runs_superseded_and_the_champion(re
     names = {r.data.tags["bakeoff.name"] for r in kids}
     assert {"zero_shot", "few_shot", "nearest", "lora", "full", "unsloth", "dpo", "lora.tune", "dpo.tune"} <= names
     assert all(r.data.tags.get("bakeoff.superseded") != "true" for r in kids)
-    loras = [r for r in client.search_runs([exp], "tags.`bakeoff.name` = 'lora'")
-             if r.data.tags.get("kind") != "seed"]  # lora's second seed: a child of its own run, which moves with it
+    loras = [
+        r for r in client.search_runs([exp], "tags.`bakeoff.name` = 'lora'") if r.data.tags.get("kind") != "seed"
+    ]  # lora's second seed: a child of its own run, which moves with it
     now = [r for r in loras if r.data.tags.get("bakeoff.latest") == "true"]
     assert len(now) == 1 and now[0].data.tags["mlflow.parentRunId"] == last.info.run_id
     current, older = now[0], [r for r in loras if r.info.run_id != now[0].info.run_id]
@@ -347,8 +424,11 @@ def answers_as_evaluated(repo, picked: str) -> None:
     first = json.loads((repo / "runs" / picked / "predictions.jsonl").read_text().splitlines()[0])
     sent = json.loads((repo / "runs" / picked / "eval.json").read_text()).get("prompt_sent") or {}
     items = [json.loads(line) for line in (repo / "data" / "prepared" / "test.jsonl").read_text().splitlines()]
-    messages = (sent["messages"] if sent.get("item") == first["id"]  # a prompt's shots and instruction
-                else next(r["messages"] for r in items if r["id"] == first["id"]))  # a variant: the item as prepared
+    messages = (
+        sent["messages"]
+        if sent.get("item") == first["id"]  # a prompt's shots and instruction
+        else next(r["messages"] for r in items if r["id"] == first["id"])
+    )  # a variant: the item as prepared
     model = mlflow.pyfunc.load_model("models:/tickets@champion")
     out = model.predict({"messages": messages})
     answer = out[0]["choices"][0]["message"]["content"]
@@ -376,7 +456,7 @@ def test_evaluation_records_intervals_flips_lm_eval_and_serving(repo):
     # lm-eval scored bakeoff's own answers (eval.lm_eval: reuse): the same rule on the same outputs
     assert ev["lm_eval_disagree"] <= 1 and ev["lm_eval_generated"] == 0 and "scored bakeoff's own answers" in report
     for step in ("eval_val_loss", "eval_val_generate", "eval_pref", "eval_latency", "lm_eval", "probe"):
-        assert ev[f"{step}_wall_s"] > 0, step   # where evaluation time goes
+        assert ev[f"{step}_wall_s"] > 0, step  # where evaluation time goes
     assert not (repo / ".bakeoff_tmp" / "lora" / "test_answers.jsonl").exists()  # streamed, then removed
     assert ev["served"] == "merged" and ev["latency_p50_s_unmerged"] > 0
     near = json.loads((repo / "runs" / "nearest" / "eval.json").read_text())
@@ -394,10 +474,23 @@ def test_report_has_verdict_sizing_plots_and_one_offline_page(repo):
     metrics = json.loads((repo / "reports" / "metrics.json").read_text())
     assert metrics["verdict"]["decision"] == sizing["verdict"]["decision"]
     plots = sorted(p.name for p in (repo / "reports" / "plots").glob("*.png"))
-    assert plots == ["curve.png", "loss_curves.png", "memory_at_target.png", "pairwise.png", "quality_bars.png",
-                     "quality_vs_cost.png", "quality_vs_memory.png", "quality_vs_time.png", "tradeoff.png"]
-    for section in ("## Quality against cost", "## Where the gain comes from", "## Answers side by side",
-                    "## The prompts sent"):
+    assert plots == [
+        "curve.png",
+        "loss_curves.png",
+        "memory_at_target.png",
+        "pairwise.png",
+        "quality_bars.png",
+        "quality_vs_cost.png",
+        "quality_vs_memory.png",
+        "quality_vs_time.png",
+        "tradeoff.png",
+    ]
+    for section in (
+        "## Quality against cost",
+        "## Where the gain comes from",
+        "## Answers side by side",
+        "## The prompts sent",
+    ):
         assert section in md, section
     assert metrics["where"]["kind"] == "fields" and metrics["where"]["largest"]["field"] in metrics["where"]["fields"]
     page = (repo / "reports" / "comparison.html").read_text()
@@ -420,8 +513,16 @@ def test_training_runs_carry_system_metrics_and_the_summary_run_the_report(repo)
     assert summary["tags.verdict"] in ("fine-tune", "prompting is enough", "inconclusive")
     client = mlflow.MlflowClient()
     names = {a.path for a in client.list_artifacts(summary["run_id"])}
-    assert {"comparison.md", "comparison.html", "sizing.json", "metrics.json", "plots", "flips", "pairwise.csv",
-            "pairwise.json"} <= names
+    assert {
+        "comparison.md",
+        "comparison.html",
+        "sizing.json",
+        "metrics.json",
+        "plots",
+        "flips",
+        "pairwise.csv",
+        "pairwise.json",
+    } <= names
     # the rank groups and the recommendation as tags; the pairwise tests as a table the UI shows
     assert summary["tags.rank_groups"].startswith("A: ") and "Recommendation" in summary["tags.recommendation"]
     table = client.load_table(summary["experiment_id"], "pairwise.json", run_ids=[summary["run_id"]])
@@ -437,8 +538,10 @@ def test_pairwise_tests_rank_groups_and_recommendation_in_the_report(repo):
     assert set(pw["test"]) == {"exact McNemar"}  # exact match is 0/1
     # the discordant counts are the items the two runs disagree on, recounted from their predictions
     row = pw[(pw["a"] == "zero_shot") & (pw["b"] == "lora")].iloc[0]
-    score = {n: {r["id"]: r["score"] for r in map(json.loads, (repo / "runs" / n / "predictions.jsonl").open())}
-             for n in ("zero_shot", "lora")}
+    score = {
+        n: {r["id"]: r["score"] for r in map(json.loads, (repo / "runs" / n / "predictions.jsonl").open())}
+        for n in ("zero_shot", "lora")
+    }
     assert row["a_better_on"] == sum(score["zero_shot"][i] > score["lora"][i] for i in score["lora"])
     assert row["b_better_on"] == sum(score["lora"][i] > score["zero_shot"][i] for i in score["lora"])
     md = (repo / "reports" / "comparison.md").read_text()
@@ -474,9 +577,12 @@ def test_dvc_remote_push_and_pull_bring_back_identical_outputs(repo, tmp_path):
     import hashlib
 
     repo, _ = repo
-    outs = [repo / "models" / "base" / "model.safetensors",
-            repo / "models" / "variants" / "lora" / "adapter_model.safetensors",
-            repo / "data" / "prepared" / "train.jsonl", repo / "runs" / "lora" / "predictions.jsonl"]
+    outs = [
+        repo / "models" / "base" / "model.safetensors",
+        repo / "models" / "variants" / "lora" / "adapter_model.safetensors",
+        repo / "data" / "prepared" / "train.jsonl",
+        repo / "runs" / "lora" / "predictions.jsonl",
+    ]
     digest = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in outs}
     sh(f"dvc remote add -d store {tmp_path / 'remote'} && dvc push", repo)
     shutil.rmtree(repo / ".dvc" / "cache")
@@ -485,7 +591,7 @@ def test_dvc_remote_push_and_pull_bring_back_identical_outputs(repo, tmp_path):
     (repo / "runs" / "lora" / "predictions.jsonl").unlink()
     sh("dvc pull", repo)
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in outs} == digest
-    assert "Running stage" not in sh("dvc repro", repo)      # nothing to redo: the pulled outputs are current
+    assert "Running stage" not in sh("dvc repro", repo)  # nothing to redo: the pulled outputs are current
 
 
 def test_a_share_added_to_the_curve_runs_alone(repo):
@@ -511,8 +617,15 @@ def test_train_adopts_the_search_trial_that_is_its_very_run(tmp_path, tiny_model
     repo = tmp_path / "repo"
     repo.mkdir()
     params = make_dvc_repo(repo, tiny_model_dir, rows=48)
-    params["train_defaults"].update(max_steps=4, effective_batch=4, micro_batch=4, precision="fp32", eval_steps=2,
-                                    warmup_steps_excluded=1, logging_steps=1)
+    params["train_defaults"].update(
+        max_steps=4,
+        effective_batch=4,
+        micro_batch=4,
+        precision="fp32",
+        eval_steps=2,
+        warmup_steps_excluded=1,
+        logging_steps=1,
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"], params["derived"] = {"lora": {"technique": "lora", "r": 4, "alpha": 8}}, {}
     params["tune"].update(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}})
@@ -548,9 +661,17 @@ def test_a_trial_whose_best_evaluation_is_not_its_last_is_adopted_with_those_wei
     params = make_dvc_repo(repo, tiny_model_dir, rows=48)
     # a rate far too high, held constant: validation loss is lowest at the first evaluation, then rises; a patience
     # longer than the run, so the variant's own run would not stop early and would end on its best evaluation's weights
-    params["train_defaults"].update(max_steps=6, effective_batch=4, micro_batch=4, precision="fp32", eval_steps=2,
-                                    warmup_steps_excluded=1, logging_steps=1, early_stopping_patience=0.95,
-                                    lr_scheduler="constant")
+    params["train_defaults"].update(
+        max_steps=6,
+        effective_batch=4,
+        micro_batch=4,
+        precision="fp32",
+        eval_steps=2,
+        warmup_steps_excluded=1,
+        logging_steps=1,
+        early_stopping_patience=0.95,
+        lr_scheduler="constant",
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"], params["derived"] = {"full": {"technique": "full", "lr": 0.2}}, {}
     params["tune"].update(trials=1, trial_steps=0.5, spaces={"full": {"lr": {"low": 0.16, "high": 0.24, "log": True}}})
@@ -560,7 +681,7 @@ def test_a_trial_whose_best_evaluation_is_not_its_last_is_adopted_with_those_wei
     out = sh("python stages/tune.py full && python stages/train.py full", repo)
     tuned = json.loads((repo / "runs/full/tuned.json").read_text())
     curve = [p["loss"] for p in tuned["trials"][0]["val_curve"]]
-    assert len(curve) == 3 and min(curve) < curve[-1], curve      # the best evaluation is not the last
+    assert len(curve) == 3 and min(curve) < curve[-1], curve  # the best evaluation is not the last
     assert tuned["trials"][0]["value"] == pytest.approx(min(curve))  # judged by the weights it ends on
     assert tuned["adopt"]["trial"] == 0 and "adopting trial 0 of its search" in out, tuned
     rec = json.loads((repo / "runs/full/train.json").read_text())["metrics"]
@@ -568,7 +689,7 @@ def test_a_trial_whose_best_evaluation_is_not_its_last_is_adopted_with_those_wei
     adopted = load_file(repo / "models/variants/full/model.safetensors")
     tuned.pop("adopt")
     (repo / "runs/full/tuned.json").write_text(json.dumps(tuned))
-    again = sh("python stages/train.py full", repo)                  # the variant's own run, trained afresh
+    again = sh("python stages/train.py full", repo)  # the variant's own run, trained afresh
     assert "adopting" not in again
     fresh_rec = json.loads((repo / "runs/full/train.json").read_text())["metrics"]
     assert fresh_rec["best_step"] == rec["best_step"] and fresh_rec["stopped_at_step"] == 6

@@ -29,10 +29,12 @@ def test_the_default_params_on_a_quick_budget_keep_the_base_prompting_and_one_lo
 
 
 def test_a_users_params_keep_their_own_lora_and_drop_paid_endpoints():
-    raw = {"task": {"name": "mine", "train": "t.jsonl"},
-           "baselines": {"api": {"endpoint": {"base_url": "http://x/v1", "model": "m"}}, "few": {"shots": 8}},
-           "variants": {"big_full": {"technique": "full"}, "my_lora": {"technique": "lora", "r": 8, "max_steps": 200}},
-           "tune": {"trials": 10, "share": {"x": "y"}}}
+    raw = {
+        "task": {"name": "mine", "train": "t.jsonl"},
+        "baselines": {"api": {"endpoint": {"base_url": "http://x/v1", "model": "m"}}, "few": {"shots": 8}},
+        "variants": {"big_full": {"technique": "full"}, "my_lora": {"technique": "lora", "r": 8, "max_steps": 200}},
+        "tune": {"trials": 10, "share": {"x": "y"}},
+    }
     q = quick.overrides(raw)
     assert list(q["baselines"]) == ["few"] and q["baselines"]["few"]["shots"] == 3
     assert list(q["variants"]) == ["my_lora"] and q["variants"]["my_lora"]["r"] == 8
@@ -55,8 +57,15 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     full = parse_params(raw, Source("params.yaml", {}))
     assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), {"ci_low": 0.3, "ci_high": 0.8}) == []
     # a quick look's reader sees that it is one before its answer; a full run opens with the answer
-    v = {"decision": "fine-tune", "gain": 0.5, "ci_low": 0.3, "ci_high": 0.8, "variant": "lora", "baseline": "b",
-         "recommendation": {"action": "fine-tune", "run": "lora"}}
+    v = {
+        "decision": "fine-tune",
+        "gain": 0.5,
+        "ci_low": 0.3,
+        "ci_high": 0.8,
+        "variant": "lora",
+        "baseline": "b",
+        "recommendation": {"action": "fine-tune", "run": "lora"},
+    }
     quick_first = opening_lines(p, pd.DataFrame({"n_test": [30, 30]}), v, {}, {}, {})
     assert quick_first[0].startswith("> **Quick look, not the full bake-off**") and "## Answer" in quick_first
     assert opening_lines(full, pd.DataFrame({"n_test": [60]}), v, {}, {}, {})[0] == "## Answer"
@@ -64,11 +73,20 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
 
 def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):
     dest = quick.build(ROOT, tmp_path / "quick")
-    stages = subprocess.run(["dvc", "stage", "list", "--name-only"], cwd=dest, capture_output=True, text=True,
-                            check=True).stdout.split()
+    stages = subprocess.run(
+        ["dvc", "stage", "list", "--name-only"], cwd=dest, capture_output=True, text=True, check=True
+    ).stdout.split()
     # the same dvc.yaml, expanded over the quick params: one LoRA, no other technique, no DPO
-    assert {"model", "data", "baseline@zero_shot", "tune@lora", "train@lora", "evaluate@lora", "export",
-            "compare"} <= set(stages)
+    assert {
+        "model",
+        "data",
+        "baseline@zero_shot",
+        "tune@lora",
+        "train@lora",
+        "evaluate@lora",
+        "export",
+        "compare",
+    } <= set(stages)
     assert not any(s.endswith(("@full", "@qlora", "@dpo", "@lora_lowmem")) for s in stages)
     assert (dest / "stages/train.py").read_text() == (ROOT / "stages/train.py").read_text()
     config = (dest / ".dvc/config.local").read_text()
@@ -87,10 +105,16 @@ def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):
 def test_the_quick_look_is_an_overlay_file_merged_by_one_function():
     """configs/quick.yaml's `set`, `drop` and `at_most` are what `overlay` applies: a value replaced, a key removed, a
     cap (an unset value takes it, a smaller one and 0 stay)."""
-    spec = {"set": {"eval": {"probe": False}, "derived": {}}, "drop": ["tune.share"],
-            "at_most": {"tune": {"trials": 2}, "eval": {"max_examples": 30}}}
-    raw = {"eval": {"probe": True, "batch_size": 4}, "derived": {"dpo": {"technique": "dpo"}},
-           "tune": {"trials": 0, "share": {"qlora": "lora"}}}
+    spec = {
+        "set": {"eval": {"probe": False}, "derived": {}},
+        "drop": ["tune.share"],
+        "at_most": {"tune": {"trials": 2}, "eval": {"max_examples": 30}},
+    }
+    raw = {
+        "eval": {"probe": True, "batch_size": 4},
+        "derived": {"dpo": {"technique": "dpo"}},
+        "tune": {"trials": 0, "share": {"qlora": "lora"}},
+    }
     q = quick.overlay(raw, spec)
     assert q["eval"] == {"probe": False, "batch_size": 4, "max_examples": 30}
     assert q["derived"] == {} and q["tune"] == {"trials": 0}

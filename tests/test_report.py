@@ -24,8 +24,16 @@ def _write(tmp_path, name: str, scores: list[float], prompt_tokens: float, kind:
     rows = [{"id": i, "prediction": "p", "reference": "r", "score": s, "exact_match": s} for i, s in enumerate(scores)]
     (d / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     quality = sum(scores) / len(scores)
-    (d / "eval.json").write_text(json.dumps({"status": "ok", "kind": kind, "technique": "t", "metrics": {
-        "quality": quality, "n_test": len(scores), "prompt_tokens_per_request": prompt_tokens}}))
+    (d / "eval.json").write_text(
+        json.dumps(
+            {
+                "status": "ok",
+                "kind": kind,
+                "technique": "t",
+                "metrics": {"quality": quality, "n_test": len(scores), "prompt_tokens_per_request": prompt_tokens},
+            }
+        )
+    )
 
 
 def _decide(tmp_path, monkeypatch, baseline: list[float], variant: list[float], min_gain: float) -> dict:
@@ -69,8 +77,18 @@ def test_verdict_inconclusive_says_how_many_examples_would_settle_it(tmp_path, m
 
 
 def test_verdict_without_a_finished_variant_is_inconclusive():
-    df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.5,
-                        "best_baseline": "zero_shot", "gain": float("nan")}])
+    df = pd.DataFrame(
+        [
+            {
+                "name": "zero_shot",
+                "kind": "baseline",
+                "status": "ok",
+                "quality": 0.5,
+                "best_baseline": "zero_shot",
+                "gain": float("nan"),
+            }
+        ]
+    )
     v = verdict.verdict(df, 0.05)
     assert v == {"decision": "inconclusive", "missing": "variant", "min_gain": 0.05}
     assert worded(v, df) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished", "min_gain": 0.05}
@@ -105,8 +123,10 @@ def test_html_is_one_self_contained_page(tmp_path):
     ax.plot([0, 1], [0, 1])
     png = tmp_path / "a.png"
     fig.savefig(png)
-    text = ("# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n## Quality\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-            "![a plot](plots/a.png)\n\n<details>\n<summary>more</summary>\n\n- item\n\n</details>\n\n## Glossary\n")
+    text = (
+        "# t\n\n## Verdict\n\n**fine-tune** — `x`.\n\n## Quality\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "![a plot](plots/a.png)\n\n<details>\n<summary>more</summary>\n\n- item\n\n</details>\n\n## Glossary\n"
+    )
     page = report.html(text, {"a": png})
     assert '<h2 id="verdict">Verdict</h2>' in page and "<strong>fine-tune</strong>" in page and "<td>1</td>" in page
     assert 'src="data:image/png;base64,' in page and "http" not in page.replace("http-equiv", "")
@@ -127,12 +147,15 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     chatty = all_metrics([f"The capital of {c} is {k}." for c, k in caps.items()], refs, labels=None)
     terse = all_metrics(refs[:4] + ["Lyon"], refs, labels=None)
     assert chatty["exact_match"] == 0.0 and chatty["contains_reference"] == 1.0
-    df = pd.DataFrame([{"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": chatty["exact_match"],
-                        **chatty},
-                       {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": terse["exact_match"],
-                        **terse}])
-    found = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"),
-                                  "few_shot": BaselineConfig("few_shot", shots=3)})
+    df = pd.DataFrame(
+        [
+            {"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": chatty["exact_match"], **chatty},
+            {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": terse["exact_match"], **terse},
+        ]
+    )
+    found = verdict.diagnose(
+        df, {"zero_shot": BaselineConfig("zero_shot"), "few_shot": BaselineConfig("few_shot", shots=3)}
+    )
     assert [d["baseline"] for d in found] == ["zero_shot"]
     d = worded_finding(found[0])  # the report's words for the finding
     assert (d["contains_reference"], d["quality"]) == (1.0, 0.0)
@@ -140,21 +163,30 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
     assert "fails on format, not knowledge" in line and "100% of its answers contain the reference" in line
     assert "no instruction" in d["tried"] and any("baselines.zero_shot.instruction" in x for x in d["left"])
     # with an instruction and a label set tried, neither is offered again
-    again = verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")},
-                             labels=refs)
+    again = verdict.diagnose(
+        df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")}, labels=refs
+    )
     again = [worded_finding(x) for x in again]
     assert not any("instruction" in x or "task.labels" in x for x in again[0]["left"])
     assert any("Answer with the city only." in x for x in again[0]["tried"])
 
     # another arm's search tried an instruction and 8 nearest shots: named as tried there, not offered as untried
-    searched = BaselineConfig("prompt_search", shots=3, search={"shots": [1, 8], "selection": ["fixed", "nearest"],
-                                                                "instruction": [None, "Answer with the city only."]})
-    third = [worded_finding(x) for x in verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"),
-                                                              "prompt_search": searched})]
+    searched = BaselineConfig(
+        "prompt_search",
+        shots=3,
+        search={
+            "shots": [1, 8],
+            "selection": ["fixed", "nearest"],
+            "instruction": [None, "Answer with the city only."],
+        },
+    )
+    third = [
+        worded_finding(x)
+        for x in verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
+    ]
     assert third[0]["tried_elsewhere"] == ["an instruction (prompt_search)", "8 or more nearest shots (prompt_search)"]
     assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
     assert "Tried by other prompting arms: an instruction (prompt_search)" in format_line(third[0])
-
 
 
 def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, monkeypatch):
@@ -171,11 +203,18 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
 
     params = load_params(ROOT / "params.yaml")
     search = {"shots": [3, 8], "selection": ["fixed", "nearest"], "instruction": [None, "City only."]}
-    params = replace(params, baselines={"zero_shot": BaselineConfig("zero_shot"),
-                                        "prompt_search": BaselineConfig("prompt_search", shots=3, search=search)})
+    params = replace(
+        params,
+        baselines={
+            "zero_shot": BaselineConfig("zero_shot"),
+            "prompt_search": BaselineConfig("prompt_search", shots=3, search=search),
+        },
+    )
     monkeypatch.chdir(tmp_path)
-    runs.write_json(runs.tuned_record("prompt_search"),
-                    {"values": {"shots": 8, "selection": "nearest", "instruction": "City only."}})
+    runs.write_json(
+        runs.tuned_record("prompt_search"),
+        {"values": {"shots": 8, "selection": "nearest", "instruction": "City only."}},
+    )
     ran = decision.baselines_as_run(params)
     assert (ran["prompt_search"].shots, ran["prompt_search"].selection) == (8, "nearest")
     assert ran["prompt_search"].search == search and ran["zero_shot"] == params.baselines["zero_shot"]
@@ -188,12 +227,18 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     assert not any("instruction" in x or "shots" in x for x in d["left"])
 
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
-    runs.write_json(runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed",
-                                                                    "instruction": None}})
+    runs.write_json(
+        runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed", "instruction": None}}
+    )
     d = worded_finding(verdict.diagnose(df, decision.baselines_as_run(params))[0])
-    assert d["tried"] == ["3 shots (fixed)", "no instruction", "an instruction (in its search, not chosen)",
-                          "8 or more nearest shots (in its search, not chosen)"]
+    assert d["tried"] == [
+        "3 shots (fixed)",
+        "no instruction",
+        "an instruction (in its search, not chosen)",
+        "8 or more nearest shots (in its search, not chosen)",
+    ]
     assert d["tried_elsewhere"] == [] and not any("instruction" in x or "shots" in x for x in d["left"])
+
 
 def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypatch):
     """On test, `few_shot` beats `nearest_shot` and `full` beats `lora`; on validation the order is the other way
@@ -216,9 +261,12 @@ def test_winners_are_chosen_on_validation_and_never_read_test(tmp_path, monkeypa
         return verdict.verdict(df, 0.05)
 
     n = 40
-    runs_ = {"few_shot": ("baseline", [1.0] * 24 + [0.0] * 16, 0.30), "nearest_shot": ("baseline", [1.0] * 16
-                                                                                       + [0.0] * 24, 0.50),
-             "full": ("variant", [1.0] * 36 + [0.0] * 4, 0.55), "lora": ("variant", [1.0] * 28 + [0.0] * 12, 0.80)}
+    runs_ = {
+        "few_shot": ("baseline", [1.0] * 24 + [0.0] * 16, 0.30),
+        "nearest_shot": ("baseline", [1.0] * 16 + [0.0] * 24, 0.50),
+        "full": ("variant", [1.0] * 36 + [0.0] * 4, 0.55),
+        "lora": ("variant", [1.0] * 28 + [0.0] * 12, 0.80),
+    }
     for name, (kind, scores, val) in runs_.items():
         write(name, kind, scores, val)
     v = decide()
@@ -244,20 +292,44 @@ def test_forgetting_table_and_tradeoff_plot_read_the_probe_against_the_base(tmp_
     from bakeoff.report.plots import plots
 
     monkeypatch.chdir(tmp_path)
-    df = pd.DataFrame([
-        {"name": "zero_shot", "kind": "baseline", "status": "ok", "quality": 0.2, "probe_acc": 0.64,
-         "general_kl": 0.0},
-        {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": 0.3},
-        {"name": "full", "kind": "variant", "status": "ok", "quality": 0.9, "gain": 0.6, "probe_acc": 0.51,
-         "general_kl": 0.4213, "gain_vs_prompting": "+60.0 pp [+50.0, +70.0]"},
-        {"name": "lora", "kind": "variant", "status": "ok", "quality": 0.7, "gain": 0.4, "probe_acc": 0.645,
-         "general_kl": 0.0312, "gain_vs_prompting": "+40.0 pp [+30.0, +50.0]"},
-    ])
+    df = pd.DataFrame(
+        [
+            {
+                "name": "zero_shot",
+                "kind": "baseline",
+                "status": "ok",
+                "quality": 0.2,
+                "probe_acc": 0.64,
+                "general_kl": 0.0,
+            },
+            {"name": "few_shot", "kind": "baseline", "status": "ok", "quality": 0.3},
+            {
+                "name": "full",
+                "kind": "variant",
+                "status": "ok",
+                "quality": 0.9,
+                "gain": 0.6,
+                "probe_acc": 0.51,
+                "general_kl": 0.4213,
+                "gain_vs_prompting": "+60.0 pp [+50.0, +70.0]",
+            },
+            {
+                "name": "lora",
+                "kind": "variant",
+                "status": "ok",
+                "quality": 0.7,
+                "gain": 0.4,
+                "probe_acc": 0.645,
+                "general_kl": 0.0312,
+                "gain_vs_prompting": "+40.0 pp [+30.0, +50.0]",
+            },
+        ]
+    )
     lines = "\n".join(forgetting(list(df["name"]), df))
     assert "the base model (64.0%)" in lines
     assert "| full | 90.0% | +60.0 pp [+50.0, +70.0] | 51.0% | -13.0 pp | 0.4213 |" in lines
     assert "| lora | 70.0% | +40.0 pp [+30.0, +50.0] | 64.5% | +0.5 pp | 0.0312 |" in lines
-    assert "few_shot" not in lines                              # scored once, on the untouched model
+    assert "few_shot" not in lines  # scored once, on the untouched model
     paths = plots(df, tmp_path / "plots", "exact_match")
     assert paths["tradeoff"].exists() and paths["tradeoff"].stat().st_size > 1000
     assert "tradeoff" not in plots(df.drop(columns=["probe_acc"]), tmp_path / "p2", "exact_match")
@@ -307,30 +379,57 @@ def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_
     monkeypatch.chdir(tmp_path)
     _write(tmp_path, "lora", [1.0] * 10, 100, "variant")
     _write(tmp_path, "full", [1.0] * 10, 100, "variant")
-    runs.write_json(runs.tuned_record("lora"), {
-        "values": {"lr": 1e-3}, "best_value": 0.2, "best_trial": 0, "objective": "val_loss", "trial_steps": 300,
-        "trials": [{"number": 0, "tokens_seen": 700, "wall_s": 70.0}, {"number": 1, "tokens_seen": 300,
-                                                                       "wall_s": 30.0}],
-        "tune_tokens": 1000, "tune_wall_s": 100.0,
-        "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
-        "beat_recipe": False, "widened": [{"param": "lr", "side": "high", "from": 3e-3, "to": 0.0164}]})
-    runs.write_json(runs.train_record("lora"), {"status": "ok", "metrics": {"adopted_from_trial": 0,
-                                                                            "tokens_seen": 700}})
-    runs.write_json(runs.tuned_record("full"), {
-        "values": {"lr": 2e-4}, "best_value": 0.1, "best_trial": 2, "objective": "val_loss", "trial_steps": 300,
-        "trials": [{"number": 0}], "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
-        "beat_recipe": True, "widened": []})
+    runs.write_json(
+        runs.tuned_record("lora"),
+        {
+            "values": {"lr": 1e-3},
+            "best_value": 0.2,
+            "best_trial": 0,
+            "objective": "val_loss",
+            "trial_steps": 300,
+            "trials": [
+                {"number": 0, "tokens_seen": 700, "wall_s": 70.0},
+                {"number": 1, "tokens_seen": 300, "wall_s": 30.0},
+            ],
+            "tune_tokens": 1000,
+            "tune_wall_s": 100.0,
+            "recipe": {"values": {"lr": 1e-3}, "state": "complete", "value": 0.2},
+            "beat_recipe": False,
+            "widened": [{"param": "lr", "side": "high", "from": 3e-3, "to": 0.0164}],
+        },
+    )
+    runs.write_json(
+        runs.train_record("lora"), {"status": "ok", "metrics": {"adopted_from_trial": 0, "tokens_seen": 700}}
+    )
+    runs.write_json(
+        runs.tuned_record("full"),
+        {
+            "values": {"lr": 2e-4},
+            "best_value": 0.1,
+            "best_trial": 2,
+            "objective": "val_loss",
+            "trial_steps": 300,
+            "trials": [{"number": 0}],
+            "recipe": {"values": {"lr": 1e-4}, "state": "complete", "value": 0.3},
+            "beat_recipe": True,
+            "widened": [],
+        },
+    )
     df = figures.collect([], ["lora", "full"])
     text = "\n".join(searches.search_lines(df, search_records(["lora", "full"])))
-    assert "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored " \
-           "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted " \
-           "rather than trained again (its speed and memory were measured in the tune stage's process); a choice at " \
-           "the high edge widened lr's range from 0.003 to 0.0164." in text
+    assert (
+        "`lora`: the plain recipe (lr=0.001) scored 0.2 val_loss on validation at 300 steps; no trial scored "
+        "better there, so the recipe trains; its training run is the search's trial 0, the same run, adopted "
+        "rather than trained again (its speed and memory were measured in the tune stage's process); a choice at "
+        "the high edge widened lr's range from 0.003 to 0.0164." in text
+    )
     # the adopted trial is the training run: the search's cost is the other trials alone
     lora = df.set_index("name").loc["lora"]
     assert (lora["tune_tokens"], lora["tune_wall_s"]) == (300, 30.0)
-    assert "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search " \
-           "chose lr=0.0002, which scored 0.1 there." in text
+    assert (
+        "`full`: the plain recipe (lr=0.0001) scored 0.3 val_loss on validation at 300 steps; the search "
+        "chose lr=0.0002, which scored 0.1 there." in text
+    )
 
 
 def test_an_arm_that_takes_another_arms_search_says_why_it_trains_again(tmp_path, monkeypatch):
@@ -340,8 +439,10 @@ def test_an_arm_that_takes_another_arms_search_says_why_it_trains_again(tmp_path
     _write(tmp_path, "qlora", [1.0] * 10, 100, "variant")
     runs.write_json(runs.tuned_record("qlora"), {"values": {"lr": 2e-3}, "shared_from": "lora", "trials": []})
     text = "\n".join(searches.search_lines(figures.collect([], ["qlora"]), search_records(["qlora"])))
-    assert "`qlora`: trains at `lora`'s choice (`tune.share`); it cannot adopt a trial, since every trial of that " \
-           "search trained `lora`, not its own setup, so it trains again." in text
+    assert (
+        "`qlora`: trains at `lora`'s choice (`tune.share`); it cannot adopt a trial, since every trial of that "
+        "search trained `lora`, not its own setup, so it trains again." in text
+    )
 
 
 def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, monkeypatch):
@@ -380,10 +481,16 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
     df = figures.collect(["few_shot"], ["full", "lora"])
     figures.add_confidence(df, "exact_match", resamples=500)
     v = verdict.verdict(df, 0.05)
-    assert v["variant"] == "full" and v["tie"] == {"runs": ["full", "lora"], "at": 0.9, "split": "validation",
-                                                   "rule": "params_order"}
-    assert reason(v).startswith("`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
-                                "leads) beats `few_shot` (10.0% generated)"), reason(v)
+    assert v["variant"] == "full" and v["tie"] == {
+        "runs": ["full", "lora"],
+        "at": 0.9,
+        "split": "validation",
+        "rule": "params_order",
+    }
+    assert reason(v).startswith(
+        "`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
+        "leads) beats `few_shot` (10.0% generated)"
+    ), reason(v)
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
@@ -400,8 +507,10 @@ def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its
     assert "1 of 3 pairs separate, `a` below `c`" in said and "tie" not in said, said
     fast = {"a": lat(0.5, 0.6, 0.7), **{k: some[k] for k in "bc"}}
     assert serving_words(fast, ["a", "b", "c"], "here").startswith("Fastest to serve here")
-    rows = [{"concurrency": 1, "latency_p50_s": 0.38, "tokens_per_s": 46.9},
-            {"concurrency": 4, "latency_p50_s": 1.4, "tokens_per_s": 34.1}]
+    rows = [
+        {"concurrency": 1, "latency_p50_s": 0.38, "tokens_per_s": 46.9},
+        {"concurrency": 4, "latency_p50_s": 1.4, "tokens_per_s": 34.1},
+    ]
     assert "throughput falls 27%, from 46.9 to 34.1" in throughput_words(rows)
     rows[1]["tokens_per_s"] = 45.0
     assert "throughput stays within 10% (46.9 → 45.0" in throughput_words(rows)
@@ -423,31 +532,70 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
     the card (projected), and the price bought alone with the break-even."""
     from bakeoff.report.sections import answer_lines
 
-    v = {"decision": "fine-tune", "gain": 0.617, "ci_low": 0.483, "ci_high": 0.734, "variant": "full",
-         "baseline": "prompt_search", "scope": {"model": "m", "n": 60},
-         "recommendation": {"action": "fine-tune", "run": "lora", "kind": "variant", "max_loss": 0.02,
-                            "saving_unit": "usd", "choice": {"best": "full", "pick": "lora", "margin": 0.02,
-                                                             "considered": [{
-                                                                 "run": "lora", "against": "full", "diff": -0.002,
-                                                                 "low": -0.006, "high": 0.002, "margin": 0.02,
-                                                                 "shown": True, "saving": 15.0}]}}}
-    costs = {"lora": {"smallest_card": "A100-40GB", "card": "H100-80GB", "target": "llama-3.1-8b", "need_gb": 24.95,
-                      "usd": 3.45, "usd_high": 6.88, "alone_usd": 5.0, "alone_usd_high": 10.0}}
+    v = {
+        "decision": "fine-tune",
+        "gain": 0.617,
+        "ci_low": 0.483,
+        "ci_high": 0.734,
+        "variant": "full",
+        "baseline": "prompt_search",
+        "scope": {"model": "m", "n": 60},
+        "recommendation": {
+            "action": "fine-tune",
+            "run": "lora",
+            "kind": "variant",
+            "max_loss": 0.02,
+            "saving_unit": "usd",
+            "choice": {
+                "best": "full",
+                "pick": "lora",
+                "margin": 0.02,
+                "considered": [
+                    {
+                        "run": "lora",
+                        "against": "full",
+                        "diff": -0.002,
+                        "low": -0.006,
+                        "high": 0.002,
+                        "margin": 0.02,
+                        "shown": True,
+                        "saving": 15.0,
+                    }
+                ],
+            },
+        },
+    }
+    costs = {
+        "lora": {
+            "smallest_card": "A100-40GB",
+            "card": "H100-80GB",
+            "target": "llama-3.1-8b",
+            "need_gb": 24.95,
+            "usd": 3.45,
+            "usd_high": 6.88,
+            "alone_usd": 5.0,
+            "alone_usd_high": 10.0,
+        }
+    }
     lines = answer_lines(v, {"break_even_requests_per_day": 191044.8, "serve_card": "L4"}, costs)
     text = "\n".join(lines)
     assert lines[:4] == ["## Answer", "", "| question | answer |", "|---|---|"] and len(lines) == 9
     assert "**fine-tune**: `full` gains +61.7 points [+48.3, +73.4]" in text and "60 test items" in text
-    assert "| Technique | `lora`: $15 less (projected, bought alone), -0.2 points [-0.6, +0.2] against `full`; shown " \
-        "within 2 points (`full` led on validation) |" in text, text
+    assert (
+        "| Technique | `lora`: $15 less (projected, bought alone), -0.2 points [-0.6, +0.2] against `full`; shown "
+        "within 2 points (`full` led on validation) |" in text
+    ), text
     assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text and "(~25 GB)" in text
-    two = answer_lines(v, {}, {"lora": {**costs["lora"], "smallest_gpus": 2, "smallest_card": "H200",
-                                        "need_gb": 136.4}})
+    two = answer_lines(
+        v, {}, {"lora": {**costs["lora"], "smallest_gpus": 2, "smallest_card": "H200", "need_gb": 136.4}}
+    )
     said = "\n".join(two)
     assert "| Card | 2× H200, the [smallest](#glossary) that holds `lora` for `llama-3.1-8b` (~140 GB)" in said
     assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
-    assert "~190,000 requests a day" in text   # two significant figures, as the serving sentence below says it
-    prompting = answer_lines({"decision": "prompting is enough", "recommendation": {"action": "prompt",
-                                                                                  "run": "few_shot"}}, {}, {})
+    assert "~190,000 requests a day" in text  # two significant figures, as the serving sentence below says it
+    prompting = answer_lines(
+        {"decision": "prompting is enough", "recommendation": {"action": "prompt", "run": "few_shot"}}, {}, {}
+    )
     assert "| Technique | prompting: `few_shot`, no fine-tuning |" in prompting
 
 
@@ -455,15 +603,33 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
     """An arm with no search says so, one that shares a search but did not run says it carries none, one whose search
     failed says **not run**: no arm is missing from the table."""
     monkeypatch.chdir(tmp_path)
-    for name, rec in {"zero_shot": {"status": "off", "skipped": "baselines.zero_shot has no search", "trials": []},
-                      "unsloth": {"status": "ok", "shared_from": "lora", "trials": [{"number": 0}]},
-                      "full": {"status": "failed", "error": "RuntimeError: boom", "trials": []}}.items():
+    for name, rec in {
+        "zero_shot": {"status": "off", "skipped": "baselines.zero_shot has no search", "trials": []},
+        "unsloth": {"status": "ok", "shared_from": "lora", "trials": [{"number": 0}]},
+        "full": {"status": "failed", "error": "RuntimeError: boom", "trials": []},
+    }.items():
         (tmp_path / "runs" / name).mkdir(parents=True)
         (tmp_path / "runs" / name / "tuned.json").write_text(json.dumps(rec))
-    df = pd.DataFrame({"name": ["zero_shot", "lora", "unsloth", "full"], "status": ["ok", "ok", "skipped", "ok"],
-                       "kind": ["baseline", "variant", "variant", "variant"]})
-    spent = {"lora": {"trials": 4, "own": True, "lender": "lora", "tokens": 100, "steps": 10, "seconds": 5.0,
-                      "share": 1.0, "carried_tokens": 100, "carried_seconds": 5.0}}
+    df = pd.DataFrame(
+        {
+            "name": ["zero_shot", "lora", "unsloth", "full"],
+            "status": ["ok", "ok", "skipped", "ok"],
+            "kind": ["baseline", "variant", "variant", "variant"],
+        }
+    )
+    spent = {
+        "lora": {
+            "trials": 4,
+            "own": True,
+            "lender": "lora",
+            "tokens": 100,
+            "steps": 10,
+            "seconds": 5.0,
+            "share": 1.0,
+            "carried_tokens": 100,
+            "carried_seconds": 5.0,
+        }
+    }
     table = "\n".join(searches.budget_lines(df, spent, searches=search_records(df["name"])))
     assert "| zero_shot | none (baselines.zero_shot has no search) |" in table
     assert "| lora | own | 4 | 100 |" in table
@@ -472,25 +638,36 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
 
 
 def test_the_pairwise_matrix_shows_a_p_value_only_where_a_difference_is_real():
-    pw = pd.DataFrame([
-        {"a": "full", "b": "prompt", "diff": 0.30, "p_holm": 0.012, "test": "McNemar", "n": 60},
-        {"a": "full", "b": "lora", "diff": 0.05, "p_holm": 0.41, "test": "McNemar", "n": 60},
-        {"a": "lora", "b": "prompt", "diff": 0.25, "p_holm": 0.03, "test": "McNemar", "n": 60}])
+    pw = pd.DataFrame(
+        [
+            {"a": "full", "b": "prompt", "diff": 0.30, "p_holm": 0.012, "test": "McNemar", "n": 60},
+            {"a": "full", "b": "lora", "diff": 0.05, "p_holm": 0.41, "test": "McNemar", "n": 60},
+            {"a": "lora", "b": "prompt", "diff": 0.25, "p_holm": 0.03, "test": "McNemar", "n": 60},
+        ]
+    )
     lines = sections.pairwise_lines(pw)
     row = {ln.split("|")[1].strip(): ln for ln in lines if ln.startswith("| `")}
     assert "**+30.0** (p 0.012)" in row["`full`"] and "**-30.0** (p 0.012)" in row["`prompt`"]
-    assert "| +5.0 |" in row["`full`"] and "| -5.0 |" in row["`lora`"]      # not significant: the figure alone
-    assert "0.41" not in "\n".join(lines)                                   # its p is in reports/pairwise.csv
+    assert "| +5.0 |" in row["`full`"] and "| -5.0 |" in row["`lora`"]  # not significant: the figure alone
+    assert "0.41" not in "\n".join(lines)  # its p is in reports/pairwise.csv
 
 
 def test_a_standard_task_that_could_not_run_offline_says_not_run_not_the_librarys_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    reason = ("ConnectionError: Couldn't reach 'allenai/ai2_arc' on the Hub (OfflineModeIsEnabled)")
+    reason = "ConnectionError: Couldn't reach 'allenai/ai2_arc' on the Hub (OfflineModeIsEnabled)"
     for name in ("zero_shot", "lora"):
         (tmp_path / "runs" / name).mkdir(parents=True)
-        (tmp_path / "runs" / name / "eval.json").write_text(json.dumps(
-            {"status": "ok", "lm_eval_tasks": {"arc_easy": {"status": "skipped", "reason": reason},
-                                               "hellaswag": {"status": "failed", "reason": "KeyError: 'x'\nmore"}}}))
+        (tmp_path / "runs" / name / "eval.json").write_text(
+            json.dumps(
+                {
+                    "status": "ok",
+                    "lm_eval_tasks": {
+                        "arc_easy": {"status": "skipped", "reason": reason},
+                        "hellaswag": {"status": "failed", "reason": "KeyError: 'x'\nmore"},
+                    },
+                }
+            )
+        )
     names = ["zero_shot", "lora"]
     text = "\n".join(forgetting(names, evaluations=eval_records(names)))
     assert "arc_easy: not run (offline" in text and "for `zero_shot`, `lora`" in text
@@ -501,11 +678,20 @@ def test_a_standard_task_that_could_not_run_offline_says_not_run_not_the_library
 def test_the_sizing_table_gives_the_cheapest_card_its_own_column():
     from bakeoff.core.config import load_params
 
-    fit = {"target": "llama-3.1-8b", "need_gb": 24.95, "gpus": 1, "gpu": "A100-40GB", "cheapest_gpu": "H100-80GB",
-           "cheapest_usd": 1.97, "cheapest_usd_high": 3.93}
+    fit = {
+        "target": "llama-3.1-8b",
+        "need_gb": 24.95,
+        "gpus": 1,
+        "gpu": "A100-40GB",
+        "cheapest_gpu": "H100-80GB",
+        "cheapest_usd": 1.97,
+        "cheapest_usd_high": 3.93,
+    }
     none = {"target": "llama-3.1-70b", "need_gb": 1200.0, "gpus": 1, "gpu": None}
-    sized = {"calibration": {"rows": [], "measured_on": "peak resident memory (RSS) on this machine's CPU"},
-             "fits": [{**fit, "variant": "lora"}, {**none, "variant": "full"}]}
+    sized = {
+        "calibration": {"rows": [], "measured_on": "peak resident memory (RSS) on this machine's CPU"},
+        "fits": [{**fit, "variant": "lora"}, {**none, "variant": "full"}],
+    }
     lines = report_sizing.sizing_lines(load_params(ROOT / "params.yaml"), sized)
     assert "| target | variant | needs | smallest card | cheapest card | training there |" in lines
     assert "| llama-3.1-8b | `lora` | 25 GB | A100-40GB | H100-80GB | $2.0–3.9 |" in lines

@@ -61,9 +61,18 @@ def test_holm_runs_over_the_comparisons_with_the_best_only():
 
 def _frame(results: dict[str, list[int]], kinds: dict | None = None, val: dict | None = None, **cols):
     kinds, val = kinds or {}, val or {}
-    rows = [{"name": n, "kind": kinds.get(n, "variant"), "status": "ok", "quality": sum(r) / len(r),
-             "val_quality": val.get(n, sum(r) / len(r)), "technique": "prompting" if kinds.get(n) else n,
-             **{k: v[n] for k, v in cols.items() if n in v}} for n, r in results.items()]
+    rows = [
+        {
+            "name": n,
+            "kind": kinds.get(n, "variant"),
+            "status": "ok",
+            "quality": sum(r) / len(r),
+            "val_quality": val.get(n, sum(r) / len(r)),
+            "technique": "prompting" if kinds.get(n) else n,
+            **{k: v[n] for k, v in cols.items() if n in v},
+        }
+        for n, r in results.items()
+    ]
     return pd.DataFrame(rows), {n: dict(enumerate(r)) for n, r in results.items()}
 
 
@@ -71,20 +80,49 @@ def _row(lines: list[str]) -> str:
     return next(x for x in lines if x.startswith("| Technique"))
 
 
-COSTS = {"full": {"alone_usd": 20.0, "alone_usd_high": 40.0, "usd": 20.0, "usd_high": 40.0, "need_gb": 130.0,
-                  "target": "llama-3.1-8b", "card": "H100-80GB", "smallest_card": "H100-80GB", "smallest_gpus": 2},
-         "lora": {"alone_usd": 5.0, "alone_usd_high": 10.0, "usd": 5.0, "usd_high": 10.0, "need_gb": 25.0,
-                  "target": "llama-3.1-8b", "card": "H100-80GB", "smallest_card": "A100-40GB", "smallest_gpus": 1}}
+COSTS = {
+    "full": {
+        "alone_usd": 20.0,
+        "alone_usd_high": 40.0,
+        "usd": 20.0,
+        "usd_high": 40.0,
+        "need_gb": 130.0,
+        "target": "llama-3.1-8b",
+        "card": "H100-80GB",
+        "smallest_card": "H100-80GB",
+        "smallest_gpus": 2,
+    },
+    "lora": {
+        "alone_usd": 5.0,
+        "alone_usd_high": 10.0,
+        "usd": 5.0,
+        "usd_high": 10.0,
+        "need_gb": 25.0,
+        "target": "llama-3.1-8b",
+        "card": "H100-80GB",
+        "smallest_card": "A100-40GB",
+        "smallest_gpus": 1,
+    },
+}
 
 
 def test_the_committed_runs_8_point_loss_is_not_hidden_the_best_is_recommended_with_the_trade_off():
     """lora lost 6 items to full and won 1 of 60; the old rule recommended lora ("cannot be told apart")."""
     full = [1] * 6 + [0] + [1] * 46 + [0] * 7
     lora = [0] * 6 + [1] + [1] * 46 + [0] * 7
-    df, items = _frame({"prompt": [1] * 17 + [0] * 43, "full": full, "lora": lora}, {"prompt": "baseline"},
-                       prompt_tokens_per_request={"prompt": 300})
-    v = {"decision": "fine-tune", "variant": "full", "baseline": "prompt", "gain": 0.68, "ci_low": 0.55,
-         "ci_high": 0.80}
+    df, items = _frame(
+        {"prompt": [1] * 17 + [0] * 43, "full": full, "lora": lora},
+        {"prompt": "baseline"},
+        prompt_tokens_per_request={"prompt": 300},
+    )
+    v = {
+        "decision": "fine-tune",
+        "variant": "full",
+        "baseline": "prompt",
+        "gain": 0.68,
+        "ci_low": 0.55,
+        "ci_high": 0.80,
+    }
     rec = recommend.recommend(df, v, COSTS, 0.02, items)
     assert (rec["action"], rec["run"]) == ("fine-tune", "full")
     s = {x["run"]: x for x in rec["choice"]["considered"]}
@@ -92,9 +130,11 @@ def test_the_committed_runs_8_point_loss_is_not_hidden_the_best_is_recommended_w
     assert s["lora"]["saving"] == pytest.approx(15.0) and s["prompt"]["saving"] == pytest.approx(20.0)
     row = _row(answer_lines({**v, "recommendation": rec}, {}, COSTS))
     # the nearest cheaper run is named (lora), not the prompt that saves more but trails by 60 points
-    assert ("`full`: the best on validation; no cheaper run is shown within 2 points of it (`lora`: $15 less "
-            "(projected, bought alone), -8.3 points [-15.4, -0.8] against `full`; not shown within 2 points: the "
-            "measured shortfall is itself beyond it)") in row, row
+    assert (
+        "`full`: the best on validation; no cheaper run is shown within 2 points of it (`lora`: $15 less "
+        "(projected, bought alone), -8.3 points [-15.4, -0.8] against `full`; not shown within 2 points: the "
+        "measured shortfall is itself beyond it)"
+    ) in row, row
     table = "\n".join(against_best_lines(rec))
     assert "| `lora` | $15 | -8.3 | [-15.4, -0.8] |" in table and "not shown |" in table
 
@@ -140,30 +180,51 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
     from bakeoff.report.sections import cost_lines
     from bakeoff.report.shipped import _serving_lines
 
-    tied = {"trials": [{"number": i, "state": "complete", "value": 0.913, "wall_s": 400.0, "tokens_seen": 85678}
-                       for i in range(4)]}
+    tied = {
+        "trials": [
+            {"number": i, "state": "complete", "value": 0.913, "wall_s": 400.0, "tokens_seen": 85678} for i in range(4)
+        ]
+    }
     said = tied_search(Search.from_json(tied))
     assert "its 4 trials all scored 0.913 on validation: the search did not discriminate" in said
     assert "1,600 s here (342,712 tokens) were spent without informing it" in said
-    assert tied_search(Search.from_json({"trials": [{"state": "complete", "value": 0.9},
-                                                {"state": "complete", "value": 0.8}]})) is None
+    assert (
+        tied_search(
+            Search.from_json({"trials": [{"state": "complete", "value": 0.9}, {"state": "complete", "value": 0.8}]})
+        )
+        is None
+    )
     v = {"baseline": "prompt", "variant": "lora", "scope": {"target": "llama-3.1-8b"}}
-    c = {"break_even_requests_per_day": 430_000, "prompt_usd_per_request": 4e-5, "serve_card": "L4",
-         "serve_usd_per_hour": 0.8}
+    c = {
+        "break_even_requests_per_day": 430_000,
+        "prompt_usd_per_request": 4e-5,
+        "serve_card": "L4",
+        "serve_usd_per_hour": 0.8,
+    }
     money = " ".join(cost_lines(v, c))
     assert "about 5 requests a second of `llama-3.1-8b`, a serving throughput assumed, not measured" in money, money
     assert not any("training seeds" in x for x in glossary_lines())
-    s = {"serving": {"engine": "llama.cpp", "rows": [{"concurrency": 1, "latency_p50_s": 0.5, "latency_p95_s": 0.7,
-                                                      "tokens_per_s": 40.0}]},
-         "served": {"threads": 2}, "gguf_type": "f16",
-         "in_framework": {"latency_p50_s": 1.2, "latency_p95_s": 1.5, "serving_dtype": "bf16"}}
+    s = {
+        "serving": {
+            "engine": "llama.cpp",
+            "rows": [{"concurrency": 1, "latency_p50_s": 0.5, "latency_p95_s": 0.7, "tokens_per_s": 40.0}],
+        },
+        "served": {"threads": 2},
+        "gguf_type": "f16",
+        "in_framework": {"latency_p50_s": 1.2, "latency_p95_s": 1.5, "serving_dtype": "bf16"},
+    }
     text = "\n".join(_serving_lines(s))
     assert "| transformers in-framework" not in text and "not interleaved with the figures above" in text
 
 
-@pytest.mark.parametrize("value, said", [("2", r"verdict\.max_loss: must be a share of the primary metric in \(0, 1\)"),
-                                         ("0", r"verdict\.max_loss: must be a share"),
-                                         ("fast", r"verdict\.max_loss")])
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("2", r"verdict\.max_loss: must be a share of the primary metric in \(0, 1\)"),
+        ("0", r"verdict\.max_loss: must be a share"),
+        ("fast", r"verdict\.max_loss"),
+    ],
+)
 def test_a_bad_max_loss_names_its_key(tmp_path, value, said):
     from conftest import ROOT
 
@@ -179,7 +240,16 @@ def test_a_bad_max_loss_names_its_key(tmp_path, value, said):
 def test_the_items_that_would_settle_a_shortfall_are_given_to_two_significant_figures():
     from bakeoff.report.choice import shortfall_words
 
-    s = {"run": "lora", "against": "full", "saving": 3.8, "diff": -0.017, "low": -0.1, "high": 0.068, "margin": 0.02,
-         "shown": False, "items_needed": 37076}
+    s = {
+        "run": "lora",
+        "against": "full",
+        "saving": 3.8,
+        "diff": -0.017,
+        "low": -0.1,
+        "high": 0.068,
+        "margin": 0.02,
+        "shown": False,
+        "items_needed": 37076,
+    }
     said = shortfall_words(s, "usd")
     assert said.endswith("not shown within 2 points: about 37,000 test items would settle it"), said

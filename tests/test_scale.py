@@ -38,11 +38,12 @@ LORA = {"technique": "lora", "r": 4, "alpha": 8, "precision": "fp32"}
 def repo(tmp_path_factory, tiny_model_dir):
     repo = tmp_path_factory.mktemp("scale")
     params = make_dvc_repo(repo, tiny_model_dir, rows=80)
-    params["train_defaults"].update(max_steps=30, effective_batch=8, micro_batch=2, logging_steps=1,
-                                    warmup_steps_excluded=1)
+    params["train_defaults"].update(
+        max_steps=30, effective_batch=8, micro_batch=2, logging_steps=1, warmup_steps_excluded=1
+    )
     params["baselines"] = {"zero_shot": {"shots": 0}}
     params["variants"] = {
-        "lora": {**LORA, "checkpoint_steps": 3},      # killed and resumed
+        "lora": {**LORA, "checkpoint_steps": 3},  # killed and resumed
         "lora_ref": {**LORA, "checkpoint_steps": 3},  # the same, uninterrupted
         "one_proc": {**LORA, "max_steps": 6},
         "two_proc": {**LORA, "max_steps": 6, "processes": 2},
@@ -59,15 +60,26 @@ def repo(tmp_path_factory, tiny_model_dir):
 def _train_processes(pid: int):
     import psutil
 
-    return [p for p in psutil.Process(pid).children(recursive=True)
-            if any("stages/train.py" in part for part in p.cmdline())]
+    return [
+        p
+        for p in psutil.Process(pid).children(recursive=True)
+        if any("stages/train.py" in part for part in p.cmdline())
+    ]
 
 
 def test_killed_training_resumes_from_its_checkpoint(repo):
     from safetensors.torch import load_file
 
-    proc = subprocess.Popen("dvc repro train@lora", shell=True, cwd=repo, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        "dvc repro train@lora",
+        shell=True,
+        cwd=repo,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     work = repo / ".bakeoff_tmp" / "lora"
     deadline = time.time() + 300
     while not list(work.glob("checkpoint-*/trainer_state.json")):
@@ -75,7 +87,7 @@ def test_killed_training_resumes_from_its_checkpoint(repo):
         assert time.time() < deadline, "no checkpoint appeared"
         time.sleep(0.02)
     for p in _train_processes(proc.pid):
-        p.send_signal(signal.SIGKILL)            # as the OOM killer or a preempted machine would
+        p.send_signal(signal.SIGKILL)  # as the OOM killer or a preempted machine would
     out = proc.communicate(timeout=120)[0]
     assert proc.returncode != 0, out[-2000:]
     assert not (repo / "runs" / "lora" / "train.json").exists()
@@ -86,19 +98,19 @@ def test_killed_training_resumes_from_its_checkpoint(repo):
     assert "resuming from" in again
     rec = json.loads((repo / "runs" / "lora" / "train.json").read_text())
     assert rec["status"] == "ok" and rec["metrics"]["resumed_from_step"] >= 3 and rec["metrics"]["train_steps"] < 30
-    assert not work.exists()                     # checkpoints removed once the run finished
+    assert not work.exists()  # checkpoints removed once the run finished
 
     sh("dvc repro train@lora_ref", repo)
     a = load_file(repo / "models" / "variants" / "lora" / "adapter_model.safetensors")
     b = load_file(repo / "models" / "variants" / "lora_ref" / "adapter_model.safetensors")
     for k in a:
-        assert (a[k] - b[k]).abs().max() < 1e-4, k    # the resumed run ends where the uninterrupted one does
+        assert (a[k] - b[k]).abs().max() < 1e-4, k  # the resumed run ends where the uninterrupted one does
 
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.`bakeoff.name` = 'lora'")
-    assert len(runs) == 1                         # the resume continued the killed run
+    assert len(runs) == 1  # the resume continued the killed run
     assert runs.iloc[0]["run_id"] == rec["run_id"]
     assert runs.iloc[0]["tags.bakeoff.resumed_from"].startswith("checkpoint-")
 
@@ -112,7 +124,7 @@ def test_two_cpu_processes_train_like_one(repo):
     m1, m2 = one["metrics"], two["metrics"]
     assert m2["processes"] == 2 and len(m2["train_peak_rss_mb_per_process"]) == 2
     assert m2["effective_batch"] == m1["effective_batch"] == 8 and m2["grad_accum"] == 2 and m1["grad_accum"] == 4
-    assert m2["tokens_seen"] == m1["tokens_seen"]          # the same rows, split across the processes
+    assert m2["tokens_seen"] == m1["tokens_seen"]  # the same rows, split across the processes
     l1 = [h["loss"] for h in one["history"]]
     l2 = [h["loss"] for h in two["history"]]
     assert len(l1) == len(l2) == 6

@@ -31,8 +31,11 @@ def test_scrub_hides_passwords_tokens_and_key_like_query_values():
 def test_tracking_credentials_move_out_of_the_uri_into_mlflows_own_variables(capsys):
     env = {"MLFLOW_TRACKING_URI": f"http://team:{PASSWORD}@127.0.0.1:5000"}
     assert move_tracking_credentials(env) == "http://127.0.0.1:5000"
-    assert env == {"MLFLOW_TRACKING_URI": "http://127.0.0.1:5000", "MLFLOW_TRACKING_USERNAME": "team",
-                   "MLFLOW_TRACKING_PASSWORD": PASSWORD}
+    assert env == {
+        "MLFLOW_TRACKING_URI": "http://127.0.0.1:5000",
+        "MLFLOW_TRACKING_USERNAME": "team",
+        "MLFLOW_TRACKING_PASSWORD": PASSWORD,
+    }
     assert PASSWORD not in capsys.readouterr().err
     mine = {"MLFLOW_TRACKING_URI": "http://a:b@h", "MLFLOW_TRACKING_PASSWORD": "set-by-you"}
     move_tracking_credentials(mine, say=False)
@@ -50,8 +53,13 @@ def test_a_failure_reason_is_recorded_without_the_url_password():
     assert rec["status"] == "failed" and PASSWORD not in rec["error"] and "http://team:***@127.0.0.1:9" in rec["error"]
 
 
-@pytest.mark.parametrize("url, said", [("https://user:secret@api.example.com/v1", "user info"),
-                                       ("https://api.example.com/v1?api-key=abc123", "a key-like query value")])
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("https://user:secret@api.example.com/v1", "user info"),
+        ("https://api.example.com/v1?api-key=abc123", "a key-like query value"),
+    ],
+)
 def test_an_endpoint_url_with_a_credential_is_refused_naming_api_key_env(tmp_path, url, said):
     import yaml
 
@@ -75,11 +83,14 @@ def test_a_password_in_mlflow_tracking_uri_never_shows_and_the_run_still_logs(tm
         env = {**os.environ, "MLFLOW_TRACKING_URI": server.uri.replace("://", f"://team:{PASSWORD}@", 1)}
         env.pop("MLFLOW_TRACKING_USERNAME", None)
         env.pop("MLFLOW_TRACKING_PASSWORD", None)
-        code = ("import bakeoff, mlflow, os; mlflow.set_experiment('t')\n"
-                "with mlflow.start_run(run_name='probe') as r: mlflow.log_metric('x', 1.0)\n"
-                "print('uri', os.environ['MLFLOW_TRACKING_URI'], mlflow.get_tracking_uri())")
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                           check=False)
+        code = (
+            "import bakeoff, mlflow, os; mlflow.set_experiment('t')\n"
+            "with mlflow.start_run(run_name='probe') as r: mlflow.log_metric('x', 1.0)\n"
+            "print('uri', os.environ['MLFLOW_TRACKING_URI'], mlflow.get_tracking_uri())"
+        )
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         out = r.stdout + r.stderr
         assert r.returncode == 0, out
         assert PASSWORD not in out and f"uri {server.uri} {server.uri}" in out

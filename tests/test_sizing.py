@@ -19,7 +19,7 @@ def test_parameter_counts_match_the_real_models():
     assert LLAMA2_7B.params == pytest.approx(6.74e9, rel=0.005)
     assert LLAMA3_8B.params == pytest.approx(8.03e9, rel=0.005)
     smol = json.loads((ROOT / "tests" / "data" / "smollm2_135m_config.json").read_text())
-    assert Shape.from_config("smol", smol).params == 134_515_008   # what the loaded model counts
+    assert Shape.from_config("smol", smol).params == 134_515_008  # what the loaded model counts
     # PEFT's print_trainable_parameters for Llama-3-8B, r=16 on every linear layer: 41,943,040
     assert LLAMA3_8B.lora_params(16) == 41_943_040
     assert LLAMA3_8B.lora_params(16, ["q_proj", "v_proj"]) == 32 * 16 * ((4096 + 4096) + (4096 + 1024))
@@ -49,27 +49,31 @@ def test_memory_model_within_published_ranges_for_8b(technique, micro_batch, seq
 def test_memory_levers_move_the_estimate_the_right_way():
     base = Setup("lora", micro_batch=4, seq_len=2048)
     e = estimate(LLAMA3_8B, base)
-    assert estimate(LLAMA3_8B, Setup("lora", gradient_checkpointing=True, micro_batch=4,
-                                     seq_len=2048)).activations < e.activations / 3
-    assert estimate(LLAMA3_8B, Setup("lora", micro_batch=4,
-                                     seq_len=1024)).activations == pytest.approx(e.activations / 2)
+    assert (
+        estimate(LLAMA3_8B, Setup("lora", gradient_checkpointing=True, micro_batch=4, seq_len=2048)).activations
+        < e.activations / 3
+    )
+    assert estimate(LLAMA3_8B, Setup("lora", micro_batch=4, seq_len=1024)).activations == pytest.approx(
+        e.activations / 2
+    )
     full = estimate(LLAMA3_8B, Setup("full"))
     assert estimate(LLAMA3_8B, Setup("full", optimizer="adamw_8bit")).optimizer == pytest.approx(full.optimizer / 4)
     q4 = estimate(LLAMA3_8B, Setup("qlora", double_quant=False)).weights
     assert estimate(LLAMA3_8B, Setup("qlora")).weights < q4 < estimate(LLAMA3_8B, Setup("lora")).weights / 2
-    assert estimate(LLAMA3_8B, Setup("dpo")).activations == pytest.approx(2 * estimate(LLAMA3_8B,
-                                                                                       Setup("lora")).activations)
+    assert estimate(LLAMA3_8B, Setup("dpo")).activations == pytest.approx(
+        2 * estimate(LLAMA3_8B, Setup("lora")).activations
+    )
 
 
 def test_calibration_fits_the_overhead_and_reports_each_error():
     overhead, errors = calibrate([(1.0, 3.0), (2.0, 4.5), (4.0, 6.0)])
-    assert overhead == 2.0                               # median of 2.0, 2.5, 2.0
+    assert overhead == 2.0  # median of 2.0, 2.5, 2.0
     assert errors == pytest.approx([0.0, -0.5 / 4.5, 0.0])
 
 
 def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
     gpus = [GPU("big", 80, 3.0, 900), GPU("small", 24, 1.0, 120), GPU("mid", 40, 2.0, 300)]
-    assert smallest_fit(21 * GB, gpus, margin=0.1).name == "small"      # 24 × 0.9 = 21.6 ≥ 21
+    assert smallest_fit(21 * GB, gpus, margin=0.1).name == "small"  # 24 × 0.9 = 21.6 ≥ 21
     assert smallest_fit(22 * GB, gpus, margin=0.1).name == "mid"
     assert smallest_fit(100 * GB, gpus, margin=0.1) is None
     f = fit(LLAMA3_8B, Setup("lora", gradient_checkpointing=True), gpus, Headroom(0.1, 1 * GB), Priced(1e7, 0.5))
@@ -83,16 +87,28 @@ def test_fit_picks_the_smallest_card_with_margin_and_prices_it():
 
 def test_size_command_prints_the_table_before_any_training(tmp_path):
     size = [sys.executable, "-m", "bakeoff.run.cli", "size", "--params"]
-    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--seq-len", "512"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [*size, str(ROOT / "params.yaml"), "--seq-len", "512"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| llama-3.1-8b | qlora | qlora |" in r.stdout and "smallest GPU" in r.stdout
     bad = tmp_path / "p.yaml"
     bad.write_text((ROOT / "params.yaml").read_text().replace("target: llama-3.1-8b", "target: llama-8b"))
     r = subprocess.run([*size, str(bad)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "sizing.target" in r.stderr and "llama-8b" in r.stderr
-    r = subprocess.run([*size, str(ROOT / "params.yaml"), "--model", "llama-3.1-8b"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [*size, str(ROOT / "params.yaml"), "--model", "llama-3.1-8b"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2 and "--model and --technique together" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -130,8 +146,10 @@ def test_a_variant_takes_the_answer_length_only_where_its_loss_is_labelled():
         on_cpu = Setup.from_variant(v, "bf16", parent=parent, answer_tokens=24, cuda=False)
         assert (on_gpu.label_tokens, on_gpu.chunked_logits) == (None, True), v.name
         assert (on_cpu.label_tokens, on_cpu.chunked_logits) == (None, False), v.name
-        assert estimate(LLAMA3_8B, on_cpu).activations - estimate(LLAMA3_8B, on_gpu).activations == \
-            on_cpu.micro_batch * (2 if v.technique == "dpo" else 1) * on_cpu.seq_len * LLAMA3_8B.vocab * 10
+        assert (
+            estimate(LLAMA3_8B, on_cpu).activations - estimate(LLAMA3_8B, on_gpu).activations
+            == on_cpu.micro_batch * (2 if v.technique == "dpo" else 1) * on_cpu.seq_len * LLAMA3_8B.vocab * 10
+        )
 
 
 def test_the_committed_gpu_check_is_what_todays_memory_model_predicts():
@@ -144,8 +162,12 @@ def test_the_committed_gpu_check_is_what_todays_memory_model_predicts():
 
     committed = json.loads((ROOT / "reports" / "bench" / "gpu.json").read_text())
     again = gpu_record.rescore(copy.deepcopy(committed))
-    rows = {(part, name): r for part in ("8b", "mfu", "unsloth") for name, r in again[part]["rows"].items()
-            if r.get("measured_gb")}
+    rows = {
+        (part, name): r
+        for part in ("8b", "mfu", "unsloth")
+        for name, r in again[part]["rows"].items()
+        if r.get("measured_gb")
+    }
     assert len(rows) == 9
     for key, r in rows.items():
         assert r["predicted_gb"] == committed[key[0]]["rows"][key[1]]["predicted_gb"], key
@@ -166,33 +188,47 @@ def test_time_estimates_take_each_techniques_utilisation_at_the_targets_shape():
     speeds = measured_speeds(str(ROOT / "reports" / "bench" / "gpu.json"))
     fits = {(f.target, f.variant): f for f in table(p, {n: 1e7 for n in p.variants}, speeds=speeds)}
     cards = {g["name"]: GPU(**g) for g in p.sizing.gpus}
-    for variant, mfu, row in (("full", 0.186, "8b full"), ("lora", 0.127, "8b lora"),
-                              ("qlora", 0.108, "8b qlora + checkpointing"), ("dpo", 0.127, None)):
+    for variant, mfu, row in (
+        ("full", 0.186, "8b full"),
+        ("lora", 0.127, "8b lora"),
+        ("qlora", 0.108, "8b qlora + checkpointing"),
+        ("dpo", 0.127, None),
+    ):
         f, v = fits[("llama-3.1-8b", variant)], p.variants[variant]
         assert f.mfu == pytest.approx(mfu, abs=0.001), variant
         assert f.mfu_source["row"] == row and f.mfu_source["how"] == ("measured" if row else "assumed"), variant
         assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in speed_words(f.mfu_source)
-        want = train_hours(LLAMA3_8B, v.technique, 1e7, cards[f.gpu], f.mfu_source["mfu"],
-                           bool(v.train.gradient_checkpointing))
+        want = train_hours(
+            LLAMA3_8B, v.technique, 1e7, cards[f.gpu], f.mfu_source["mfu"], bool(v.train.gradient_checkpointing)
+        )
         assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant
         assert f.hours_high == pytest.approx(f.hours * 2, rel=0.01), variant
     assert "DPO was never measured; LoRA's figure at this size" in speed_words(fits[("llama-3.1-8b", "dpo")].mfu_source)
     assert "assumed the same on H100-80GB" in card_words(fits[("llama-3.1-8b", "lora")].mfu_source)
     assert fits[("llama-3.2-1b", "full")].mfu_source["row"] == "mfu full"  # the 1B rows for a 1B target
-    assert "unscaled" in speed_words(fits[("llama-3.1-70b", "lora")].mfu_source)   # 70B from the 8B row, said so
+    assert "unscaled" in speed_words(fits[("llama-3.1-70b", "lora")].mfu_source)  # 70B from the 8B row, said so
     # the 8B estimate at the 8B rows costs 1.3-1.7x what the 1B rows' figures gave
-    old = {(f.target, f.variant): f for f in table(replace(p, sizing=replace(p.sizing, mfu_from="params")),
-                                                   {n: 1e7 for n in p.variants}, speeds=speeds)}
+    old = {
+        (f.target, f.variant): f
+        for f in table(
+            replace(p, sizing=replace(p.sizing, mfu_from="params")), {n: 1e7 for n in p.variants}, speeds=speeds
+        )
+    }
     for variant in ("full", "lora"):
         ratio = fits[("llama-3.1-8b", variant)].cheapest_usd / old[("llama-3.1-8b", variant)].cheapest_usd
         assert 1.3 < ratio < 1.75, (variant, ratio)
         assert old[("llama-3.1-8b", variant)].mfu_source["how"] == "assumed"
 
 
-@pytest.mark.parametrize("mfu, key", [("{full: 0.3, lorra: 0.2}", r"sizing\.mfu\.lorra: unknown technique"),
-                                      ("{full: 0.3}", r"sizing\.mfu: names no figure for lora, qlora, dpo"),
-                                      ("{full: 0.3, default: 1.5}", r"sizing\.mfu\.default: must be a number in"),
-                                      ("fast", r"sizing\.mfu")])
+@pytest.mark.parametrize(
+    "mfu, key",
+    [
+        ("{full: 0.3, lorra: 0.2}", r"sizing\.mfu\.lorra: unknown technique"),
+        ("{full: 0.3}", r"sizing\.mfu: names no figure for lora, qlora, dpo"),
+        ("{full: 0.3, default: 1.5}", r"sizing\.mfu\.default: must be a number in"),
+        ("fast", r"sizing\.mfu"),
+    ],
+)
 def test_a_bad_utilisation_names_its_key(tmp_path, mfu, key):
     from bakeoff.core.config import load_params
     from bakeoff.core.schema import ParamsError
@@ -223,16 +259,22 @@ def test_the_report_says_where_each_figure_comes_from_and_the_memory_models_out_
     fits = [f.__dict__ for f in table(p, {n: 1e7 for n in p.variants}, speeds=measured_speeds(record))]
     sized = {"calibration": {"rows": [], "measured_on": "CUDA peak reserved"}, "fits": fits, "gpu_check": got}
     text = "\n".join(sizing_lines(p, sized))
-    assert f"(`sizing.cuda_overhead_gb`, measured on an NVIDIA H200 by benchmarks/gpu_check.py at {got['commit']})" \
-        in text
-    assert "| full | 18.6% to 9.3% | measured on an NVIDIA H200 (gpu_check.py, 8b full: 7.5B parameters, 1 × 1024 " \
-        "tokens) |" in text, text
-    assert "| lora | 12.7% to 6.4% | measured on an NVIDIA H200 (gpu_check.py, 8b lora: 7.5B parameters, 1 × 1024 " \
-        "tokens); assumed the same on H100-80GB |" in text, text
+    assert (
+        f"(`sizing.cuda_overhead_gb`, measured on an NVIDIA H200 by benchmarks/gpu_check.py at {got['commit']})" in text
+    )
+    assert (
+        "| full | 18.6% to 9.3% | measured on an NVIDIA H200 (gpu_check.py, 8b full: 7.5B parameters, 1 × 1024 "
+        "tokens) |" in text
+    ), text
+    assert (
+        "| lora | 12.7% to 6.4% | measured on an NVIDIA H200 (gpu_check.py, 8b lora: 7.5B parameters, 1 × 1024 "
+        "tokens); assumed the same on H100-80GB |" in text
+    ), text
     assert "| dpo | 12.7% to 6.4% | assumed: DPO was never measured; LoRA's figure at this size" in text
     assert "within 10% of 9 of the 9 CUDA peaks" in text and "in sample, as it was revised on these peaks" in text
     assert "within 10% of 3 of 9, largest error 139%" in text
     mine = replace(p, sizing=replace(p.sizing, cuda_overhead_gb=2.0))
-    assert "(`sizing.cuda_overhead_gb`, assumed)" in "\n".join(sizing_lines(mine, {**sized, "gpu_check": measured_on(
-        mine, record)}))
+    assert "(`sizing.cuda_overhead_gb`, assumed)" in "\n".join(
+        sizing_lines(mine, {**sized, "gpu_check": measured_on(mine, record)})
+    )
     assert measured_on(p, str(tmp_path / "none.json")) == {}

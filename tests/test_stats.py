@@ -35,9 +35,17 @@ def test_paired_permutation_test_sees_a_shift_and_not_noise():
 def _runs(results: dict[str, list[int]], kinds: dict[str, str] | None = None, **cols) -> tuple[pd.DataFrame, dict]:
     """A frame of finished runs and their per-example 0/1 items; val_quality ranks as test quality does."""
     kinds = kinds or {}
-    rows = [{"name": n, "kind": kinds.get(n, "variant"), "status": "ok", "quality": sum(r) / len(r),
-             "val_quality": sum(r) / len(r), **{k: v[n] for k, v in cols.items() if n in v}}
-            for n, r in results.items()]
+    rows = [
+        {
+            "name": n,
+            "kind": kinds.get(n, "variant"),
+            "status": "ok",
+            "quality": sum(r) / len(r),
+            "val_quality": sum(r) / len(r),
+            **{k: v[n] for k, v in cols.items() if n in v},
+        }
+        for n, r in results.items()
+    ]
     return pd.DataFrame(rows), {n: dict(enumerate(r)) for n, r in results.items()}
 
 
@@ -63,8 +71,9 @@ def test_rank_groups_put_indistinguishable_runs_with_the_leader():
     lora = [1] * 40 + [0] * 20  # 17 items below full, none above: p ≈ 1.5e-5
     unsloth = [1] * 39 + [0] * 21  # 1 item from lora
     prompt = [0] * n
-    df, items = _runs({"lora": lora, "full": full, "prompt": prompt, "qlora": qlora, "unsloth": unsloth},
-                      {"prompt": "baseline"})
+    df, items = _runs(
+        {"lora": lora, "full": full, "prompt": prompt, "qlora": qlora, "unsloth": unsloth}, {"prompt": "baseline"}
+    )
     df.loc[df["name"] == "prompt", "quality_label_choice"] = float("nan")
     pw = recommend.pairwise(df, "exact_match", items)
     groups = recommend.rank_groups(df, pw)
@@ -73,13 +82,33 @@ def test_rank_groups_put_indistinguishable_runs_with_the_leader():
 
 
 def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_loss():
-    df, items = _runs({"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
-                      {"few_shot": "baseline"}, technique={"full": "full", "qlora": "qlora", "few_shot": ""},
-                      latency_p50_s={"full": 0.9, "qlora": 1.3}, prompt_tokens_per_request={"few_shot": 400})
-    fits = {"full": {"usd": 40.0, "usd_high": 80.0, "card": "H100-80GB", "smallest_card": "H100-80GB",
-                     "smallest_gpus": 2, "need_gb": 130.0, "target": "llama-3.1-8b"},
-            "qlora": {"usd": 4.0, "usd_high": 8.0, "card": "L4", "smallest_card": "L4", "smallest_gpus": 1,
-                      "need_gb": 5.4, "target": "llama-3.1-8b"}}
+    df, items = _runs(
+        {"full": [1] * 57 + [0] * 3, "qlora": [1] * 55 + [0] * 5, "few_shot": [0] * 60},
+        {"few_shot": "baseline"},
+        technique={"full": "full", "qlora": "qlora", "few_shot": ""},
+        latency_p50_s={"full": 0.9, "qlora": 1.3},
+        prompt_tokens_per_request={"few_shot": 400},
+    )
+    fits = {
+        "full": {
+            "usd": 40.0,
+            "usd_high": 80.0,
+            "card": "H100-80GB",
+            "smallest_card": "H100-80GB",
+            "smallest_gpus": 2,
+            "need_gb": 130.0,
+            "target": "llama-3.1-8b",
+        },
+        "qlora": {
+            "usd": 4.0,
+            "usd_high": 8.0,
+            "card": "L4",
+            "smallest_card": "L4",
+            "smallest_gpus": 1,
+            "need_gb": 5.4,
+            "target": "llama-3.1-8b",
+        },
+    }
     v = {"decision": "fine-tune", "variant": "full", "baseline": "few_shot"}
     rec = recommend.recommend(df, v, fits, items=items)
     # qlora is 2 items behind on 60 and $36 cheaper: not shown within 2 points, so the best stays the answer
@@ -94,8 +123,9 @@ def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_los
     rec = recommend.recommend(df, {**v, "decision": "inconclusive", "examples_needed": 300}, fits, items=items)
     assert (rec["action"], rec["run"]) == ("inconclusive", "full")
     # "prompting is enough" prompts even when the variants lead the groups
-    rec = recommend.recommend(df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"},
-                              fits, items=items)
+    rec = recommend.recommend(
+        df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"}, fits, items=items
+    )
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
 
 

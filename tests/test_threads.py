@@ -15,8 +15,13 @@ import sys
 from bakeoff.core import threads
 
 # two logical CPUs on one core (hyper-threads), then a second core
-CPUINFO = "\n\n".join(f"processor\t: {p}\nphysical id\t: 0\ncore id\t\t: {c}\nflags\t\t: fpu avx2" for p, c in
-                      ((0, 0), (1, 0), (2, 1), (3, 1))) + "\n"
+CPUINFO = (
+    "\n\n".join(
+        f"processor\t: {p}\nphysical id\t: 0\ncore id\t\t: {c}\nflags\t\t: fpu avx2"
+        for p, c in ((0, 0), (1, 0), (2, 1), (3, 1))
+    )
+    + "\n"
+)
 
 
 def test_hyper_threads_of_one_core_count_as_one_core():
@@ -47,11 +52,13 @@ def test_a_stage_on_one_cpu_computes_with_one_thread_and_says_so(tmp_path):
     imported bakeoff computes with one thread once bakeoff loads; the record it writes says one torch thread beside a
     device of one core, and the clock's machine line says both."""
     record = tmp_path / "eval.json"
-    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "import torch; torch.set_num_threads(4); "
-            "import bakeoff; from pathlib import Path; from bakeoff.core import runs; "
-            f"runs.finish({{'name': 'x', 'status': 'ok', 'metrics': {{}}}}, Path({str(record)!r})); "
-            "print(torch.get_num_threads()); print(os.environ['OMP_NUM_THREADS']); print(runs.machine_line())")
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "import torch; torch.set_num_threads(4); "
+        "import bakeoff; from pathlib import Path; from bakeoff.core import runs; "
+        f"runs.finish({{'name': 'x', 'status': 'ok', 'metrics': {{}}}}, Path({str(record)!r})); "
+        "print(torch.get_num_threads()); print(os.environ['OMP_NUM_THREADS']); print(runs.machine_line())"
+    )
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
     n, omp, line = r.stdout.splitlines()[-3:]

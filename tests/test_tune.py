@@ -20,10 +20,22 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 def _params(tune: TuneConfig, lr: float = 1e-3):
     params = load_params(ROOT / "params.yaml")
-    t = TrainConfig(max_steps=8, effective_batch=4, micro_batch=4, lr=lr, lr_scheduler="constant", warmup_ratio=0.0,
-                    max_seq_len=128, precision="fp32", logging_steps=1, warmup_steps_excluded=1, eval_steps=4)
-    lora = VariantConfig(name="lora", technique="lora", train=t, options={"r": 4, "alpha": 8, "dropout": 0.0,
-                                                                           "targets": "all-linear"})
+    t = TrainConfig(
+        max_steps=8,
+        effective_batch=4,
+        micro_batch=4,
+        lr=lr,
+        lr_scheduler="constant",
+        warmup_ratio=0.0,
+        max_seq_len=128,
+        precision="fp32",
+        logging_steps=1,
+        warmup_steps_excluded=1,
+        eval_steps=4,
+    )
+    lora = VariantConfig(
+        name="lora", technique="lora", train=t, options={"r": 4, "alpha": 8, "dropout": 0.0, "targets": "all-linear"}
+    )
     return replace(params, variants={"lora": lora}, tune=tune)
 
 
@@ -88,11 +100,11 @@ def test_successive_halving_stops_a_trial_only_beyond_the_paired_noise_of_the_ga
     from bakeoff.train.stopping import row_stats
 
     rng = random.Random(0)
-    best = [rng.uniform(0.02, 0.6) for _ in range(46)]        # a wide spread of per-row losses (se ~0.024)
-    worse = [b + 0.02 + rng.gauss(0, 0.005) for b in best]    # 0.02 worse on every row
+    best = [rng.uniform(0.02, 0.6) for _ in range(46)]  # a wide spread of per-row losses (se ~0.024)
+    worse = [b + 0.02 + rng.gauss(0, 0.005) for b in best]  # 0.02 worse on every row
     value, best_value = sum(worse) / 46, sum(best) / 46
     one_trial_se = row_stats(worse)[1]
-    assert value - best_value < 2 * one_trial_se              # the old, unpaired rule would have let it go on
+    assert value - best_value < 2 * one_trial_se  # the old, unpaired rule would have let it go on
     assert beyond_noise(value, [(best_value, best)], worse, 2.0)
     mixed = [b + (0.06 if i % 2 else -0.04) + rng.gauss(0, 0.05) for i, b in enumerate(best)]
     m = sum(mixed) / 46
@@ -100,23 +112,30 @@ def test_successive_halving_stops_a_trial_only_beyond_the_paired_noise_of_the_ga
     # against the best of several: the best by value is the one the gap is taken to
     assert beyond_noise(value, [(best_value + 0.5, None), (best_value, best)], worse, 2.0)
     assert beyond_noise(0.17585, [(0.16097, None)], None, 2.0)  # no per-row losses (DPO): any gap
-    assert beyond_noise(0.5, [], None, 2.0)                     # the first at a rung: Optuna's own rule alone
-    assert beyond_noise(0.70, [(0.75, None)], None, 2.0, minimize=False)       # a metric: higher is better
+    assert beyond_noise(0.5, [], None, 2.0)  # the first at a rung: Optuna's own rule alone
+    assert beyond_noise(0.70, [(0.75, None)], None, 2.0, minimize=False)  # a metric: higher is better
     assert not beyond_noise(0.80, [(0.75, None)], None, 2.0, minimize=False)
 
 
-def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_widens(tiny_model_dir, tickets,
-                                                                                       tmp_path):
+def test_the_search_judges_at_full_length_prunes_at_rungs_keeps_the_recipe_and_widens(
+    tiny_model_dir, tickets, tmp_path
+):
     """Trial 0 is the plain recipe (params.yaml's lr 1e-3) and, the first at every rung, trains the full 8 steps. The
     space here holds only rates too small to learn (1e-9 to 1e-8): every other trial is worse at the first rung
     (step 4) and successive halving stops it there (one that ties the rung's better half may go on), its tokens
     still counted. The best finished trial, the recipe,
     sits above the space's high edge, so the second half widens the range upwards (twice at most). The choice is the
     recipe, and the record says the search did not beat it."""
-    tune = TuneConfig(trials=4, trial_steps=0.5, pruner="halving", storage=f"sqlite:///{tmp_path / 't.db'}",
-                      spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}})
-    rec = search(_params(tune), "lora", SearchDirs(tiny_model_dir, _prepared(tickets, tmp_path / "data"),
-                                                   tmp_path / "work"))
+    tune = TuneConfig(
+        trials=4,
+        trial_steps=0.5,
+        pruner="halving",
+        storage=f"sqlite:///{tmp_path / 't.db'}",
+        spaces={"lora": {"lr": {"low": 1e-9, "high": 1e-8, "log": True}}},
+    )
+    rec = search(
+        _params(tune), "lora", SearchDirs(tiny_model_dir, _prepared(tickets, tmp_path / "data"), tmp_path / "work")
+    )
     trials = {t["number"]: t for t in rec["trials"]}
     assert trials[0]["recipe"] and trials[0]["values"] == {"lr": 1e-3} and trials[0]["state"] == "complete"
     assert [p["step"] for p in trials[0]["val_curve"]] == [4, 8]  # judged at the horizon that is trained
@@ -159,8 +178,12 @@ def test_an_absurd_learning_rate_is_never_chosen_and_test_is_never_read(tiny_mod
     The recipe written here is lr 1e-9, one of the choices: trial 0 runs it, trial 1 the other point."""
     found = {}
     for shuffle_test in (False, True):
-        tune = TuneConfig(trials=2, trial_steps=0.5, spaces={"lora": {"lr": {"choices": [1e-9, 3e-3]}}},
-                          storage=f"sqlite:///{tmp_path / f'tune-{shuffle_test}.db'}")
+        tune = TuneConfig(
+            trials=2,
+            trial_steps=0.5,
+            spaces={"lora": {"lr": {"choices": [1e-9, 3e-3]}}},
+            storage=f"sqlite:///{tmp_path / f'tune-{shuffle_test}.db'}",
+        )
         data = _prepared(tickets, tmp_path / f"data-{shuffle_test}", shuffle_test)
         dirs = SearchDirs(tiny_model_dir, data, tmp_path / f"work-{shuffle_test}")
         rec = search(_params(tune, lr=1e-9), "lora", dirs)
@@ -181,10 +204,16 @@ def test_a_search_records_each_trial_and_skips_without_budget(tiny_model_dir, ti
     off = search(_params(TuneConfig(trials=0)), "lora", SearchDirs(tiny_model_dir, data, tmp_path / "w0"))
     assert off["values"] == {} and off["skipped"] == "tune.trials is 0"
     seen = []
-    tune = TuneConfig(trials=3, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
-                      spaces={"lora": {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}})
-    rec = search(_params(tune), "lora", SearchDirs(tiny_model_dir, data, tmp_path / "w"),
-                 log_trial=lambda *a: seen.append(a))
+    tune = TuneConfig(
+        trials=3,
+        trial_steps=0.5,
+        pruner="none",
+        storage=f"sqlite:///{tmp_path / 't.db'}",
+        spaces={"lora": {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}},
+    )
+    rec = search(
+        _params(tune), "lora", SearchDirs(tiny_model_dir, data, tmp_path / "w"), log_trial=lambda *a: seen.append(a)
+    )
     assert len(rec["trials"]) == 3 and [n for n, _, _ in seen] == [0, 1, 2]
     assert all(1e-4 <= t["values"]["lr"] <= 1e-2 for t in rec["trials"])
     best = min((t for t in rec["trials"] if t["state"] == "complete"), key=lambda t: t["value"])
@@ -199,8 +228,13 @@ def test_the_default_study_file_is_created_on_a_fresh_clone(tickets, tmp_path):
 
     data = _prepared(tickets, tmp_path / "data")
     work = tmp_path / "clone" / ".bakeoff_tmp" / "lora.tune"
-    study, storage = open_study(_params(TuneConfig(trials=1)), "lora", {"lr": {"low": 1e-4, "high": 1e-2}},
-                                SearchDirs(tmp_path / "base", data, work), "minimize")
+    study, storage = open_study(
+        _params(TuneConfig(trials=1)),
+        "lora",
+        {"lr": {"low": 1e-4, "high": 1e-2}},
+        SearchDirs(tmp_path / "base", data, work),
+        "minimize",
+    )
     assert storage == f"sqlite:///{tmp_path / 'clone' / '.bakeoff_tmp' / 'tune.db'}"
     assert (tmp_path / "clone" / ".bakeoff_tmp" / "tune.db").is_file() and len(study.trials) == 0
 
@@ -221,8 +255,12 @@ def test_the_prompting_search_picks_the_shots_best_on_validation(tickets, tmp_pa
     params = _params(TuneConfig(trials=2, storage=f"sqlite:///{tmp_path / 'p.db'}"))
     # written as zero-shot nearest: trial 0 (the recipe) is (0, nearest), the grid's other point (3, nearest)
     searched = BaselineConfig("searched", selection="nearest", search={"shots": [0, 3], "selection": ["nearest"]})
-    params = replace(params, baselines={"searched": searched}, task=replace(params.task, metric="json_fields"),
-                     eval=replace(params.eval, dtype="fp32"))
+    params = replace(
+        params,
+        baselines={"searched": searched},
+        task=replace(params.task, metric="json_fields"),
+        eval=replace(params.eval, dtype="fp32"),
+    )
     seen = []
     rec = search_prompt(params, "searched", SearchDirs(base, data, tmp_path / "w"), log_trial=lambda *a: seen.append(a))
     by_shots = {t["values"]["shots"]: t["value"] for t in rec["trials"]}
@@ -247,13 +285,35 @@ def test_dpo_is_searched_on_validation_pairs(tiny_model_dir, tickets, tmp_path, 
     pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
     write_jsonl(data / "prefs_train.jsonl", pairs[:16])
     write_jsonl(data / "prefs_val.jsonl", [replace(p, chosen=p.rejected, rejected=p.chosen) for p in pairs[:6]])
-    params = _params(TuneConfig(trials=2, trial_steps=0.5, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}",
-                                spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}}, derived_objective="val_loss"))
+    params = _params(
+        TuneConfig(
+            trials=2,
+            trial_steps=0.5,
+            pruner="none",
+            storage=f"sqlite:///{tmp_path / 't.db'}",
+            spaces={"dpo": {"lr": {"choices": [1e-9, 1e-2]}}},
+            derived_objective="val_loss",
+        )
+    )
     lora = params.variant("lora")
-    train(Job(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir,
-              tmp_path / "models" / "variants" / "lora", "fp32", tmp_path / "w"), get_technique("lora").load_rows(data))
-    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
-                        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
+    train(
+        Job(
+            get_technique("lora"),
+            replace(lora, train=replace(lora.train, max_steps=1)),
+            tiny_model_dir,
+            tmp_path / "models" / "variants" / "lora",
+            "fp32",
+            tmp_path / "w",
+        ),
+        get_technique("lora").load_rows(data),
+    )
+    dpo = VariantConfig(
+        name="dpo",
+        technique="dpo",
+        train=replace(lora.train, lr=1e-9),
+        parent="lora",  # the recipe
+        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"},
+    )
     params = replace(params, variants={**params.variants, "dpo": dpo})
     rec = search(params, "dpo", SearchDirs(tiny_model_dir, data, tmp_path / "work"))
     assert "skipped" not in rec and len(rec["trials"]) == 2, rec
@@ -293,19 +353,39 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     pairs = read_pairs(ROOT / "data" / "raw" / "prefs.jsonl")
     write_jsonl(data / "prefs_train.jsonl", pairs[:16])
     write_jsonl(data / "prefs_val.jsonl", pairs[:6])  # the pairs it trains on: a learning rate lowers its loss
-    params = _params(TuneConfig(trials=2, trial_steps=0.5, storage=f"sqlite:///{tmp_path / 't.db'}",
-                                spaces={"dpo": {"lr": {"choices": [1e-9, 0.3]}}}))
+    params = _params(
+        TuneConfig(
+            trials=2,
+            trial_steps=0.5,
+            storage=f"sqlite:///{tmp_path / 't.db'}",
+            spaces={"dpo": {"lr": {"choices": [1e-9, 0.3]}}},
+        )
+    )
     lora = params.variant("lora")
     parent = tmp_path / "models" / "variants" / "lora"
-    train(Job(get_technique("lora"), replace(lora, train=replace(lora.train, max_steps=1)), tiny_model_dir, parent,
-              "fp32", tmp_path / "w"), get_technique("lora").load_rows(data))
+    train(
+        Job(
+            get_technique("lora"),
+            replace(lora, train=replace(lora.train, max_steps=1)),
+            tiny_model_dir,
+            parent,
+            "fp32",
+            tmp_path / "w",
+        ),
+        get_technique("lora").load_rows(data),
+    )
     served = get_technique("lora").load_for_eval(tiny_model_dir, parent, lora, resolve_precision(params.eval.dtype))
     val = read_examples(tickets)[32:40]  # the validation rows _prepared wrote
     answers, _ = generate(served, load_tokenizer(tiny_model_dir), [e.messages for e in val], Decoding(8, 8))
     write_jsonl(data / "val.jsonl", [replace(e, completion=a) for e, a in zip(val, answers)])
     params = replace(params, task=replace(params.task, max_new_tokens=8))
-    dpo = VariantConfig(name="dpo", technique="dpo", train=replace(lora.train, lr=1e-9), parent="lora",  # the recipe
-                        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"})
+    dpo = VariantConfig(
+        name="dpo",
+        technique="dpo",
+        train=replace(lora.train, lr=1e-9),
+        parent="lora",  # the recipe
+        options={"init_from": "lora", "beta": 0.1, "loss_type": "sigmoid"},
+    )
     params = replace(params, variants={**params.variants, "dpo": dpo})
     from bakeoff.search.arm import val_metric  # the tune stage's own objective
 
@@ -313,7 +393,7 @@ def test_dpo_judged_on_the_task_metric_refuses_a_rate_that_lowers_it(tiny_model_
     assert rec["objective"] == "metric" and rec.get("n_pruned", 0) == 0, rec
     by_lr = {t["values"]["lr"]: t for t in rec["trials"]}
     assert by_lr[0.3]["val_curve"][-1]["loss"] < by_lr[1e-9]["val_curve"][-1]["loss"]  # the loss would pick 0.3
-    assert by_lr[1e-9]["value"] == 1.0 and by_lr[0.3]["value"] < 1.0                   # the task metric falls
+    assert by_lr[1e-9]["value"] == 1.0 and by_lr[0.3]["value"] < 1.0  # the task metric falls
     assert rec["values"] == {"lr": 1e-9}
 
 
@@ -331,16 +411,18 @@ def test_a_token_budget_stops_each_search_once_its_trials_trained_that_many_toke
         def objective(trial):
             trial.set_user_attr("tokens_seen", tokens)
             return trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+
         return objective
 
     cheap = run_study(study("cheap"), objective_of(100), trials=10, token_budget=250)
     dear = run_study(study("dear"), objective_of(200), trials=10, token_budget=250)
-    assert len(cheap["trials"]) == 3 and len(dear["trials"]) == 2     # 300 ≥ 250 and 400 ≥ 250 tokens
+    assert len(cheap["trials"]) == 3 and len(dear["trials"]) == 2  # 300 ≥ 250 and 400 ≥ 250 tokens
     capped = run_study(study("capped"), objective_of(1), trials=4, token_budget=1e9)
-    assert len(capped["trials"]) == 4                                 # `trials` still caps the search
+    assert len(capped["trials"]) == 4  # `trials` still caps the search
     assert len(run_study(study("plain"), objective_of(100), trials=3)["trials"]) == 3
     with pytest.raises(ParamsError, match="tune.budget_tokens"):
         from bakeoff.core.config import load_params as lp
+
         p = tmp_path / "params.yaml"
         p.write_text((ROOT / "params.yaml").read_text().replace("budget: trials", "budget: tokens"))
         lp(p)
@@ -370,8 +452,11 @@ def test_a_derived_arm_searches_within_the_tokens_its_parents_search_trained(tmp
     from bakeoff.report.searches import derived_budget_words
 
     (tmp_path / "runs" / "dpo").mkdir()
-    (tmp_path / "runs" / "dpo" / "tuned.json").write_text(json.dumps({
-        "token_budget": 215064.0, "token_budget_from": "lora's search", "tune_tokens": 257034, "trials": [{}] * 3}))
+    (tmp_path / "runs" / "dpo" / "tuned.json").write_text(
+        json.dumps(
+            {"token_budget": 215064.0, "token_budget_from": "lora's search", "tune_tokens": 257034, "trials": [{}] * 3}
+        )
+    )
     words = derived_budget_words(pd.DataFrame({"name": ["lora", "dpo"]}), search_records(["lora", "dpo"]))
     assert words.startswith("`dpo`'s trials") and "past the 215,064 tokens lora's search trained" in words
     assert "(257,034 in 3 trials)" in words
@@ -416,8 +501,12 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     from bakeoff.search.trials import with_recipe
 
     def objective(trial):
-        return sum(float(trial.suggest_categorical(k, spec["choices"])) if "choices" in spec else
-                   trial.suggest_float(k, spec["low"], spec["high"], log=True) for k, spec in space.items())
+        return sum(
+            float(trial.suggest_categorical(k, spec["choices"]))
+            if "choices" in spec
+            else trial.suggest_float(k, spec["low"], spec["high"], log=True)
+            for k, spec in space.items()
+        )
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     space = {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
@@ -425,7 +514,7 @@ def test_every_search_runs_the_written_values_first_and_again_when_their_trial_w
     rec = run_study(study, objective, 3, draws=Draws(url, recipe={"lr": 5e-4}))
     assert rec["trials"][0]["values"] == {"lr": 5e-4} and rec["trials"][0].get("recipe")
 
-    written = {"r": 12, "shots": 3}                     # r 12 is not among the choices: it is added, and runs first
+    written = {"r": 12, "shots": 3}  # r 12 is not among the choices: it is added, and runs first
     space = with_recipe({"r": {"choices": [4, 8]}, "shots": {"choices": [1, 3]}}, written)
     assert space["r"]["choices"] == [12, 4, 8] and space["shots"]["choices"] == [1, 3]
     grid = grid_order(space, 0, written)

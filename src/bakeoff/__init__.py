@@ -41,8 +41,10 @@ QUIET_MESSAGES = {
     "transformers.tokenization_utils_base": ("Ignoring clean_up_tokenization_spaces",),
     "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
     "mlflow.tracking.fluent": ("Experiment with name '%s' does not exist. Creating a new experiment.",),
-    "lm_eval.models.huggingface": ("`pretrained` model kwarg is not of type `str`",
-                                   "Passed an already-initialized model through `pretrained`"),
+    "lm_eval.models.huggingface": (
+        "`pretrained` model kwarg is not of type `str`",
+        "Passed an already-initialized model through `pretrained`",
+    ),
 }
 # loggers whose records below WARNING are bookkeeping (their warnings and errors still show)
 QUIET_BELOW_WARNING = ("mlflow.system_metrics.system_metrics_monitor", "mlflow.store.db.utils", "alembic")

@@ -44,8 +44,22 @@ from bakeoff.core.sections import (
 )
 from bakeoff.core.spaces import TuneConfig, check_spaces
 
-SECTIONS = ("model", "task", "train_defaults", "eval", "baselines", "variants", "derived", "tune", "tracking",
-            "verdict", "cost", "sizing", "export", "curve")
+SECTIONS = (
+    "model",
+    "task",
+    "train_defaults",
+    "eval",
+    "baselines",
+    "variants",
+    "derived",
+    "tune",
+    "tracking",
+    "verdict",
+    "cost",
+    "sizing",
+    "export",
+    "curve",
+)
 
 
 def parse_params(raw: dict, src: Source) -> Params:
@@ -66,21 +80,41 @@ def parse_params(raw: dict, src: Source) -> Params:
     verdict = _verdict(raw, src)
     cost = build(CostConfig, raw.get("cost"), "cost", src)
     check(cost.usd_per_1k_prompt_tokens >= 0, src, "cost.usd_per_1k_prompt_tokens", "must be ≥ 0")
-    sizing = build(SizingConfig, renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src,
-                                       "it sizes the target card, not this run's training"), "sizing", src)
+    sizing = build(
+        SizingConfig,
+        renamed(raw.get("sizing"), "sizing", RENAMED_SIZING, src, "it sizes the target card, not this run's training"),
+        "sizing",
+        src,
+    )
     check_sizing(sizing, src, cost.serve_gpu)
     tune = build(TuneConfig, raw.get("tune"), "tune", src)
     check_no_password(tune.storage, "tune.storage", src)
-    for key, msg in check_spaces(tune, TRAIN_KEYS, lambda t: technique_options.defaults(t)
-                                 if t in technique_options.names()
-                                 else {}, list(variants)):
+    for key, msg in check_spaces(
+        tune,
+        TRAIN_KEYS,
+        lambda t: technique_options.defaults(t) if t in technique_options.names() else {},
+        list(variants),
+    ):
         raise src.error(key, msg)
     export = build(ExportConfig, raw.get("export"), "export", src)
     check_export(export, list(variants), src)
     curve = _curve(raw, baselines, variants, src)
-    return Params(model=model, task=task, train_defaults=train, eval=ev, baselines=baselines, variants=variants,
-                  tracking=tracking, verdict=verdict, cost=cost, sizing=sizing, tune=tune, export=export, curve=curve,
-                  path=src.path)
+    return Params(
+        model=model,
+        task=task,
+        train_defaults=train,
+        eval=ev,
+        baselines=baselines,
+        variants=variants,
+        tracking=tracking,
+        verdict=verdict,
+        cost=cost,
+        sizing=sizing,
+        tune=tune,
+        export=export,
+        curve=curve,
+        path=src.path,
+    )
 
 
 def _verdict(raw: dict, src: Source) -> VerdictConfig:
@@ -88,13 +122,19 @@ def _verdict(raw: dict, src: Source) -> VerdictConfig:
     verdict = build(VerdictConfig, raw.get("verdict"), "verdict", src)
     for key, x, lo_ok in (("min_gain", verdict.min_gain, True), ("max_loss", verdict.max_loss, False)):
         ok = isinstance(x, (int, float)) and not isinstance(x, bool) and (0 <= x < 1 if lo_ok else 0 < x < 1)
-        check(ok, src, f"verdict.{key}", f"must be a share of the primary metric in {'[0' if lo_ok else '(0'}, 1) "
-              f"(0.02 = 2 points), got {x!r}")
+        check(
+            ok,
+            src,
+            f"verdict.{key}",
+            f"must be a share of the primary metric in {'[0' if lo_ok else '(0'}, 1) (0.02 = 2 points), got {x!r}",
+        )
     return verdict
 
 
-CURVE_OFF = ("dvc.yaml makes the curve stages from curve.arms × curve.fractions, so it needs both: write "
-             "`curve: {fractions: []}` to turn the data-value curve off")
+CURVE_OFF = (
+    "dvc.yaml makes the curve stages from curve.arms × curve.fractions, so it needs both: write "
+    "`curve: {fractions: []}` to turn the data-value curve off"
+)
 
 
 def _curve(raw: dict, baselines: dict, variants: dict, src: Source) -> CurveConfig | None:
@@ -102,15 +142,27 @@ def _curve(raw: dict, baselines: dict, variants: dict, src: Source) -> CurveConf
     if "curve" in raw and raw["curve"] is None:
         raise src.error("curve", CURVE_OFF)
     c = build(CurveConfig, raw.get("curve"), "curve", src)
-    check(isinstance(c.arms, list) and c.arms, src, "curve.arms",
-          f"a list of {' or '.join(CURVE_ROLES)}, or variant and baseline names; got {c.arms!r}")
+    check(
+        isinstance(c.arms, list) and c.arms,
+        src,
+        "curve.arms",
+        f"a list of {' or '.join(CURVE_ROLES)}, or variant and baseline names; got {c.arms!r}",
+    )
     names = [*CURVE_ROLES, *variants, *baselines]
     for a in c.arms:
-        check(a in names, src, "curve.arms", f"{a!r} is neither a role ({', '.join(CURVE_ROLES)}) nor a variant or "
-              "baseline" + suggest(str(a), names))
-    check(isinstance(c.fractions, list) and all(isinstance(f, (int, float)) and not isinstance(f, bool)
-                                                 and 0 < f < 1 for f in c.fractions), src, "curve.fractions",
-          f"shares of the training split, each in (0, 1) (1.0 is the arm's own run); got {c.fractions!r}")
+        check(
+            a in names,
+            src,
+            "curve.arms",
+            f"{a!r} is neither a role ({', '.join(CURVE_ROLES)}) nor a variant or baseline" + suggest(str(a), names),
+        )
+    check(
+        isinstance(c.fractions, list)
+        and all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in c.fractions),
+        src,
+        "curve.fractions",
+        f"shares of the training split, each in (0, 1) (1.0 is the arm's own run); got {c.fractions!r}",
+    )
     check(len(set(c.fractions)) == len(c.fractions), src, "curve.fractions", f"a share is listed twice: {c.fractions}")
     check(c.schedule in ("steps", "epochs"), src, "curve.schedule", f"must be steps or epochs; got {c.schedule!r}")
     check(c.min_steps >= 1, src, "curve.min_steps", f"must be ≥ 1, got {c.min_steps}")
@@ -123,8 +175,10 @@ def dvc_needs(raw: dict, path: str) -> str | None:
     DVC would stop on it with only "Could not find 'curve.arms'"."""
     c = raw.get("curve") if isinstance(raw, dict) else None
     if not isinstance(c, dict) or "arms" not in c or "fractions" not in c:
-        return (f"{path}: curve: missing or incomplete ({CURVE_OFF}; the default: `curve: {{arms: [recommended, "
-                "best_prompt], fractions: [0.125, 0.25, 0.5]}}`)")
+        return (
+            f"{path}: curve: missing or incomplete ({CURVE_OFF}; the default: `curve: {{arms: [recommended, "
+            "best_prompt], fractions: [0.125, 0.25, 0.5]}}`)"
+        )
     return None
 
 

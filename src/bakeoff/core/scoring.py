@@ -42,7 +42,7 @@ def parse_json_object(text: str) -> dict | None:
     t = text.strip()
     if t.startswith("```"):
         t = t.strip("`")
-        t = t[t.find("\n") + 1:] if "\n" in t else t
+        t = t[t.find("\n") + 1 :] if "\n" in t else t
     try:
         value = json.loads(t)
     except (json.JSONDecodeError, ValueError):
@@ -130,8 +130,9 @@ def format_only_miss(prediction: str, reference: str) -> bool:
     ``card_arrival``), or a JSON answer with every field right but not written as the reference is."""
     if exact_match(prediction, reference):
         return False
-    if loose_match(prediction, reference) or \
-            normalize(prediction).replace(" ", "") == normalize(reference).replace(" ", ""):
+    if loose_match(prediction, reference) or normalize(prediction).replace(" ", "") == normalize(reference).replace(
+        " ", ""
+    ):
         return True
     fields_ = json_field_scores(prediction, reference)
     return bool(fields_) and all(fields_.values())
@@ -162,8 +163,7 @@ METRICS: dict[str, Metric] = {
 }
 
 
-def metric_items(metric: str, predictions: list[str], references: list[str],
-                 labels: list[str] | None = None) -> list:
+def metric_items(metric: str, predictions: list[str], references: list[str], labels: list[str] | None = None) -> list:
     """The per-example items of ``metric`` (label pairs for macro-F1)."""
     m = METRICS[metric]
     if metric == "macro_f1":
@@ -171,8 +171,9 @@ def metric_items(metric: str, predictions: list[str], references: list[str],
     return [m.item(p, r) for p, r in zip(predictions, references)]
 
 
-def score(metric: str, predictions: list[str], references: list[str],
-          labels: list[str] | None = None) -> tuple[float, list]:
+def score(
+    metric: str, predictions: list[str], references: list[str], labels: list[str] | None = None
+) -> tuple[float, list]:
     """The run's figure and the per-example items of one metric."""
     items = metric_items(metric, predictions, references, labels)
     return METRICS[metric].figure(items), items
@@ -209,8 +210,11 @@ def preference_metrics(margins: list[float]) -> dict[str, float]:
     is DPO's implicit reward margin divided by beta."""
     if not margins:
         return {}
-    return {"pref_accuracy": round(sum(m > 0 for m in margins) / len(margins), 4),
-            "pref_margin": round(sum(margins) / len(margins), 4), "n_pref": len(margins)}
+    return {
+        "pref_accuracy": round(sum(m > 0 for m in margins) / len(margins), 4),
+        "pref_margin": round(sum(margins) / len(margins), 4),
+        "n_pref": len(margins),
+    }
 
 
 def by_label_choice(figures, split: str = "test") -> bool:

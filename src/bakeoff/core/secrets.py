@@ -18,8 +18,11 @@ from urllib.parse import urlsplit
 # scheme://user:password@  or  scheme://token@  (the part before @ of a URL's authority)
 USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<info>[^/\s@]+)@")
 # ?api-key=… &token=… : a query parameter whose name says it carries a secret
-KEY_QUERY = re.compile(r"(?P<name>[?&](?:api[-_]?key|apikey|key|token|access[-_]?token|auth|password|passwd|secret|"
-                       r"sig|signature|code)=)[^&\s#'\"]+", re.IGNORECASE)
+KEY_QUERY = re.compile(
+    r"(?P<name>[?&](?:api[-_]?key|apikey|key|token|access[-_]?token|auth|password|passwd|secret|"
+    r"sig|signature|code)=)[^&\s#'\"]+",
+    re.IGNORECASE,
+)
 
 
 def scrub(text: str) -> str:
@@ -63,7 +66,10 @@ def move_tracking_credentials(environ=os.environ, say=True) -> str | None:
         environ.setdefault("MLFLOW_TRACKING_PASSWORD", password)
     environ["MLFLOW_TRACKING_URI"] = parts._replace(netloc=host).geturl()
     if say:
-        print(f"note: MLFLOW_TRACKING_URI held credentials; they now go to MLflow as MLFLOW_TRACKING_USERNAME and "
-              f"MLFLOW_TRACKING_PASSWORD, and the URI is {environ['MLFLOW_TRACKING_URI']} (set those two variables "
-              "yourself to silence this)", file=sys.stderr)
+        print(
+            f"note: MLFLOW_TRACKING_URI held credentials; they now go to MLflow as MLFLOW_TRACKING_USERNAME and "
+            f"MLFLOW_TRACKING_PASSWORD, and the URI is {environ['MLFLOW_TRACKING_URI']} (set those two variables "
+            "yourself to silence this)",
+            file=sys.stderr,
+        )
     return environ["MLFLOW_TRACKING_URI"]

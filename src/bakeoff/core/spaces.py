@@ -40,10 +40,17 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
     """(dotted key, message) for every bad search space (``options_of(technique)`` gives a technique's options) and
     every ``share`` entry of a listed variant that does not name another variant searching on its own."""
     # an entry for a variant that params no longer lists shares nothing and is left alone
-    bad = [(f"tune.share.{name}", (f"must name a variant that runs its own search, one of "
-                                  f"{', '.join(n for n in variants if n not in tc.share)}; got {other!r}"))
-           for name, other in tc.share.items()
-           if name in variants and (other not in variants or other in tc.share)]
+    bad = [
+        (
+            f"tune.share.{name}",
+            (
+                f"must name a variant that runs its own search, one of "
+                f"{', '.join(n for n in variants if n not in tc.share)}; got {other!r}"
+            ),
+        )
+        for name, other in tc.share.items()
+        if name in variants and (other not in variants or other in tc.share)
+    ]
     for technique, space in tc.spaces.items():
         key = f"tune.spaces.{technique}"
         if not isinstance(space, dict):
@@ -53,11 +60,16 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
             k = f"{key}.{name}"
             if name not in train_keys and name not in options_of(technique):
                 bad.append((k, f"not a training parameter or a {technique} option"))
-            elif not isinstance(spec, dict) or not (("choices" in spec and isinstance(spec["choices"], list)
-                                                     and spec["choices"]) or {"low", "high"} <= set(spec)):
+            elif not isinstance(spec, dict) or not (
+                ("choices" in spec and isinstance(spec["choices"], list) and spec["choices"])
+                or {"low", "high"} <= set(spec)
+            ):
                 bad.append((k, f"must be {{low, high[, log]}} or {{choices: [...]}}, got {spec!r}"))
-            elif "low" in spec and not (isinstance(spec["low"], (int, float)) and spec["high"] > spec["low"]
-                                        and (not spec.get("log") or spec["low"] > 0)):
+            elif "low" in spec and not (
+                isinstance(spec["low"], (int, float))
+                and spec["high"] > spec["low"]
+                and (not spec.get("log") or spec["low"] > 0)
+            ):
                 bad.append((k, f"needs low < high (and low > 0 on a log scale), got {spec!r}"))
     if tc.trials < 0:
         bad.append(("tune.trials", "must be ≥ 0"))
@@ -69,16 +81,22 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
     if tc.budget not in ("trials", "tokens"):
         bad.append(("tune.budget", f"must be trials or tokens, got {tc.budget!r}"))
     elif tc.budget == "tokens" and not (isinstance(tc.budget_tokens, (int, float)) and tc.budget_tokens > 0):
-        bad.append(("tune.budget_tokens", (f"with tune.budget: tokens, must be a positive number of training tokens, "
-                                          f"got {tc.budget_tokens!r}")))
+        bad.append(
+            (
+                "tune.budget_tokens",
+                (f"with tune.budget: tokens, must be a positive number of training tokens, got {tc.budget_tokens!r}"),
+            )
+        )
     if tc.pruner not in ("median", "halving", "none"):
         bad.append(("tune.pruner", f"must be median, halving or none, got {tc.pruner!r}"))
     return bad
 
 
-PROMPT_CHECKS = {"shots": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
-                 "selection": lambda x: x in ("fixed", "nearest"),
-                 "instruction": lambda x: x is None or isinstance(x, str)}
+PROMPT_CHECKS = {
+    "shots": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+    "selection": lambda x: x in ("fixed", "nearest"),
+    "instruction": lambda x: x is None or isinstance(x, str),
+}
 
 
 def check_prompt_search(search, key: str) -> list[tuple[str, str]]:
@@ -114,8 +132,10 @@ def as_run(params, name: str) -> tuple:
     from bakeoff.core.records import read_search
 
     if name not in params.variants and name not in params.baselines:
-        raise ParamsError(f"{params.path}: no variant or baseline named {name!r}"
-                          + suggest(name, [*params.variants, *params.baselines]))
+        raise ParamsError(
+            f"{params.path}: no variant or baseline named {name!r}"
+            + suggest(name, [*params.variants, *params.baselines])
+        )
     values = read_search(name).values
     if name in params.variants:
         return apply(params.variant(name), values), values
@@ -125,5 +145,8 @@ def as_run(params, name: str) -> tuple:
 def run_identity(variant, tuned: dict) -> dict:
     """What makes two training runs the same run (with the data and the parent's run): the variant as run and the
     chosen values. train@ resumes a checkpoint, or adopts a search's trial, only when this matches."""
-    return {"variant": {"technique": variant.technique, "backend": variant.backend, **variant.options},
-            "train": asdict(variant.train), "tuned": tuned}
+    return {
+        "variant": {"technique": variant.technique, "backend": variant.backend, **variant.options},
+        "train": asdict(variant.train),
+        "tuned": tuned,
+    }

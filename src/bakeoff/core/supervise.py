@@ -27,8 +27,10 @@ def killed_words(rc: int, peak_mb: float) -> tuple[str, str]:
     """(status, reason) for a child that a signal ended (``rc`` = −signal)."""
     sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
     likely = ", likely the host's out-of-memory killer" if sig == "SIGKILL" else ""
-    return ("oom" if sig == "SIGKILL" else "failed",
-            f"the process was killed by {sig}{likely}, at a peak of {peak_mb:,.0f} MB resident: no record of its own")
+    return (
+        "oom" if sig == "SIGKILL" else "failed",
+        f"the process was killed by {sig}{likely}, at a peak of {peak_mb:,.0f} MB resident: no record of its own",
+    )
 
 
 def supervise(stage: str, name: str, tries: int = 1) -> None:
@@ -59,15 +61,30 @@ def record_killed(stage: str, name: str, status: str, reason: str, peak_mb: floa
 
     params = load_params()
     if stage == "tune":  # the search could not finish: the arm trains (or prompts) on params.yaml's values
-        record = {"name": name, "status": status, "error": reason, "trials": [], "values": {}, "killed": True,
-                  "skipped": f"the search was killed ({reason}): params.yaml's values stand"}
+        record = {
+            "name": name,
+            "status": status,
+            "error": reason,
+            "trials": [],
+            "values": {},
+            "killed": True,
+            "skipped": f"the search was killed ({reason}): params.yaml's values stand",
+        }
         runs.write_json(runs.tuned_record(name), record)
         print(f"[{name}] {status}: {reason}", flush=True)
         return record
     v = params.variant(name)
-    record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent,
-              "status": status, "error": reason, "metrics": {f"{stage}_peak_rss_mb": round(peak_mb, 1)},
-              "killed": True}
+    record = {
+        "name": name,
+        "kind": "variant",
+        "technique": v.technique,
+        "backend": v.backend,
+        "parent": v.parent,
+        "status": status,
+        "error": reason,
+        "metrics": {f"{stage}_peak_rss_mb": round(peak_mb, 1)},
+        "killed": True,
+    }
     if stage == "train":
         out = runs.fresh_dir(runs.variant_dir(name))
         (out / "NOT_TRAINED").write_text(f"{status}: {reason}\n")

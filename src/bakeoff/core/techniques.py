@@ -35,14 +35,22 @@ FACTS: dict[str, Facts] = {
     # 2024): LoRA's best rate is ~10× full fine-tuning's; DPO runs one to two orders below supervised fine-tuning
     "full": Facts("all", {"lr": {"low": 1.0e-5, "high": 3.0e-4, **_LR}}, mfu=0.32, cpu_slower=1.2),
     "lora": Facts("adapter", {"lr": {"low": 1.0e-4, "high": 3.0e-3, **_LR}}, mfu=0.17, unsloth=True),
-    "qlora": Facts("adapter", {"lr": {"low": 1.0e-4, "high": 3.0e-3, **_LR}}, quantized=True, mfu=0.11,
-                   checkpointing=True, cpu_slower=2.2, unsloth=True),  # a 4-bit base dequantized on CPU
+    "qlora": Facts(
+        "adapter",
+        {"lr": {"low": 1.0e-4, "high": 3.0e-3, **_LR}},
+        quantized=True,
+        mfu=0.11,
+        checkpointing=True,
+        cpu_slower=2.2,
+        unsloth=True,
+    ),  # a 4-bit base dequantized on CPU
     "dpo": Facts("adapter", {"lr": {"low": 1.0e-6, "high": 1.0e-4, **_LR}}, pairs=True, like="lora"),
 }
 
 
 def facts(technique: str) -> Facts:
     return FACTS[technique]
+
 
 _LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "targets": "all-linear"}
 OPTIONS: dict[str, dict] = {

@@ -82,7 +82,8 @@ def check_reachable(uri: str, timeout: float = 10.0) -> None:
         source = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") == uri else "tracking.uri"
         raise TrackingUnreachable(
             f"MLflow tracking server {without_secret(uri)} (from {source}) is unreachable: {type(e).__name__}. Start "
-            f"it (mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here") from None
+            f"it (mlflow server --host ... --port ...), or unset {source} to log into mlflow.db here"
+        ) from None
 
 
 # MLflow 3 opens an experiment without this tag in its GenAI view (traces); bakeoff's runs are model development
@@ -112,8 +113,14 @@ class RunTags:
 
 
 @contextmanager
-def run(params: Params, tags: RunTags, logged_params: dict, data_hash: str = "", system_metrics: bool = False,
-        run_name: str | None = None):
+def run(
+    params: Params,
+    tags: RunTags,
+    logged_params: dict,
+    data_hash: str = "",
+    system_metrics: bool = False,
+    run_name: str | None = None,
+):
     """Start a fresh MLflow run for ``tags.name`` and mark it the latest of that name; with ``system_metrics``,
     MLflow samples CPU, memory and (with a GPU) GPU utilisation and memory every 2 s into the run."""
     import mlflow
@@ -126,8 +133,15 @@ def run(params: Params, tags: RunTags, logged_params: dict, data_hash: str = "",
     client = mlflow.MlflowClient()
     for old in client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{tags.name}'"):
         client.set_tag(old.info.run_id, LATEST, "false")
-    filed = {"bakeoff.name": tags.name, "kind": tags.kind, "technique": tags.technique, "git_commit": git_commit(),
-             "data_hash": data_hash, "params_hash": params_hash(logged_params), LATEST: "true"}
+    filed = {
+        "bakeoff.name": tags.name,
+        "kind": tags.kind,
+        "technique": tags.technique,
+        "git_commit": git_commit(),
+        "data_hash": data_hash,
+        "params_hash": params_hash(logged_params),
+        LATEST: "true",
+    }
     with mlflow.start_run(run_name=run_name or tags.name, tags=filed, log_system_metrics=system_metrics) as r:
         mlflow.log_params(flatten(logged_params))
         yield r
@@ -168,8 +182,9 @@ def opened_since(params: Params, name: str, t0: float) -> str | None:
 
     exp = _setup(params)
     since = f"tags.`bakeoff.name` = '{name}' and attributes.start_time >= {int(t0 * 1000)}"
-    found = mlflow.MlflowClient().search_runs([exp.experiment_id], filter_string=since,
-                                              order_by=["attributes.start_time DESC"], max_results=1)
+    found = mlflow.MlflowClient().search_runs(
+        [exp.experiment_id], filter_string=since, order_by=["attributes.start_time DESC"], max_results=1
+    )
     return found[0].info.run_id if found else None
 
 
@@ -190,8 +205,11 @@ def child_of(params: Params, parent_id: str, name: str, tags: dict, metrics: dic
     _setup(params)
     client = mlflow.MlflowClient()
     exp = client.get_run(parent_id).info.experiment_id
-    child = client.create_run(exp, run_name=name, tags={"mlflow.parentRunId": parent_id, "git_commit": git_commit(),
-                                                        **{k: str(v) for k, v in tags.items()}})
+    child = client.create_run(
+        exp,
+        run_name=name,
+        tags={"mlflow.parentRunId": parent_id, "git_commit": git_commit(), **{k: str(v) for k, v in tags.items()}},
+    )
     for k, v in metrics.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             client.log_metric(child.info.run_id, k, float(v))

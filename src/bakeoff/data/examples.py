@@ -80,8 +80,9 @@ def _prompt_messages(prompt: str, row: dict, template: str | None, system: str |
         except (KeyError, IndexError) as e:
             raise DataError(f"{where}: task.prompt_template names {e} which this row does not have") from None
         except ValueError as e:  # a lone brace: checked with params, kept here for templates built elsewhere
-            raise DataError(f"{where}: task.prompt_template is not a valid template ({e}); write a literal brace "
-                            "as {{ or }}") from None
+            raise DataError(
+                f"{where}: task.prompt_template is not a valid template ({e}); write a literal brace as {{{{ or }}}}"
+            ) from None
     msgs = [{"role": "system", "content": system}] if system else []
     return msgs + [{"role": "user", "content": prompt}]
 
@@ -105,8 +106,12 @@ def _from_messages(row: dict, where: str, system: str | None) -> tuple[list[dict
     return prompt, _text(msgs[-1]["content"], where, "messages[-1].content")
 
 
-SHAPES = {"messages": "chat messages (messages: role/content)", "sharegpt": "ShareGPT (conversations: from/value)",
-          "alpaca": "Alpaca (instruction, input, output)", "prompt": "prompt/completion"}
+SHAPES = {
+    "messages": "chat messages (messages: role/content)",
+    "sharegpt": "ShareGPT (conversations: from/value)",
+    "alpaca": "Alpaca (instruction, input, output)",
+    "prompt": "prompt/completion",
+}
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
@@ -114,9 +119,16 @@ def row_shapes(row: dict, columns: dict) -> list[str]:
     """The row shapes ``row`` could be read as (more than one: ambiguous; a column mapping means prompt/completion)."""
     if "prompt" in columns or "completion" in columns:
         return ["prompt"]
-    found = [k for k, ok in (("messages", "messages" in row), ("sharegpt", "conversations" in row),
-                             ("alpaca", "instruction" in row and "output" in row),
-                             ("prompt", all(k in row for k in SFT_FIELDS))) if ok]
+    found = [
+        k
+        for k, ok in (
+            ("messages", "messages" in row),
+            ("sharegpt", "conversations" in row),
+            ("alpaca", "instruction" in row and "output" in row),
+            ("prompt", all(k in row for k in SFT_FIELDS)),
+        )
+        if ok
+    ]
     return found or ["prompt"]
 
 
@@ -148,8 +160,13 @@ def _from_alpaca(row: dict, where: str, template: str | None, system: str | None
     return messages, _text(row.get("output"), where, "output")
 
 
-def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = None,
-                  template: str | None = None, system: str | None = None) -> list[Example]:
+def read_examples(
+    path: str | Path,
+    fmt: str = "auto",
+    columns: dict | None = None,
+    template: str | None = None,
+    system: str | None = None,
+) -> list[Example]:
     """Read supervised rows into Examples; raise DataError naming the first bad row. The row shape (SHAPES) is
     detected from the first row and said once; every row is then read as that shape."""
     columns = columns or {}
@@ -158,9 +175,11 @@ def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = No
         if shape is None:
             shapes = row_shapes(row, columns)
             if len(shapes) > 1:
-                raise DataError(f"{where}: this row could be read as {' or as '.join(SHAPES[s] for s in shapes)}; "
-                                "keep the columns of one shape, or name the prompt and answer columns in "
-                                'task.columns (e.g. {"prompt": "instruction", "completion": "output"})')
+                raise DataError(
+                    f"{where}: this row could be read as {' or as '.join(SHAPES[s] for s in shapes)}; "
+                    "keep the columns of one shape, or name the prompt and answer columns in "
+                    'task.columns (e.g. {"prompt": "instruction", "completion": "output"})'
+                )
             shape = shapes[0]
             print(f"[data] {path}: read as {SHAPES[shape]}", flush=True)
         if shape == "sharegpt":
@@ -175,8 +194,9 @@ def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = No
             if any(columns.get(k, k) not in row for k in SFT_FIELDS):
                 raise _missing(where, row, SFT_FIELDS, columns)
             prompt = _text(row[columns.get("prompt", "prompt")], where, columns.get("prompt", "prompt"))
-            completion = _text(row[columns.get("completion", "completion")], where, columns.get("completion",
-                                                                                                "completion"))
+            completion = _text(
+                row[columns.get("completion", "completion")], where, columns.get("completion", "completion")
+            )
             messages = _prompt_messages(prompt, row, template, system, where)
         out.append(Example(messages=messages, completion=completion.strip(), source=where, id=len(out)))
     if not out:
@@ -184,8 +204,13 @@ def read_examples(path: str | Path, fmt: str = "auto", columns: dict | None = No
     return out
 
 
-def read_pairs(path: str | Path, fmt: str = "auto", columns: dict | None = None,
-               template: str | None = None, system: str | None = None) -> list[Pair]:
+def read_pairs(
+    path: str | Path,
+    fmt: str = "auto",
+    columns: dict | None = None,
+    template: str | None = None,
+    system: str | None = None,
+) -> list[Pair]:
     """Read preference rows (prompt, chosen, rejected) into Pairs; ``columns``: the pairs' own mapping
     (``task.prefs_columns``), never the task's."""
     columns = columns or {}
@@ -196,8 +221,15 @@ def read_pairs(path: str | Path, fmt: str = "auto", columns: dict | None = None,
         prompt, chosen, rejected = (_text(row[columns.get(k, k)], where, columns.get(k, k)) for k in PREF_FIELDS)
         if chosen.strip() == rejected.strip():
             raise DataError(f"{where}: 'chosen' and 'rejected' are the same text; a preference pair needs two answers")
-        out.append(Pair(messages=_prompt_messages(prompt, row, template, system, where), chosen=chosen.strip(),
-                        rejected=rejected.strip(), source=where, id=len(out)))
+        out.append(
+            Pair(
+                messages=_prompt_messages(prompt, row, template, system, where),
+                chosen=chosen.strip(),
+                rejected=rejected.strip(),
+                source=where,
+                id=len(out),
+            )
+        )
     if not out:
         raise DataError(f"{path}: no rows")
     return out

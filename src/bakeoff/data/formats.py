@@ -25,8 +25,9 @@ def detect_format(path: Path, fmt: str) -> str:
         return "csv"
     if suffix == ".parquet":
         return "parquet"
-    raise DataError(f"{path}: cannot tell the format from the suffix {suffix!r}; set task.format "
-                    f"(jsonl, csv or parquet)")
+    raise DataError(
+        f"{path}: cannot tell the format from the suffix {suffix!r}; set task.format (jsonl, csv or parquet)"
+    )
 
 
 def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
@@ -45,7 +46,7 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
                 try:  # utf-8-sig: a byte-order mark (Excel, Notepad) is read as nothing, not as text
                     line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
                 except UnicodeDecodeError as e:
-                    bad = raw[e.start:e.start + 4]
+                    bad = raw[e.start : e.start + 4]
                     raise DataError(f"{path}:{i}: not UTF-8 text (byte {e.start}: {bad!r})") from None
                 if not line.strip():
                     continue
@@ -53,12 +54,16 @@ def iter_raw(path: str | Path, fmt: str = "auto") -> Iterator[tuple[str, dict]]:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
                     if line.strip() in ("[", "[{") or (line.lstrip().startswith("[") and i == 1):
-                        raise DataError(f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
-                                        f"e.g. jq -c '.[]' {path} > rows.jsonl") from None
+                        raise DataError(
+                            f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
+                            f"e.g. jq -c '.[]' {path} > rows.jsonl"
+                        ) from None
                     raise DataError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
                 if isinstance(row, list):
-                    raise DataError(f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
-                                    f"e.g. jq -c '.[]' {path} > rows.jsonl")
+                    raise DataError(
+                        f"{path}:{i}: a JSON array, not JSON Lines (one object a line): convert it, "
+                        f"e.g. jq -c '.[]' {path} > rows.jsonl"
+                    )
                 if not isinstance(row, dict):
                     raise DataError(f"{path}:{i}: expected a JSON object, got {type(row).__name__}")
                 yield f"{path}:{i}", row
@@ -90,12 +95,19 @@ def _hf_rows(path: Path):
     try:
         ds = datasets.load_from_disk(str(path)) if saved else datasets.load_dataset(str(path))
     except Exception as e:  # not a dataset folder: say what was tried
-        raise DataError(f"{path}: a folder, read through datasets ({'load_from_disk' if saved else 'load_dataset'}), "
-                        f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        raise DataError(
+            f"{path}: a folder, read through datasets ({'load_from_disk' if saved else 'load_dataset'}), "
+            f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        ) from None
     if isinstance(ds, (datasets.DatasetDict, dict)):
         if len(ds) != 1:
-            raise DataError(f"{path}: holds the splits {', '.join(ds)}; point task.train (and task.test) at one: "
-                            + ("its subfolder, e.g. " + str(path / next(iter(ds))) if saved else
-                               "one split's file, e.g. data/train-00000-of-00001.parquet"))
+            raise DataError(
+                f"{path}: holds the splits {', '.join(ds)}; point task.train (and task.test) at one: "
+                + (
+                    "its subfolder, e.g. " + str(path / next(iter(ds)))
+                    if saved
+                    else "one split's file, e.g. data/train-00000-of-00001.parquet"
+                )
+            )
         ds = next(iter(ds.values()))
     return iter(ds)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------- checks
 
+
 def _prompt_key(ex: Example) -> str:
     return json.dumps([" ".join(m["content"].split()) for m in ex.messages if m["role"] != "system"])
 
@@ -39,16 +40,21 @@ def drop_duplicates(rows: list[Example], policy: str) -> tuple[list[Example], di
         if k in first:
             dups.append(f"{ex.source} repeats {first[k].source}")
             if policy == "error":
-                raise DataError(f"{ex.source}: the same prompt and answer as {first[k].source} "
-                                "(task.duplicates: error; set drop or keep)")
+                raise DataError(
+                    f"{ex.source}: the same prompt and answer as {first[k].source} "
+                    "(task.duplicates: error; set drop or keep)"
+                )
             if policy == "drop":
                 continue
         else:
             first[k] = ex
         keep.append(ex)
     if dups:
-        warn(f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
-              + "; ".join(dups[:3]) + (" ..." if len(dups) > 3 else ""))
+        warn(
+            f"{len(dups)} duplicate row(s), {'dropped' if policy == 'drop' else 'kept'} (task.duplicates): "
+            + "; ".join(dups[:3])
+            + (" ..." if len(dups) > 3 else "")
+        )
     return keep, {"count": len(dups), "policy": policy, "examples": dups[:10]}
 
 
@@ -61,15 +67,19 @@ def drop_leakage(train: list[Example], held_out: dict[str, list[Example]], polic
         if hit:
             leaks.append(f"{ex.source} is also in {hit[0]} ({hit[1].source})")
             if policy == "error":
-                raise DataError(f"{ex.source}: the same prompt is in the {hit[0]} split ({hit[1].source}): "
-                                "test results would be inflated (task.leakage: error; set drop or keep)")
+                raise DataError(
+                    f"{ex.source}: the same prompt is in the {hit[0]} split ({hit[1].source}): "
+                    "test results would be inflated (task.leakage: error; set drop or keep)"
+                )
             if policy == "drop":
                 continue
         keep.append(ex)
     if leaks:
-        warn(f"{len(leaks)} training row(s) leak into val/test, "
-              f"{'dropped from train' if policy == 'drop' else 'kept'} "
-              "(task.leakage): " + "; ".join(leaks[:3]) + (" ..." if len(leaks) > 3 else ""))
+        warn(
+            f"{len(leaks)} training row(s) leak into val/test, "
+            f"{'dropped from train' if policy == 'drop' else 'kept'} "
+            "(task.leakage): " + "; ".join(leaks[:3]) + (" ..." if len(leaks) > 3 else "")
+        )
     return keep, {"count": len(leaks), "policy": policy, "examples": leaks[:10]}
 
 
@@ -77,13 +87,20 @@ def handle_overlong(tok, rows: list[Example], max_len: int, policy: str) -> tupl
     """Rows longer than ``max_len`` tokens: counted, then kept for the trainer to truncate, or dropped."""
     long = [(ex, n) for ex in rows if (n := row_tokens(tok, ex)) > max_len]
     if long:
-        warn(f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
-              f"{'dropped' if policy == 'drop' else 'truncated when training'} (task.overlong): "
-              + "; ".join(f"{ex.source} ({n} tokens)" for ex, n in long[:3]) + (" ..." if len(long) > 3 else ""))
+        warn(
+            f"{len(long)} training row(s) exceed max_seq_len {max_len} tokens, "
+            f"{'dropped' if policy == 'drop' else 'truncated when training'} (task.overlong): "
+            + "; ".join(f"{ex.source} ({n} tokens)" for ex, n in long[:3])
+            + (" ..." if len(long) > 3 else "")
+        )
     ids = {id(ex) for ex, _ in long}
     keep = [ex for ex in rows if id(ex) not in ids] if policy == "drop" else rows
-    return keep, {"count": len(long), "policy": policy, "max_seq_len": max_len,
-                  "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]]}
+    return keep, {
+        "count": len(long),
+        "policy": policy,
+        "max_seq_len": max_len,
+        "examples": [f"{ex.source} ({n} tokens)" for ex, n in long[:10]],
+    }
 
 
 def overlong(tok, splits: dict, checks: dict, max_len: int, policy: str) -> None:
@@ -93,8 +110,10 @@ def overlong(tok, splits: dict, checks: dict, max_len: int, policy: str) -> None
     for name in ("val", "test"):
         splits[name], checks[f"overlong_{name}"] = fit_prompts(tok, splits[name], max_len, policy, name)
         if not splits[name]:
-            raise DataError(f"task.overlong: every {name} row's prompt exceeds train_defaults.max_seq_len "
-                            f"({max_len} tokens) and was dropped: raise max_seq_len")
+            raise DataError(
+                f"task.overlong: every {name} row's prompt exceeds train_defaults.max_seq_len "
+                f"({max_len} tokens) and was dropped: raise max_seq_len"
+            )
 
 
 def prompt_length(tok, messages: list[dict]) -> int:
@@ -129,9 +148,12 @@ def fit_prompts(tok, rows: list[Example], max_len: int, policy: str, split: str)
         if cut < len(ids):
             out.append(ex)  # else the rest of the prompt alone (a system prompt) overflows: left out, counted
     if long:
-        warn(f"{len(long)} {split} row(s) have a prompt over max_seq_len {max_len} tokens, "
-              f"{'dropped' if policy == 'drop' else 'cut from the left to fit'} (task.overlong): "
-              + "; ".join(long[:3]) + (" ..." if len(long) > 3 else ""))
+        warn(
+            f"{len(long)} {split} row(s) have a prompt over max_seq_len {max_len} tokens, "
+            f"{'dropped' if policy == 'drop' else 'cut from the left to fit'} (task.overlong): "
+            + "; ".join(long[:3])
+            + (" ..." if len(long) > 3 else "")
+        )
     return out, {"count": len(long), "policy": policy, "max_seq_len": max_len, "kept": len(out), "examples": long[:10]}
 
 
@@ -143,18 +165,25 @@ def remarks(t, splits: dict, labels) -> dict[str, str]:
     reruns nothing), a single answer (a constant scores 100%), a very small train split."""
     out = {}
     files = {k: getattr(t, k) for k in ("train", "val", "test", "prefs") if getattr(t, k)}
-    outside = [f"task.{k} ({v})" for k, v in files.items()
-               if not Path(v).resolve().is_relative_to(Path("data/raw").resolve())]
+    outside = [
+        f"task.{k} ({v})" for k, v in files.items() if not Path(v).resolve().is_relative_to(Path("data/raw").resolve())
+    ]
     if outside:
-        out["untracked_files"] = (f"{', '.join(outside)} lie outside data/raw/, which dvc.yaml tracks: editing them "
-                                  "reruns nothing; move them under data/raw/")
+        out["untracked_files"] = (
+            f"{', '.join(outside)} lie outside data/raw/, which dvc.yaml tracks: editing them "
+            "reruns nothing; move them under data/raw/"
+        )
     answers = {ex.completion.strip() for ex in splits["train"]}
     if len(answers) == 1 or (isinstance(labels, list) and len(labels) == 1):
-        out["one_answer"] = (f"every training row has the same answer ({next(iter(answers))!r}): a constant scores "
-                             "100% on a test split like it, so no comparison here says anything")
+        out["one_answer"] = (
+            f"every training row has the same answer ({next(iter(answers))!r}): a constant scores "
+            "100% on a test split like it, so no comparison here says anything"
+        )
     if len(splits["train"]) < SMALL_TRAIN:
-        out["small_train"] = (f"{len(splits['train'])} training rows: under {SMALL_TRAIN}, a fine-tune learns from "
-                              "very little and the data-value curve's shares from less; expect wide intervals")
+        out["small_train"] = (
+            f"{len(splits['train'])} training rows: under {SMALL_TRAIN}, a fine-tune learns from "
+            "very little and the data-value curve's shares from less; expect wide intervals"
+        )
     return out
 
 
@@ -163,8 +192,10 @@ def small_val(n_val: int, labels) -> str | None:
     two rows per label most labels are never seen there."""
     n_labels = len(labels) if isinstance(labels, list) else 0
     if n_labels and n_val < 2 * n_labels:
-        return (f"the validation split has {n_val} rows for {n_labels} labels (under 2 a label): searches and early "
-                f"stopping judge on few of them; set task.val_size to {2 * n_labels} or more if train can spare it")
+        return (
+            f"the validation split has {n_val} rows for {n_labels} labels (under 2 a label): searches and early "
+            f"stopping judge on few of them; set task.val_size to {2 * n_labels} or more if train can spare it"
+        )
     return None
 
 
@@ -198,11 +229,13 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
     if t.val:
         splits["val"] = read_examples(t.val, **kw)
     if not t.test or not t.val:
-        carved = split(train, None if t.val else t.val_size, None if t.test else t.test_size, t.seed,
-                       f"rows of {t.train}")
+        carved = split(
+            train, None if t.val else t.val_size, None if t.test else t.test_size, t.seed, f"rows of {t.train}"
+        )
         splits = {**carved, **{k: v for k, v in splits.items() if k != "train"}}
-    splits["train"], checks["leakage"] = drop_leakage(splits["train"], {k: splits[k] for k in ("val", "test")},
-                                                      t.leakage)
+    splits["train"], checks["leakage"] = drop_leakage(
+        splits["train"], {k: splits[k] for k in ("val", "test")}, t.leakage
+    )
     overlong(tokenizer, splits, checks, params.train_defaults.max_seq_len, t.overlong)
     if not splits["train"]:
         raise DataError(f"{t.train}: no training rows left after the checks ({json.dumps(checks)[:300]})")
@@ -210,14 +243,18 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
         for i, ex in enumerate(splits[name]):
             ex.id = i
         write_jsonl(out_dir / f"{name}.jsonl", splits[name])
-    stats = {"splits": {k: len(v) for k, v in splits.items()},
-             "data_hash": None,
-             "tokens": {k: token_stats(tokenizer, v) for k, v in splits.items()},
-             "labels": closed_labels(splits["train"], t.labels, t.metric),
-             "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
-             "checks": checks}
-    for key, said in {"val_labels": small_val(len(splits["val"]), stats["labels"]),
-                      **remarks(t, splits, stats["labels"])}.items():
+    stats = {
+        "splits": {k: len(v) for k, v in splits.items()},
+        "data_hash": None,
+        "tokens": {k: token_stats(tokenizer, v) for k, v in splits.items()},
+        "labels": closed_labels(splits["train"], t.labels, t.metric),
+        "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
+        "checks": checks,
+    }
+    for key, said in {
+        "val_labels": small_val(len(splits["val"]), stats["labels"]),
+        **remarks(t, splits, stats["labels"]),
+    }.items():
         if said:
             checks[key] = said
             warn(said)

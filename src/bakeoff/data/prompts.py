@@ -27,8 +27,8 @@ def prompt_and_full(tok, msgs: list[dict], completion: str) -> tuple[list[int], 
     prompt = render_prompt(tok, msgs)
     full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": completion}], tokenize=False)
     p_ids, f_ids = encode(tok, prompt), encode(tok, full)
-    if f_ids[:len(p_ids)] != p_ids:  # the template rendered the prompt differently: fall back to concat
-        f_ids = p_ids + encode(tok, full[len(prompt):])
+    if f_ids[: len(p_ids)] != p_ids:  # the template rendered the prompt differently: fall back to concat
+        f_ids = p_ids + encode(tok, full[len(prompt) :])
     return f_ids, len(p_ids)
 
 
@@ -82,7 +82,7 @@ class NearestShots:
         import numpy as np
 
         sims = (self.matrix @ self.vectorizer.transform([_prompt_text(ex)]).T).toarray().ravel()
-        order = np.lexsort((np.arange(len(sims)), -sims))[:self.k]  # highest first; ties: lower index
+        order = np.lexsort((np.arange(len(sims)), -sims))[: self.k]  # highest first; ties: lower index
         return [self.train[i] for i in order[::-1]]
 
 

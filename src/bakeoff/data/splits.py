@@ -1,6 +1,6 @@
 """The seeded split of a task's rows into test, val and train, where they are carved out of one file.
 
-    parts = split(rows, "auto", 60, seed=0, what="rows of data/raw/tickets.jsonl")   # {"test", "val", "train"}
+parts = split(rows, "auto", 60, seed=0, what="rows of data/raw/tickets.jsonl")   # {"test", "val", "train"}
 """
 
 from __future__ import annotations
@@ -31,14 +31,19 @@ def split(items: list, val_size, test_size, seed: int, what: str = "rows") -> di
     n = len(items)
     n_test = 0 if test_size is None else _count(test_size, n)
     if test_size is not None and not 1 <= n_test < n:
-        raise DataError(f"task.test_size: {test_size} gives {n_test} test rows of the {n} {what}: it must leave at "
-                        f"least one row to score and one to train on (a count from 1 to {n - 1}, or a fraction)")
+        raise DataError(
+            f"task.test_size: {test_size} gives {n_test} test rows of the {n} {what}: it must leave at "
+            f"least one row to score and one to train on (a count from 1 to {n - 1}, or a fraction)"
+        )
     n_val = 0 if val_size is None else auto_val(n - n_test) if val_size == "auto" else _count(val_size, n)
     if val_size is not None and n_val < 1:
-        raise DataError(f"task.val_size: {val_size} gives {n_val} validation rows of the {n} {what}: every search, "
-                        "early stop and winner is judged on validation (a count ≥ 1, a fraction, or auto)")
+        raise DataError(
+            f"task.val_size: {val_size} gives {n_val} validation rows of the {n} {what}: every search, "
+            "early stop and winner is judged on validation (a count ≥ 1, a fraction, or auto)"
+        )
     if n_test + n_val >= n:
-        raise DataError(f"task.val_size + task.test_size ({n_val} + {n_test}) leave no training rows "
-                        f"out of the {n} {what}")
+        raise DataError(
+            f"task.val_size + task.test_size ({n_val} + {n_test}) leave no training rows out of the {n} {what}"
+        )
     pick = [items[i] for i in order]
-    return {"test": pick[:n_test], "val": pick[n_test:n_test + n_val], "train": pick[n_test + n_val:]}
+    return {"test": pick[:n_test], "val": pick[n_test : n_test + n_val], "train": pick[n_test + n_val :]}

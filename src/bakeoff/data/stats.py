@@ -9,8 +9,9 @@ from pathlib import Path
 from bakeoff.data.examples import DataError, Example
 
 
-def closed_labels(train: list[Example], configured: list[str] | str | None, metric: str,
-                  most: int = 50) -> list[str] | None:
+def closed_labels(
+    train: list[Example], configured: list[str] | str | None, metric: str, most: int = 50
+) -> list[str] | None:
     """The label set for accuracy / macro-F1 and label choice: ``task.labels`` as a list; ``auto``: the distinct train
     answers, any number (a warning above ``most`` names what label choice will cost); a file path: one label a
     line; None: for those metrics, the distinct train answers when there are at most ``most``."""
@@ -19,14 +20,18 @@ def closed_labels(train: list[Example], configured: list[str] | str | None, metr
         return list(configured)
     if configured == "auto":
         if len(answers) > most:
-            warn(f"task.labels: auto found {len(answers)} distinct answers; label choice scores each of them for "
-                  f"every test item ({len(answers)} continuations per prompt), which lengthens evaluation")
+            warn(
+                f"task.labels: auto found {len(answers)} distinct answers; label choice scores each of them for "
+                f"every test item ({len(answers)} continuations per prompt), which lengthens evaluation"
+            )
         return answers
     if isinstance(configured, str):
         path = Path(configured)
         if not path.is_file():
-            raise DataError(f"task.labels: {configured}: file not found (one label a line; keep it under data/raw/ "
-                            "so DVC tracks it)")
+            raise DataError(
+                f"task.labels: {configured}: file not found (one label a line; keep it under data/raw/ "
+                "so DVC tracks it)"
+            )
         labels = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
         if not labels:
             raise DataError(f"{configured}: no labels (one label a line)")
@@ -34,9 +39,11 @@ def closed_labels(train: list[Example], configured: list[str] | str | None, metr
     if metric not in ("accuracy", "macro_f1"):
         return None
     if len(answers) > most:
-        raise DataError(f"task.metric {metric!r} needs a closed label set, but the train split has "
-                        f"{len(answers)} distinct answers: set task.labels: auto (all of them), a file of labels, "
-                        "or use exact_match")
+        raise DataError(
+            f"task.metric {metric!r} needs a closed label set, but the train split has "
+            f"{len(answers)} distinct answers: set task.labels: auto (all of them), a file of labels, "
+            "or use exact_match"
+        )
     return answers
 
 
@@ -63,9 +70,11 @@ def generation_budget(tok, splits: dict[str, list[Example]], configured: int | s
     out = {"max_new_tokens": budget, "longest_answer": longest, "truncates": budget < need}
     if out["truncates"]:
         where = "; ".join(f"{k}: {v['tokens']} tokens ({v['source']})" for k, v in longest.items() if v["source"])
-        out["warning"] = (f"task.max_new_tokens {budget} is below the longest reference answer ({where}, end-of-turn "
-                          f"included): answers that long are cut and scored wrong; set task.max_new_tokens: auto "
-                          f"or at least {need}")
+        out["warning"] = (
+            f"task.max_new_tokens {budget} is below the longest reference answer ({where}, end-of-turn "
+            f"included): answers that long are cut and scored wrong; set task.max_new_tokens: auto "
+            f"or at least {need}"
+        )
         warn(out["warning"])
     return out
 
@@ -74,8 +83,14 @@ def token_stats(tok, examples: list[Example]) -> dict:
     """Token lengths of prompt + completion in the chat template, as the trainer sees them."""
     lengths = sorted(row_tokens(tok, ex) for ex in examples)
     n = len(lengths)
-    return {"n": n, "min": lengths[0], "mean": round(sum(lengths) / n, 1), "p50": lengths[n // 2],
-            "p95": lengths[min(n - 1, int(0.95 * n))], "max": lengths[-1]}
+    return {
+        "n": n,
+        "min": lengths[0],
+        "mean": round(sum(lengths) / n, 1),
+        "p50": lengths[n // 2],
+        "p95": lengths[min(n - 1, int(0.95 * n))],
+        "max": lengths[-1],
+    }
 
 
 def warn(msg: str) -> None:

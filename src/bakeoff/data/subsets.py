@@ -46,5 +46,5 @@ def nested_subset(items: list, share: float, seed: int = 0, labels: list[str] | 
     keep: set[int] = set()
     for idx in groups.values():
         ranked = sorted(idx, key=lambda i: _rank(seed, items[i]))
-        keep.update(ranked[:max(1, round(share * len(ranked)))])
+        keep.update(ranked[: max(1, round(share * len(ranked)))])
     return [item for i, item in enumerate(items) if i in keep]

@@ -27,8 +27,17 @@ def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[s
     out = {}
     for n in names:
         if n not in lender:
-            out[n] = {"own": True, "lender": None, "share": 1.0, "trials": 0, "tokens": 0, "steps": 0, "seconds": 0.0,
-                      "carried_tokens": 0.0, "carried_seconds": 0.0}
+            out[n] = {
+                "own": True,
+                "lender": None,
+                "share": 1.0,
+                "trials": 0,
+                "tokens": 0,
+                "steps": 0,
+                "seconds": 0.0,
+                "carried_tokens": 0.0,
+                "carried_seconds": 0.0,
+            }
             continue
         src = recs[lender[n]] if recs.get(lender[n], Search()) != Search() else recs[n]  # the lender's, if written
         trials, adopted, spent = src.trials, src.adopt.get("trial"), src.spent()
@@ -37,9 +46,18 @@ def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[s
         seconds = round(sum(t.wall_s or 0 for t in spent), 1)
         users = sum(1 for m in lender if lender[m] == lender[n])
         share = 1.0 / users
-        out[n] = {"own": lender[n] == n, "lender": lender[n], "share": share, "trials": len(trials),
-                  "adopted_trial": adopted, "tokens": tokens, "steps": steps, "seconds": seconds,
-                  "carried_tokens": tokens * share, "carried_seconds": round(seconds * share, 1)}
+        out[n] = {
+            "own": lender[n] == n,
+            "lender": lender[n],
+            "share": share,
+            "trials": len(trials),
+            "adopted_trial": adopted,
+            "tokens": tokens,
+            "steps": steps,
+            "seconds": seconds,
+            "carried_tokens": tokens * share,
+            "carried_seconds": round(seconds * share, 1),
+        }
     return out
 
 
@@ -55,10 +73,20 @@ def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dic
     train, train_high = f["cheapest_usd"], f.get("cheapest_usd_high") or f["cheapest_usd"]
     carried, tokens = (spent.get(name) or {}).get("carried_tokens") or 0.0, seen.get(name) or 0.0
     ratio = carried / tokens if tokens else 0.0
-    out = {"variant": name, "card": f["cheapest_gpu"], "train_usd": train, "train_usd_high": train_high,
-           "search_usd": train * ratio, "search_usd_high": train_high * ratio,
-           "smallest_card": f.get("gpu"), "smallest_gpus": f.get("gpus"), "smallest_usd": f.get("usd"),
-           "smallest_usd_high": f.get("usd_high"), "need_gb": f.get("need_gb"), "target": f.get("target")}
+    out = {
+        "variant": name,
+        "card": f["cheapest_gpu"],
+        "train_usd": train,
+        "train_usd_high": train_high,
+        "search_usd": train * ratio,
+        "search_usd_high": train_high * ratio,
+        "smallest_card": f.get("gpu"),
+        "smallest_gpus": f.get("gpus"),
+        "smallest_usd": f.get("usd"),
+        "smallest_usd_high": f.get("usd_high"),
+        "need_gb": f.get("need_gb"),
+        "target": f.get("target"),
+    }
     parent = parents.get(name)
     up = all_in(parent, fits, spent, seen, parents) if parent else None
     out.update(parent=parent, parent_usd=(up or {}).get("usd", 0.0), parent_usd_high=(up or {}).get("usd_high", 0.0))
@@ -67,8 +95,9 @@ def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dic
     # bought alone: a buyer who does only this arm pays its whole search (and its parent's, bought alone too)
     whole = ((spent.get(name) or {}).get("tokens") or 0.0) / tokens if tokens else 0.0
     out["lender"] = (spent.get(name) or {}).get("lender")
-    out["search_users"] = round(1 / (spent.get(name) or {}).get("share",
-                                                                1.0)) if (spent.get(name) or {}).get("share") else 1
+    out["search_users"] = (
+        round(1 / (spent.get(name) or {}).get("share", 1.0)) if (spent.get(name) or {}).get("share") else 1
+    )
     out["alone_usd"] = train * (1 + whole) + (up or {}).get("alone_usd", 0.0)
     out["alone_usd_high"] = train_high * (1 + whole) + (up or {}).get("alone_usd_high", 0.0)
     return out
@@ -85,12 +114,18 @@ def break_even(prompt_tokens: float, usd_per_1k: float, card: dict | None, per_r
     if not card or not per_request:
         return {}
     per_day = 24 * card["usd_per_hour"]
-    return {"serve_card": card["name"], "serve_usd_per_hour": card["usd_per_hour"], "serve_usd_per_day": per_day,
-            "prompt_usd_per_request": per_request, "break_even_requests_per_day": per_day / per_request}
+    return {
+        "serve_card": card["name"],
+        "serve_usd_per_hour": card["usd_per_hour"],
+        "serve_usd_per_day": per_day,
+        "prompt_usd_per_request": per_request,
+        "break_even_requests_per_day": per_day / per_request,
+    }
 
 
-def serving_card(shape: Shape, gpus: list[GPU], margin: float, overhead_bytes: float,
-                 name: str | None = None) -> GPU | None:
+def serving_card(
+    shape: Shape, gpus: list[GPU], margin: float, overhead_bytes: float, name: str | None = None
+) -> GPU | None:
     """The card that serves the fine-tuned ``shape``: ``name`` from the catalog, else the cheapest per hour whose
     memory less ``margin`` holds its weights in bf16 and the CUDA overhead (the KV cache of one request besides is
     small at these lengths; a projection, not measured)."""
@@ -99,5 +134,3 @@ def serving_card(shape: Shape, gpus: list[GPU], margin: float, overhead_bytes: f
     need = shape.params * 2 + overhead_bytes
     held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need]
     return min(held, key=lambda g: (g.usd_per_hour, g.memory_gb)) if held else None
-
-

@@ -34,13 +34,18 @@ def crossover(ft: Points, pr: Points, draws: np.ndarray, upto: float = 4.0) -> d
     point = _first_pass(grid, predict_many(a.ns, a.P, a.form, grid)[0] - predict_many(b.ns, b.P, b.form, grid)[0])
     diffs = a.boot_at(grid) - b.boot_at(grid)
     found = [x for x in (_first_pass(grid, d) for d in diffs) if x is not None]
-    where = ("never" if point is None else "smallest" if point <= lo * 1.0001 else "measured" if point <= hi
-             else "projected")  # from the smallest size, in the measured range, beyond it (a projection)
-    return {"rows": None if point is None else round(point), "where": where,
-            "rows_ci": None if not found else [round(float(np.percentile(found, 2.5))),
-                                               round(float(np.percentile(found, 97.5)))],
-            "share_of_resamples": round(len(found) / len(diffs), 3) if len(diffs) else None,
-            "searched_up_to_rows": round(hi * upto)}
+    where = (
+        "never" if point is None else "smallest" if point <= lo * 1.0001 else "measured" if point <= hi else "projected"
+    )  # from the smallest size, in the measured range, beyond it (a projection)
+    return {
+        "rows": None if point is None else round(point),
+        "where": where,
+        "rows_ci": None
+        if not found
+        else [round(float(np.percentile(found, 2.5))), round(float(np.percentile(found, 97.5)))],
+        "share_of_resamples": round(len(found) / len(diffs), 3) if len(diffs) else None,
+        "searched_up_to_rows": round(hi * upto),
+    }
 
 
 def verdict_at(ft: Points, pr: Points, draws: np.ndarray, multiple: float, min_gain: float) -> dict:
@@ -51,5 +56,10 @@ def verdict_at(ft: Points, pr: Points, draws: np.ndarray, multiple: float, min_g
     g = a.at(n) - b.at(n)
     ci = interval(a.boot_at(n)[:, 0] - b.boot_at(n)[:, 0])
     lo, hi = ci if ci else (g, g)
-    return {"multiple": multiple, "rows": round(n), "gain": round(g, 4), "gain_ci": ci,
-            "decision": decision_of(lo, hi, min_gain)}
+    return {
+        "multiple": multiple,
+        "rows": round(n),
+        "gain": round(g, 4),
+        "gain_ci": ci,
+        "decision": decision_of(lo, hi, min_gain),
+    }

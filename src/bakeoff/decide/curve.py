@@ -58,7 +58,8 @@ class Points:
     def quality_many(self, draws: np.ndarray) -> np.ndarray:
         """Each resample's figure at each point (resamples × points): vectorised where the figure is a mean."""
         if (self.figure is None or getattr(self.figure, "__name__", "") == "mean") and all(
-                isinstance(x, (int, float)) for it in self.items for x in it):
+            isinstance(x, (int, float)) for it in self.items for x in it
+        ):
             return np.asarray(self.items, dtype=float)[:, draws].mean(2).T
         return np.array([self.quality(idx) for idx in draws])
 
@@ -95,14 +96,14 @@ def fit_many(ns, Q, form: str) -> np.ndarray:
     Z = x[None, :] ** -B_GRID[:, None]  # exponent × size
     if form == "power2":  # 1 - q = a·z
         E = 1.0 - Q
-        num, den = E @ Z.T, (Z ** 2).sum(1)
+        num, den = E @ Z.T, (Z**2).sum(1)
         A = np.clip(num / den, 0.0, 2.0)
-        sse = (E ** 2).sum(1)[:, None] - 2 * A * num + A ** 2 * den
+        sse = (E**2).sum(1)[:, None] - 2 * A * num + A**2 * den
         g = sse.argmin(1)
         return np.stack([A[np.arange(len(Q)), g], B_GRID[g]], 1)
     # power3: q = c - a·z, a line in z for each exponent; a ≥ 0 and c ≤ 1 (the other end refitted at the bound)
     zc = Z - Z.mean(1, keepdims=True)
-    szz = (zc ** 2).sum(1)
+    szz = (zc**2).sum(1)
     yc = Q - Q.mean(1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         A = np.where(szz > 1e-12, -(yc @ zc.T) / szz, 0.0)
@@ -110,10 +111,10 @@ def fit_many(ns, Q, form: str) -> np.ndarray:
     C = Q.mean(1)[:, None] + A * Z.mean(1)[None, :]
     over = C > 1.0
     if over.any():  # the ceiling at 1: a alone, as power2 does
-        a1 = np.clip(((1.0 - Q) @ Z.T) / (Z ** 2).sum(1), 0.0, 2.0)
+        a1 = np.clip(((1.0 - Q) @ Z.T) / (Z**2).sum(1), 0.0, 2.0)
         A, C = np.where(over, a1, A), np.where(over, 1.0, C)
     resid = Q[:, None, :] - (C[:, :, None] - A[:, :, None] * Z[None, :, :])
-    g = (resid ** 2).sum(2).argmin(1)
+    g = (resid**2).sum(2).argmin(1)
     r = np.arange(len(Q))
     return np.stack([C[r, g], A[r, g], B_GRID[g]], 1)
 
@@ -186,18 +187,29 @@ def projected(fits: dict, form: str, n: float, multiple: float, largest: tuple) 
     forms = {}
     for name, g in fits.items():
         p, boot = g.at(n), g.boot_at(n)[:, 0]
-        forms[name] = {"quality": round(p, 4), "ci": interval(boot), "gain": round(p - observed, 4),
-                       "gain_ci": interval(boot - boot_observed)}
+        forms[name] = {
+            "quality": round(p, 4),
+            "ci": interval(boot),
+            "gain": round(p - observed, 4),
+            "gain_ci": interval(boot - boot_observed),
+        }
     lows = [x["ci"][0] for x in forms.values() if x["ci"]]
     highs = [x["ci"][1] for x in forms.values() if x["ci"]]
     glows = [x["gain_ci"][0] for x in forms.values() if x["gain_ci"]]
     ghighs = [x["gain_ci"][1] for x in forms.values() if x["gain_ci"]]
     points = [x["quality"] for x in forms.values()]
     main = forms[form]
-    return {"multiple": multiple, "rows": round(n), "quality": main["quality"],
-            "ci": [min(lows), max(highs)] if lows else None, "spread": [min(points), max(points)],
-            "gain": main["gain"], "gain_ci": [min(glows), max(ghighs)] if glows else None,
-            "gain_from": "largest_point", "forms": forms}
+    return {
+        "multiple": multiple,
+        "rows": round(n),
+        "quality": main["quality"],
+        "ci": [min(lows), max(highs)] if lows else None,
+        "spread": [min(points), max(points)],
+        "gain": main["gain"],
+        "gain_ci": [min(glows), max(ghighs)] if glows else None,
+        "gain_from": "largest_point",
+        "forms": forms,
+    }
 
 
 def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None) -> dict:
@@ -212,20 +224,32 @@ def fit_arm(pts: Points, resamples: int = 1000, draws: np.ndarray | None = None)
     observed, boot_observed = float(f.q[-1]), f.Q[:, -1]
     boot_grid = f.boot_at(grid)
     projection = [projected(fits, f.form, n_full * m, m, (observed, boot_observed)) for m in MULTIPLES]
-    out = {"form": f.form, "forms": list(FORMS), "n_points": len(f.ns), "n_items": len(pts.items[0]),
-           "rows": [int(n) for n in f.ns],
-           "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
-           "quality": [round(float(q), 4) for q in f.q],
-           "quality_ci": [interval(f.Q[:, k]) for k in range(len(f.ns))],
-           "fit": {"form": f.form, "ref": n_full, "params": [round(float(v), 5) for v in f.P[0]]},
-           "fits": {k: {"form": k, "ref": n_full, "params": [round(float(v), 5) for v in g.P[0]]}
-                    for k, g in fits.items()},
-           "exponent": round(float(f.P[0, -1]), 4), "exponent_ci": interval(f.PB[:, -1]),
-           "fitted_at_full": round(f.at(n_full), 4), "projection": projection,
-           "gain_per_doubling": projection[0]["gain"], "gain_per_doubling_ci": projection[0]["gain_ci"],
-           "last_doubling": last_doubling(f), "resamples": len(draws),
-           "band": [{"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": interval(boot_grid[:, k])}
-                    for k, n in enumerate(grid)]}
+    out = {
+        "form": f.form,
+        "forms": list(FORMS),
+        "n_points": len(f.ns),
+        "n_items": len(pts.items[0]),
+        "rows": [int(n) for n in f.ns],
+        "names": [pts.names[i] for i in np.argsort(pts.ns)] if pts.names else [],
+        "quality": [round(float(q), 4) for q in f.q],
+        "quality_ci": [interval(f.Q[:, k]) for k in range(len(f.ns))],
+        "fit": {"form": f.form, "ref": n_full, "params": [round(float(v), 5) for v in f.P[0]]},
+        "fits": {
+            k: {"form": k, "ref": n_full, "params": [round(float(v), 5) for v in g.P[0]]} for k, g in fits.items()
+        },
+        "exponent": round(float(f.P[0, -1]), 4),
+        "exponent_ci": interval(f.PB[:, -1]),
+        "fitted_at_full": round(f.at(n_full), 4),
+        "projection": projection,
+        "gain_per_doubling": projection[0]["gain"],
+        "gain_per_doubling_ci": projection[0]["gain_ci"],
+        "last_doubling": last_doubling(f),
+        "resamples": len(draws),
+        "band": [
+            {"rows": round(float(n), 1), "quality": round(f.at(n), 4), "ci": interval(boot_grid[:, k])}
+            for k, n in enumerate(grid)
+        ],
+    }
     out["backtest"] = backtest(pts, f, draws)
     return out
 
@@ -240,8 +264,12 @@ def last_doubling(f: Fitted) -> dict | None:
         return None
     diff = float(f.q[-1] - f.q[k])
     ci = interval(f.Q[:, -1] - f.Q[:, k]) if len(f.Q) else None
-    return {"rows": [int(f.ns[k]), int(f.ns[-1])], "diff": round(diff, 4), "ci": ci,
-            "cannot_tell": bool(ci is not None and ci[0] <= 0 <= ci[1])}
+    return {
+        "rows": [int(f.ns[k]), int(f.ns[-1])],
+        "diff": round(diff, 4),
+        "ci": ci,
+        "cannot_tell": bool(ci is not None and ci[0] <= 0 <= ci[1]),
+    }
 
 
 def observed_band(pts: Points, f: Fitted) -> list[float] | None:
@@ -269,8 +297,15 @@ def backtest(pts: Points, f: Fitted, draws: np.ndarray) -> dict:
     pred, observed = b.at(n_full), float(f.q[-1])
     band = observed_band(pts, f)
     flat = float(b.q[-1])
-    return {"fitted_on_rows": [int(n) for n in b.ns], "form": b.form, "predicted": round(pred, 4),
-            "observed": round(observed, 4), "error": round(pred - observed, 4),
-            "error_ci": interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1]), "accepts": band,
-            "flat": round(flat, 4), "flat_accepted": bool(band and band[0] <= flat <= band[1]),
-            "inside": bool(band is not None and band[0] - 1e-9 <= pred <= band[1] + 1e-9)}
+    return {
+        "fitted_on_rows": [int(n) for n in b.ns],
+        "form": b.form,
+        "predicted": round(pred, 4),
+        "observed": round(observed, 4),
+        "error": round(pred - observed, 4),
+        "error_ci": interval(b.boot_at(n_full)[:, 0] - f.Q[:, -1]),
+        "accepts": band,
+        "flat": round(flat, 4),
+        "flat_accepted": bool(band and band[0] <= flat <= band[1]),
+        "inside": bool(band is not None and band[0] - 1e-9 <= pred <= band[1] + 1e-9),
+    }

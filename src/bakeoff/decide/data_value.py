@@ -20,8 +20,16 @@ from bakeoff.decide.curve import Points, fit_arm, resample_indices
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
-KEPT = ("rows", "train_steps", "tokens_seen", "train_wall_s", "eval_wall_s", "quality", "quality_label_choice",
-        "convergence")
+KEPT = (
+    "rows",
+    "train_steps",
+    "tokens_seen",
+    "train_wall_s",
+    "eval_wall_s",
+    "quality",
+    "quality_label_choice",
+    "convergence",
+)
 
 
 def with_curve(params: Params, d):
@@ -31,8 +39,9 @@ def with_curve(params: Params, d):
 
     from bakeoff.decide import evidence
 
-    return replace(d, curve=report_data(params, d.runs),
-                   evidence=evidence.guarded(params, d.runs, d.verdict, d.data_stats))
+    return replace(
+        d, curve=report_data(params, d.runs), evidence=evidence.guarded(params, d.runs, d.verdict, d.data_stats)
+    )
 
 
 def report_data(params: Params, df) -> dict | None:
@@ -41,8 +50,7 @@ def report_data(params: Params, df) -> dict | None:
     c = params.curve
     if c is None:
         return None
-    out = {"arms": {}, "fractions": sorted(c.fractions), "resamples": c.resamples,
-           "min_gain": params.verdict.min_gain}
+    out = {"arms": {}, "fractions": sorted(c.fractions), "resamples": c.resamples, "min_gain": params.verdict.min_gain}
     fitted, draws = {}, None
     full_items = figures.primary_items(df)
     for arm in c.arms:
@@ -81,10 +89,13 @@ def report_data(params: Params, df) -> dict | None:
 def spent(points: list[dict]) -> dict:
     """What an arm's curve points cost here (its own run aside: that is the arm's training, counted there)."""
     mine = [p for p in points if not p.get("own_run")]
-    return {"points": sum(p["status"] == "ok" for p in mine), "tokens": sum(p.get("tokens_seen") or 0 for p in mine),
-            "steps": sum(p.get("train_steps") or 0 for p in mine),
-            "train_s": round(sum(p.get("train_wall_s") or 0 for p in mine), 1),
-            "eval_s": round(sum(p.get("eval_wall_s") or 0 for p in mine), 1)}
+    return {
+        "points": sum(p["status"] == "ok" for p in mine),
+        "tokens": sum(p.get("tokens_seen") or 0 for p in mine),
+        "steps": sum(p.get("train_steps") or 0 for p in mine),
+        "train_s": round(sum(p.get("train_wall_s") or 0 for p in mine), 1),
+        "eval_s": round(sum(p.get("eval_wall_s") or 0 for p in mine), 1),
+    }
 
 
 def arm_points(params: Params, df, arm: str, full_items: dict) -> dict:
@@ -104,22 +115,36 @@ def arm_points(params: Params, df, arm: str, full_items: dict) -> dict:
         r = r or {}
         m = r.get("metrics") or {}
         stale = r.get("run", name) != name  # drawn for another run than the arm's now
-        point = {"share": share, "status": "stale" if stale else r.get("status", "missing"),
-                 **({"drawn_for": r["run"]} if stale else {}), **{k: m[k] for k in KEPT if k in m},
-                 **({"error": r["error"]} if r.get("error") else {})}
+        point = {
+            "share": share,
+            "status": "stale" if stale else r.get("status", "missing"),
+            **({"drawn_for": r["run"]} if stale else {}),
+            **{k: m[k] for k in KEPT if k in m},
+            **({"error": r["error"]} if r.get("error") else {}),
+        }
         entry["points"].append(point)
-        got = figures.read_items(point_dir(arm, share) / "predictions.jsonl",
-                                 "choice_score" if choice else "score") if point["status"] == "ok" else None
+        got = (
+            figures.read_items(point_dir(arm, share) / "predictions.jsonl", "choice_score" if choice else "score")
+            if point["status"] == "ok"
+            else None
+        )
         if got and set(got) >= set(ids):
             ns.append(int(m["rows"]))
             items.append([got[i] for i in ids])
             names.append(f"{share:g}")
-    rows_full = next((int(r["metrics"]["rows_full"]) for _, r in recs if r and (r.get("metrics") or {})
-                      .get("rows_full")), None) or ((runs.read_json(runs.PREPARED / "stats.json") or {})
-                                                   .get("splits") or {}).get("train")
+    rows_full = next(
+        (int(r["metrics"]["rows_full"]) for _, r in recs if r and (r.get("metrics") or {}).get("rows_full")), None
+    ) or ((runs.read_json(runs.PREPARED / "stats.json") or {}).get("splits") or {}).get("train")
     own_steps = ((runs.read_json(runs.train_record(name)) or {}).get("metrics") or {}).get("train_steps")
-    entry["points"].append({"share": 1.0, "status": "ok", "rows": int(rows_full), "own_run": True,
-                            "train_steps": own_steps})
-    return {**entry, "status": "collected", "kind": str(row["kind"]),
-            "figure": "label choice" if choice else "generation",
-            "_ns": ns + [int(rows_full)], "_items": items + [[full[i] for i in ids]], "_names": names + ["own run"]}
+    entry["points"].append(
+        {"share": 1.0, "status": "ok", "rows": int(rows_full), "own_run": True, "train_steps": own_steps}
+    )
+    return {
+        **entry,
+        "status": "collected",
+        "kind": str(row["kind"]),
+        "figure": "label choice" if choice else "generation",
+        "_ns": ns + [int(rows_full)],
+        "_items": items + [[full[i] for i in ids]],
+        "_names": names + ["own run"],
+    }

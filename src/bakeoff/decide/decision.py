@@ -65,12 +65,29 @@ def decide(params: Params, flips_dir: Path | None = None, shipped: dict | None =
     priced, spent, card = _priced(params, df, records, sized, target)
     pw, prov = _recommend(params, df, v, priced, stats, target)
     rec = picked(v)
-    money = verdict.cost(df, {**v, **({"variant": rec} if rec else {})}, params.cost.usd_per_1k_prompt_tokens, priced,
-                         card.__dict__ if card else None)
+    money = verdict.cost(
+        df,
+        {**v, **({"variant": rec} if rec else {})},
+        params.cost.usd_per_1k_prompt_tokens,
+        priced,
+        card.__dict__ if card else None,
+    )
     names = list(df["name"])
-    return Decision(runs=df, verdict=v, pairwise=pw, records=records, sizing=sized, data_stats=stats, budget=spent,
-                    costs=priced, serving_card=card, money=money, provenance=prov,
-                    searches=search_records(names), evaluations=eval_records(names))
+    return Decision(
+        runs=df,
+        verdict=v,
+        pairwise=pw,
+        records=records,
+        sizing=sized,
+        data_stats=stats,
+        budget=spent,
+        costs=priced,
+        serving_card=card,
+        money=money,
+        provenance=prov,
+        searches=search_records(names),
+        evaluations=eval_records(names),
+    )
 
 
 def search_records(names) -> dict:
@@ -93,8 +110,9 @@ def _verdict(params: Params, flips_dir, shipped):
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
-    sized = sizing.report_data(params, json.loads((runs.BASE / "config.json").read_text()), records,
-                               sizing.longest_answer(stats))
+    sized = sizing.report_data(
+        params, json.loads((runs.BASE / "config.json").read_text()), records, sizing.longest_answer(stats)
+    )
     v = verdict.verdict(df, params.verdict.min_gain)
     v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
     v["unmoved"] = unmoved  # placed with the recommendation's keys by _recommend
@@ -111,8 +129,17 @@ def _priced(params: Params, df, records, sized, target):
     seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
     priced = {n: c for n in params.variants if (c := costs.all_in(n, fits, spent, seen, parents))}
     shape = next((t for t in sizing.targets(params) if t.name == target), None)
-    card = costs.serving_card(shape, sizing.catalog(params), params.sizing.margin,
-                               params.sizing.cuda_overhead_gb * memory.GB, params.cost.serve_gpu) if shape else None
+    card = (
+        costs.serving_card(
+            shape,
+            sizing.catalog(params),
+            params.sizing.margin,
+            params.sizing.cuda_overhead_gb * memory.GB,
+            params.cost.serve_gpu,
+        )
+        if shape
+        else None
+    )
     return priced, spent, card
 
 
@@ -124,12 +151,20 @@ def _recommend(params: Params, df, v, priced, stats, target):
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
     prov = runs.provenance(stats, runs.BASE)
     src = prov.get("base_model") or {}
-    scope = {"model": src.get("alias") or src.get("source") or params.model.base, "split": "test",
-             "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
-             "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
-             "target": target}
-    v.update(rank_groups=recommend.group_line(groups), alpha=recommend.ALPHA, scope=scope, unmoved=v.pop("unmoved"),
-             recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss))
+    scope = {
+        "model": src.get("alias") or src.get("source") or params.model.base,
+        "split": "test",
+        "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
+        "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
+        "target": target,
+    }
+    v.update(
+        rank_groups=recommend.group_line(groups),
+        alpha=recommend.ALPHA,
+        scope=scope,
+        unmoved=v.pop("unmoved"),
+        recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss),
+    )
     return pw, prov
 
 

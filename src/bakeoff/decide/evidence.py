@@ -50,7 +50,7 @@ def gather(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     out = {"prompt": a, "run": b, "rule": RULE, "prompts": prompts(params)}
     if not a or not b or a not in preds or b not in preds:
         return {**out, "where": None, "samples": []}
-    fields = sorted(c[len("field_acc."):] for c in df.columns if c.startswith("field_acc."))
+    fields = sorted(c[len("field_acc.") :] for c in df.columns if c.startswith("field_acc."))
     labels = stats.get("labels")
     if fields:
         out["where"] = by_field(df, ok, fields, a, b)
@@ -78,12 +78,18 @@ def guarded(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
 def by_field(df: pd.DataFrame, ok: list[str], fields: list[str], a: str, b: str) -> dict:
     """Accuracy per field per arm (test split), and the field where ``b`` beats ``a`` by most."""
     rows = df.set_index("name")
-    table = {n: {f: float(x) for f in fields if (x := rows.loc[n].get(f"field_acc.{f}")) == x and x is not None}
-             for n in ok}
+    table = {
+        n: {f: float(x) for f in fields if (x := rows.loc[n].get(f"field_acc.{f}")) == x and x is not None} for n in ok
+    }
     gaps = {f: table[b][f] - table[a][f] for f in fields if f in table.get(a, {}) and f in table.get(b, {})}
     top = max(gaps, key=lambda f: (abs(gaps[f]), f)) if gaps else None
-    return {"kind": "fields", "fields": fields, "table": table, "gaps": gaps,
-            "largest": {"field": top, a: table[a][top], b: table[b][top], "gap": gaps[top]} if top else None}
+    return {
+        "kind": "fields",
+        "fields": fields,
+        "table": table,
+        "gaps": gaps,
+        "largest": {"field": top, a: table[a][top], b: table[b][top], "gap": gaps[top]} if top else None,
+    }
 
 
 def by_label(pa: dict, pb: dict, labels: list[str], a: str, b: str, top: int = 5) -> dict:
@@ -103,10 +109,17 @@ def by_label(pa: dict, pb: dict, labels: list[str], a: str, b: str, top: int = 5
             if said != truth:
                 wrong[name][(truth, said)] += 1
     diff = sorted(right, key=lambda t: (-abs(right[t][1] - right[t][0]), t))[:top]
-    return {"kind": "labels", "labels": [{"label": t, "n": right[t][2], a: right[t][0], b: right[t][1]}
-                                         for t in diff],
-            "confusions": {n: [{"true": t, "answered": s, "count": c} for (t, s), c in
-                               sorted(w.items(), key=lambda x: (-x[1], x[0]))[:top]] for n, w in wrong.items()}}
+    return {
+        "kind": "labels",
+        "labels": [{"label": t, "n": right[t][2], a: right[t][0], b: right[t][1]} for t in diff],
+        "confusions": {
+            n: [
+                {"true": t, "answered": s, "count": c}
+                for (t, s), c in sorted(w.items(), key=lambda x: (-x[1], x[0]))[:top]
+            ]
+            for n, w in wrong.items()
+        },
+    }
 
 
 def by_quartile(preds: dict[str, dict]) -> dict:
@@ -135,17 +148,28 @@ def samples(preds: dict[str, dict], a: str, b: str, k: int = SAMPLES) -> list[di
     losses = sorted((i for i in ids if gap[i] < 0), key=lambda i: (gap[i], i))
     chosen = wins[:2] + losses[:2]
     rest = [i for i in wins[2:] + losses[2:]]
-    chosen += sorted(rest, key=lambda i: (-abs(gap[i]), i))[:max(0, k - 1 - len(chosen))]
-    worst = sorted((i for i in ids if i not in chosen),
-                   key=lambda i: (max(_score(preds[a][i]), _score(preds[b][i])), i))[:1]
+    chosen += sorted(rest, key=lambda i: (-abs(gap[i]), i))[: max(0, k - 1 - len(chosen))]
+    worst = sorted(
+        (i for i in ids if i not in chosen), key=lambda i: (max(_score(preds[a][i]), _score(preds[b][i])), i)
+    )[:1]
     out = []
     for i in chosen + worst:
         why = "worst" if i in worst else "run_better" if gap[i] > 0 else "prompt_better"
         first = preds[a][i]
-        out.append({"id": i, "source": first.get("source", ""), "why": why, "input": first.get("prompt", ""),
-                    "reference": first.get("reference", ""),
-                    "answers": {n: {"answer": rows[i].get("prediction", ""), "score": _score(rows[i])}
-                                for n, rows in preds.items() if i in rows}})
+        out.append(
+            {
+                "id": i,
+                "source": first.get("source", ""),
+                "why": why,
+                "input": first.get("prompt", ""),
+                "reference": first.get("reference", ""),
+                "answers": {
+                    n: {"answer": rows[i].get("prediction", ""), "score": _score(rows[i])}
+                    for n, rows in preds.items()
+                    if i in rows
+                },
+            }
+        )
     return out
 
 

@@ -22,29 +22,39 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
         tr = (runs.read_json(runs.train_record(name)) or {}) if name in variants else {}
         technique = ev.get("technique") or tr.get("technique", "")
         backend = ev.get("backend") or tr.get("backend") or "hf"
-        row = {"name": name, "kind": "baseline" if name in baselines else "variant",
-               "technique": technique if backend == "hf" else f"{technique} ({backend})",
-               "status": ev.get("status") or tr.get("status") or "missing",
-               "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
-               "run_id": ev.get("run_id") or tr.get("run_id", ""),
-               **(tr.get("metrics") or {}), **(ev.get("metrics") or {})}
+        row = {
+            "name": name,
+            "kind": "baseline" if name in baselines else "variant",
+            "technique": technique if backend == "hf" else f"{technique} ({backend})",
+            "status": ev.get("status") or tr.get("status") or "missing",
+            "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
+            "run_id": ev.get("run_id") or tr.get("run_id", ""),
+            **(tr.get("metrics") or {}),
+            **(ev.get("metrics") or {}),
+        }
         if ev.get("side_checks"):  # side checks that did not finish (lm-eval, the probe, KL): their own failures
-            row["side_checks_failed"] = "; ".join(f"{k} {c['status']}: {c['error']}"
-                                                  for k, c in ev["side_checks"].items())
+            row["side_checks_failed"] = "; ".join(
+                f"{k} {c['status']}: {c['error']}" for k, c in ev["side_checks"].items()
+            )
         if ev.get("engine"):  # an endpoint baseline: which model answered, and how label choice was made
-            row.update(engine=f"endpoint: {ev['engine'].get('model')}",
-                       label_choice_via=ev["engine"].get("label_choice"))
+            row.update(
+                engine=f"endpoint: {ev['engine'].get('model')}", label_choice_via=ev["engine"].get("label_choice")
+            )
         tuned = read_search(name)
         if tuned.values:  # what the tune stage chose, and what its search cost (training tokens and time)
             shared = tuned.shared_from  # its search was another variant's, counted there
             row["tuned"] = {"values": tuned.values, "shared_from": shared}
             # an adopted trial is the training run itself, counted there, not again as search
             adopted = [t for t in tuned.trials if t.number == row.get("adopted_from_trial")]
-            row.update(tune_tokens=0 if shared else tuned.tune_tokens - sum(t.tokens_seen or 0 for t in adopted),
-                       tune_wall_s=0 if shared else round(tuned.tune_wall_s - sum(t.wall_s or 0 for t in adopted), 1))
+            row.update(
+                tune_tokens=0 if shared else tuned.tune_tokens - sum(t.tokens_seen or 0 for t in adopted),
+                tune_wall_s=0 if shared else round(tuned.tune_wall_s - sum(t.wall_s or 0 for t in adopted), 1),
+            )
         if (row.get("seeds") or 1) > 1:  # mean and spread over training seeds (stages/evaluate.py)
-            row["seed_spread"] = (f"{row['seeds']}: sd {row['quality_seed_sd'] * 100:.1f} pp, "
-                                  f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}")
+            row["seed_spread"] = (
+                f"{row['seeds']}: sd {row['quality_seed_sd'] * 100:.1f} pp, "
+                f"{row['quality_seed_min']:.1%}–{row['quality_seed_max']:.1%}"
+            )
         if "micro_batch" in row and row["micro_batch"] == row["micro_batch"]:
             row["batch_split"] = f"{row['micro_batch']} × {row['grad_accum']}"
         if isinstance(row.get("dtypes"), dict):  # what the run held its weights and saved activations in
@@ -74,8 +84,11 @@ def read_items(path, key: str = "score") -> dict[int, object] | None:
 def _seed_items(name: str) -> list[dict]:
     """The primary metric's items of a variant's other training seeds (``seed_scores`` in its predictions), one
     dict by example id per seed, in seed order ([] with one seed)."""
-    rows = [json.loads(line) for line in runs.predictions(name).read_text().splitlines() if line.strip()] \
-        if runs.predictions(name).exists() else []
+    rows = (
+        [json.loads(line) for line in runs.predictions(name).read_text().splitlines() if line.strip()]
+        if runs.predictions(name).exists()
+        else []
+    )
     seeds = sorted((rows[0].get("seed_scores") or {}) if rows else {}, key=int)
     return [{r["id"]: tuple(v) if isinstance(v := r["seed_scores"][s], list) else v for r in rows} for s in seeds]
 
@@ -186,15 +199,19 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
             df.loc[i, "quality_label_choice_ci"] = f"{clo:.1%}–{chi:.1%}"
         if r["kind"] == "baseline":  # the figure the verdict compares a variant against, and the path behind it
             by_choice = choice is not None and it == choice
-            df.loc[i, "verdict_figure"] = (f"{figure([it[k] for k in ids]):.1%} "
-                                           f"{'by label choice' if by_choice else 'generated'}")
+            df.loc[i, "verdict_figure"] = (
+                f"{figure([it[k] for k in ids]):.1%} {'by label choice' if by_choice else 'generated'}"
+            )
         if r["kind"] != "variant" or not base_items:
             continue
         if set(ids) != set(base_items):
-            raise ValueError(f"runs/{r['name']}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
-                             f"different test examples: rerun both (dvc repro)")
-        gain, glo, ghi = bootstrap_ci([it[k] for k in ids], figure, [base_items[k] for k in ids], resamples,
-                                      seeds=seeds or None)
+            raise ValueError(
+                f"runs/{r['name']}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
+                f"different test examples: rerun both (dvc repro)"
+            )
+        gain, glo, ghi = bootstrap_ci(
+            [it[k] for k in ids], figure, [base_items[k] for k in ids], resamples, seeds=seeds or None
+        )
         df.loc[i, ["gain", "gain_ci_low", "gain_ci_high"]] = [gain, glo, ghi]
         df.loc[i, "gain_vs_prompting"] = f"{gain * 100:+.1f} pp [{glo * 100:+.1f}, {ghi * 100:+.1f}]"
         f = flips(it, base_items)
@@ -208,14 +225,26 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
 
 def _write_flips(flips_dir: Path, name: str, best: str, f: list[dict]) -> None:
     """reports/flips/<variant>.jsonl: each flipped example with both predictions and the reference."""
-    preds = {n: {r["id"]: r for r in map(json.loads, runs.predictions(n).read_text().splitlines()) if r}
-             for n in (name, best)}
+    preds = {
+        n: {r["id"]: r for r in map(json.loads, runs.predictions(n).read_text().splitlines()) if r}
+        for n in (name, best)
+    }
     flips_dir.mkdir(parents=True, exist_ok=True)
     with open(flips_dir / f"{name}.jsonl", "w") as fh:
         for x in f:
             mine, theirs = preds[name][x["id"]], preds[best][x["id"]]
-            fh.write(json.dumps({**x, "baseline": best, "prompt": mine.get("prompt", ""),
-                                 "reference": mine["reference"], "prediction": mine["prediction"],
-                                 "baseline_prediction": theirs["prediction"],
-                                 **({"baseline_label_choice": theirs["choice"]} if "choice" in theirs else {})},
-                                 ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        **x,
+                        "baseline": best,
+                        "prompt": mine.get("prompt", ""),
+                        "reference": mine["reference"],
+                        "prediction": mine["prediction"],
+                        "baseline_prediction": theirs["prediction"],
+                        **({"baseline_label_choice": theirs["choice"]} if "choice" in theirs else {}),
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )

@@ -33,7 +33,7 @@ from bakeoff.core.techniques import facts
 GB = 1e9
 
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 # LoRA's ``all-linear`` targets in a Llama-style decoder layer
@@ -60,8 +60,15 @@ class Shape:
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each projection of one layer."""
         h, i, kv = self.hidden, self.intermediate, self.kv_dim
-        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
-                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+        return {
+            "q_proj": (h, h),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (h, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
 
     @property
     def linear_params(self) -> int:
@@ -89,9 +96,16 @@ class Shape:
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> Shape:
         """From a transformers config.json (as a dict)."""
-        return cls(name, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"],
-                   cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-                   cfg["vocab_size"], bool(cfg.get("tie_word_embeddings", False)))
+        return cls(
+            name,
+            cfg["num_hidden_layers"],
+            cfg["hidden_size"],
+            cfg["intermediate_size"],
+            cfg["num_attention_heads"],
+            cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+            cfg["vocab_size"],
+            bool(cfg.get("tie_word_embeddings", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -112,19 +126,38 @@ class Setup:
     chunked_logits: bool = False  # the loss takes log-probabilities in tiles and holds no logits (TRL on CUDA)
 
     @classmethod
-    def from_variant(cls, v, precision: str, parent=None, answer_tokens: int | None = None, cuda: bool = True,
-                     labelled: bool | None = None) -> Setup:
+    def from_variant(
+        cls,
+        v,
+        precision: str,
+        parent=None,
+        answer_tokens: int | None = None,
+        cuda: bool = True,
+        labelled: bool | None = None,
+    ) -> Setup:
         """At the variant's own micro-batch and sequence length (``at`` sets others).
         ``parent``: the variant a derived one continues (DPO trains the parent's adapter: its rank and targets).
         ``answer_tokens``: the longest answer of the training data in tokens, ``cuda``: on a CUDA GPU (a projection)
         or a CPU, ``labelled``: whether the loss computed its logits at labelled tokens alone, as a run's record
         says (None: as params.yaml decides, ``labelled_logits``): ``logits_held`` makes them what the peak holds."""
         o, t = {**(parent.options if parent is not None else {}), **v.options}, v.train
-        labels, chunked = logits_held(labelled_logits(v) if labelled is None else labelled, answer_tokens, cuda,
-                                      getattr(v, "backend", "hf"))
-        return cls(v.technique, precision, t.optimizer, t.gradient_checkpointing, t.micro_batch, t.max_seq_len,
-                   int(o.get("r", 16)), o.get("targets", "all-linear"), int(o.get("bits", 4)),
-                   bool(o.get("double_quant", True)), labels, chunked)
+        labels, chunked = logits_held(
+            labelled_logits(v) if labelled is None else labelled, answer_tokens, cuda, getattr(v, "backend", "hf")
+        )
+        return cls(
+            v.technique,
+            precision,
+            t.optimizer,
+            t.gradient_checkpointing,
+            t.micro_batch,
+            t.max_seq_len,
+            int(o.get("r", 16)),
+            o.get("targets", "all-linear"),
+            int(o.get("bits", 4)),
+            bool(o.get("double_quant", True)),
+            labels,
+            chunked,
+        )
 
     def at(self, seq_len: int | None = None, micro_batch: int | None = None) -> Setup:
         """The same setup at another sequence length and micro-batch (None: as it is)."""
@@ -161,8 +194,9 @@ class Estimate:
         return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
 
     def parts_gb(self) -> dict[str, float]:
-        return {k: round(getattr(self, k) / GB, 3) for k in ("weights", "gradients", "optimizer", "activations",
-                                                             "overhead")} | {"total": round(self.total / GB, 3)}
+        return {
+            k: round(getattr(self, k) / GB, 3) for k in ("weights", "gradients", "optimizer", "activations", "overhead")
+        } | {"total": round(self.total / GB, 3)}
 
 
 def _half(precision: str) -> int:

@@ -35,11 +35,13 @@ def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples
     names = [n for n in df["name"] if items.get(n)]
     rows = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             ids = sorted(items[a])
             if set(ids) != set(items[b]):
-                raise ValueError(f"runs/{a}/predictions.jsonl and runs/{b}/predictions.jsonl cover different test "
-                                 f"examples: rerun both (dvc repro)")
+                raise ValueError(
+                    f"runs/{a}/predictions.jsonl and runs/{b}/predictions.jsonl cover different test "
+                    f"examples: rerun both (dvc repro)"
+                )
             xa, xb = [items[a][k] for k in ids], [items[b][k] for k in ids]
             ra, rb = [correctness(x) for x in xa], [correctness(x) for x in xb]
             only_a = sum(x > y for x, y in zip(ra, rb))
@@ -47,11 +49,23 @@ def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples
             binary = figure is mean and _binary(xa) and _binary(xb)
             p = mcnemar_exact(only_a, only_b) if binary else paired_permutation_p(xa, xb, figure, resamples)
             fa, fb = figure(xa), figure(xb)
-            rows.append({"a": a, "b": b, "n": len(ids), "quality_a": fa, "quality_b": fb, "diff": fa - fb,
-                         "a_better_on": only_a, "b_better_on": only_b,
-                         "test": "exact McNemar" if binary else "paired permutation", "p": p})
-    out = pd.DataFrame(rows, columns=["a", "b", "n", "quality_a", "quality_b", "diff", "a_better_on", "b_better_on",
-                                      "test", "p"])
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "n": len(ids),
+                    "quality_a": fa,
+                    "quality_b": fb,
+                    "diff": fa - fb,
+                    "a_better_on": only_a,
+                    "b_better_on": only_b,
+                    "test": "exact McNemar" if binary else "paired permutation",
+                    "p": p,
+                }
+            )
+    out = pd.DataFrame(
+        rows, columns=["a", "b", "n", "quality_a", "quality_b", "diff", "a_better_on", "b_better_on", "test", "p"]
+    )
     out["p_holm"] = holm(list(out["p"])) if len(out) else []
     return out
 
@@ -67,8 +81,11 @@ def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> lis
     group A; the same again on what is left forms B, and so on. Members of a group are listed best first."""
     split = choosing_split(df)
     ok = df[(df["status"] == "ok") & df["name"].isin(set(pw["a"]) | set(pw["b"]))]
-    key = (lambda r: prompting_quality(r, split) if r["kind"] == "baseline" else as_number(r.get(
-        "val_quality" if split == "val" else "quality")))
+    key = lambda r: (
+        prompting_quality(r, split)
+        if r["kind"] == "baseline"
+        else as_number(r.get("val_quality" if split == "val" else "quality"))
+    )
     left = [r["name"] for _, r in sorted(ok.iterrows(), key=lambda ir: -key(ir[1]))]
     groups = []
     while left:
@@ -88,6 +105,7 @@ def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, s
     """What taking ``n`` instead of ``best`` saves, and in what: projected USD bought alone on the sizing target
     where both are priced (a prompt trains nothing: it saves the best's whole price), else the peak training memory
     measured here (MB)."""
+
     def usd(x):
         c = costs.get(x) or {}
         return c.get("alone_usd", c.get("usd"))
@@ -107,8 +125,9 @@ def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, s
     return (peak(best) - peak(n) if peak(best) is not None and peak(n) is not None else None), "mb"
 
 
-def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: float = 0.02,
-              items: dict | None = None) -> dict:
+def recommend(
+    df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: float = 0.02, items: dict | None = None
+) -> dict:
     """One thing to do, by one rule (``bakeoff.decide.rule.choose``): the best run picked on validation (the
     verdict's variant; the best prompt when prompting is enough) unless a cheaper run, a prompt included, is *shown*
     within ``max_loss`` of it on the test split. ``costs``: variant → ``costs.all_in`` (cheaper: bought alone on the
@@ -128,21 +147,33 @@ def recommend(df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: fl
         return {}
     raw = primary_items(df) if items is None else items
     ids = sorted(raw.get(best) or {})
-    scores = {k: [correctness(x[i]) for i in ids] for k, x in raw.items()
-              if x and set(x) == set(ids) and rows.get(k) is not None and rows[k]["status"] == "ok"}
+    scores = {
+        k: [correctness(x[i]) for i in ids]
+        for k, x in raw.items()
+        if x and set(x) == set(ids) and rows.get(k) is not None and rows[k]["status"] == "ok"
+    }
     savings = {k: _saving(best, k, rows, costs) for k in scores if k != best}
     unit = next((u for s, u in savings.values()), "usd")
     cheaper = {k: s for k, (s, _) in savings.items() if isinstance(s, (int, float)) and s > 0}
     c = choose(best, scores, cheaper, max_loss) if best in scores else None
     pick = c.pick if c else best
     r = rows[pick]
-    action = ("inconclusive" if v.get("decision") == "inconclusive"
-              else "prompt" if r["kind"] == "baseline" else "fine-tune")
+    action = (
+        "inconclusive" if v.get("decision") == "inconclusive" else "prompt" if r["kind"] == "baseline" else "fine-tune"
+    )
     variants = [k for k in scores if rows[k]["kind"] == "variant"]
-    return {"action": action, "run": pick, "kind": r["kind"], "best": best, "max_loss": max_loss,
-            "saving_unit": unit, "examples_needed": v.get("examples_needed"), "choice": c.as_dict() if c else None,
-            "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"],
-            "compared": variants}
+    return {
+        "action": action,
+        "run": pick,
+        "kind": r["kind"],
+        "best": best,
+        "max_loss": max_loss,
+        "saving_unit": unit,
+        "examples_needed": v.get("examples_needed"),
+        "choice": c.as_dict() if c else None,
+        "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"],
+        "compared": variants,
+    }
 
 
 def _num_or_inf(x) -> float:

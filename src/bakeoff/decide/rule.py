@@ -67,8 +67,13 @@ class Choice:
         return [s for s in self.considered if not s.shown]
 
     def as_dict(self) -> dict:
-        return {"best": self.best, "pick": self.pick, "margin": self.margin, "replaced": self.replaced,
-                "considered": [asdict(s) for s in self.considered]}
+        return {
+            "best": self.best,
+            "pick": self.pick,
+            "margin": self.margin,
+            "replaced": self.replaced,
+            "considered": [asdict(s) for s in self.considered],
+        }
 
 
 def items_to_show(diff: float, sd: float, margin: float, alpha: float = ALPHA) -> int | None:
@@ -85,8 +90,9 @@ def items_to_show(diff: float, sd: float, margin: float, alpha: float = ALPHA) -
     return math.ceil((norm.ppf(1 - alpha) * sd / room) ** 2)
 
 
-def shortfall(contender: list[float], best: list[float], margin: float, run: str = "", against: str = "",
-              alpha: float = ALPHA) -> Shortfall:
+def shortfall(
+    contender: list[float], best: list[float], margin: float, run: str = "", against: str = "", alpha: float = ALPHA
+) -> Shortfall:
     """The paired one-sided test of ``contender`` against ``best`` (per-example scores, same examples, same order),
     H0 "the contender is worse by ``margin`` or more". For 0/1 scores, the Wald interval of the difference of matched
     proportions with Agresti and Min's adjustment (0.5 added to each cell of the paired 2×2 table), which stays
@@ -114,12 +120,22 @@ def shortfall(contender: list[float], best: list[float], margin: float, run: str
         p = float(stats.t.sf((mean + margin) / se, n - 1))
         half = float(stats.t.ppf(1 - alpha, n - 1)) * se
         low, high = mean - half, mean + half
-    return Shortfall(run=run, against=against, n=n, diff=mean, low=low, high=high, margin=margin, p=p,
-                     items_needed=items_to_show(mean, sd, margin, alpha))
+    return Shortfall(
+        run=run,
+        against=against,
+        n=n,
+        diff=mean,
+        low=low,
+        high=high,
+        margin=margin,
+        p=p,
+        items_needed=items_to_show(mean, sd, margin, alpha),
+    )
 
 
-def choose(best: str, items: dict[str, list[float]], cheaper: dict[str, float], margin: float,
-           alpha: float = ALPHA) -> Choice:
+def choose(
+    best: str, items: dict[str, list[float]], cheaper: dict[str, float], margin: float, alpha: float = ALPHA
+) -> Choice:
     """The run to take: ``best`` unless a contender in ``cheaper`` (run → what it saves against the best, > 0) is
     shown within ``margin`` of it; then the one that saves most. ``items``: per-example scores of the best and of each
     contender on the same test examples. Holm's adjustment runs over every contender compared (k−1 tests)."""
@@ -128,8 +144,10 @@ def choose(best: str, items: dict[str, list[float]], cheaper: dict[str, float], 
     compared = [n for n in cheaper if n != best and n in items and cheaper[n] > 0]
     raw = [shortfall(items[n], items[best], margin, n, best, alpha) for n in compared]
     adjusted = holm([s.p for s in raw]) if raw else []
-    done = [Shortfall(**{**asdict(s), "p_holm": q, "shown": q < alpha, "saving": cheaper[s.run]})
-            for s, q in zip(raw, adjusted)]
+    done = [
+        Shortfall(**{**asdict(s), "p_holm": q, "shown": q < alpha, "saving": cheaper[s.run]})
+        for s, q in zip(raw, adjusted)
+    ]
     done.sort(key=lambda s: -s.saving)
     shown = [s for s in done if s.shown]
     return Choice(best=best, pick=shown[0].run if shown else best, margin=margin, considered=done)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------- fitting
 
+
 @dataclass(frozen=True)
 class GPU:
     name: str
@@ -55,14 +56,16 @@ class Fit:
     mfu: float | None = None  # the utilisation the time divides by (``speed``)
     mfu_source: dict = field(default_factory=dict)  # bakeoff.decide.speed.Speed: measured (which row, card) or assumed
 
+
 def smallest_fit(need_bytes: float, gpus: list[GPU], margin: float) -> GPU | None:
     """The cheapest-to-hold (least memory, then lowest price) GPU whose memory less ``margin`` holds the need."""
     fits = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= need_bytes]
     return min(fits, key=lambda g: (g.memory_gb, g.usd_per_hour)) if fits else None
 
 
-def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float,
-                checkpointing: bool = False) -> float:
+def train_hours(
+    shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: float, checkpointing: bool = False
+) -> float:
     """Estimated hours to train ``tokens``: hardware FLOPs (recompute included) at ``mfu`` of the card's peak bf16
     FLOP/s, ``mfu`` being the utilisation of a run without checkpointing (an assumption, not a measurement: set
     sizing.mfu from benchmarks/gpu_check.py on your card; conventions in ``bakeoff.core.measure``)."""
@@ -72,14 +75,28 @@ def train_hours(shape: Shape, technique: str, tokens: float, gpu: GPU, mfu: floa
 
 # ---------------------------------------------------------------- from params and this run
 
+
 def targets(params: Params) -> list[Shape]:
-    return [Shape(t["name"], int(t["layers"]), int(t["hidden"]), int(t["intermediate"]), int(t["heads"]),
-                  int(t["kv_heads"]), int(t["vocab"]), bool(t.get("tied", False))) for t in params.sizing.targets]
+    return [
+        Shape(
+            t["name"],
+            int(t["layers"]),
+            int(t["hidden"]),
+            int(t["intermediate"]),
+            int(t["heads"]),
+            int(t["kv_heads"]),
+            int(t["vocab"]),
+            bool(t.get("tied", False)),
+        )
+        for t in params.sizing.targets
+    ]
 
 
 def catalog(params: Params) -> list[GPU]:
-    return [GPU(g["name"], float(g["memory_gb"]), float(g["usd_per_hour"]), float(g["bf16_tflops"]))
-            for g in params.sizing.gpus]
+    return [
+        GPU(g["name"], float(g["memory_gb"]), float(g["usd_per_hour"]), float(g["bf16_tflops"]))
+        for g in params.sizing.gpus
+    ]
 
 
 def _resolved(precision: str) -> str:
@@ -119,8 +136,15 @@ def fit(shape: Shape, setup: Setup, gpus: list[GPU], room: Headroom, priced: Pri
             if big.memory_gb * GB * (1 - margin) >= sharded:
                 gpu = big
                 break
-    f = Fit(shape.name, variant, setup.technique, round(e.total / GB, 2), gpu.name if gpu else None,
-            n if gpu else 0, parts=e.parts_gb())
+    f = Fit(
+        shape.name,
+        variant,
+        setup.technique,
+        round(e.total / GB, 2),
+        gpu.name if gpu else None,
+        n if gpu else 0,
+        parts=e.parts_gb(),
+    )
     if gpu is not None and tokens:
         # n cards in parallel: n× the FLOP/s (communication not counted), n× the price per hour
         f.hours = round(train_hours(shape, setup.technique, tokens, gpu, mfu, setup.gradient_checkpointing) / n, 3)
@@ -128,8 +152,9 @@ def fit(shape: Shape, setup: Setup, gpus: list[GPU], room: Headroom, priced: Pri
         low = mfu_low or mfu / 2
         f.hours_high, f.usd_high = round(f.hours * mfu / low, 3), round(f.usd * mfu / low, 2)
         held = [g for g in gpus if g.memory_gb * GB * (1 - margin) >= e.total] if n == 1 else [gpu]  # sharded: one
-        hours = {g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing) / n
-                 for g in held}
+        hours = {
+            g.name: train_hours(shape, setup.technique, tokens, g, mfu, setup.gradient_checkpointing) / n for g in held
+        }
         best = min(held, key=lambda g: (hours[g.name] * g.usd_per_hour, g.memory_gb))
         usd = hours[best.name] * n * best.usd_per_hour
         f.cheapest_gpu, f.cheapest_hours, f.cheapest_usd = best.name, round(hours[best.name], 3), round(usd, 2)
@@ -176,26 +201,45 @@ def calibration(params: Params, base_config: dict, records: dict[str, dict], ans
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
         chosen = (rec.get("kernel_choice") or {}).get("loss_logits")  # what the run's loss did, where recorded
-        setup = Setup.from_variant(v, precision, parent=params.variants.get(v.parent), answer_tokens=answer_tokens,
-                                   cuda=bool(m.get("train_peak_reserved_mb")),
-                                   labelled=None if chosen is None else chosen == "labelled").at(round(width))
+        setup = Setup.from_variant(
+            v,
+            precision,
+            parent=params.variants.get(v.parent),
+            answer_tokens=answer_tokens,
+            cuda=bool(m.get("train_peak_reserved_mb")),
+            labelled=None if chosen is None else chosen == "labelled",
+        ).at(round(width))
         predicted = estimate(shape, setup).total
-        pairs.append((predicted, measured_mb * 1024 ** 2))
-        rows.append({"variant": name, "technique": setup.technique, "measured_gb": round(measured_mb * 1024 ** 2 / GB,
-                                                                                         3),
-                     "model_gb": round(predicted / GB, 3), "seq_len": round(width)})
+        pairs.append((predicted, measured_mb * 1024**2))
+        rows.append(
+            {
+                "variant": name,
+                "technique": setup.technique,
+                "measured_gb": round(measured_mb * 1024**2 / GB, 3),
+                "model_gb": round(predicted / GB, 3),
+                "seq_len": round(width),
+            }
+        )
     overhead, errors = calibrate(pairs)
     for r, err in zip(rows, errors):
         r["predicted_gb"] = round(r["model_gb"] + overhead / GB, 3)
         r["error"] = round(err, 4)
     cuda = any((r.get("metrics") or {}).get("train_peak_reserved_mb") for r in records.values())
-    return {"overhead_gb": round(overhead / GB, 3), "rows": rows,
-            "measured_on": "cuda_reserved" if cuda else "cpu_rss",  # CUDA's peak reserved, or this CPU's peak RSS
-            "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None}
+    return {
+        "overhead_gb": round(overhead / GB, 3),
+        "rows": rows,
+        "measured_on": "cuda_reserved" if cuda else "cpu_rss",  # CUDA's peak reserved, or this CPU's peak RSS
+        "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4) if errors else None,
+    }
 
 
-def table(params: Params, tokens: dict[str, float], overhead_bytes: float | None = None,
-          answer_tokens: int | None = None, speeds: list[dict] | None = None) -> list[Fit]:
+def table(
+    params: Params,
+    tokens: dict[str, float],
+    overhead_bytes: float | None = None,
+    answer_tokens: int | None = None,
+    speeds: list[dict] | None = None,
+) -> list[Fit]:
     """Every target shape × every variant: memory need, smallest card, hours and dollars for its tokens, each at
     its technique's utilisation at that target (``speed_at``; ``speeds``: the GPU check's rows, read when None).
     ``answer_tokens``: this task's longest answer, the logits a labelled loss holds (None: every token's)."""
@@ -206,11 +250,18 @@ def table(params: Params, tokens: dict[str, float], overhead_bytes: float | None
     for shape in targets(params):
         here = {}
         for name, v in params.variants.items():
-            setup = Setup.from_variant(v, _resolved(v.train.precision), parent=params.variants.get(v.parent),
-                                       answer_tokens=answer_tokens).at(s.target_seq_len, s.target_micro_batch)
+            setup = Setup.from_variant(
+                v, _resolved(v.train.precision), parent=params.variants.get(v.parent), answer_tokens=answer_tokens
+            ).at(s.target_seq_len, s.target_micro_batch)
             speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing, speeds)
-            f = here[name] = fit(shape, setup, catalog(params), Headroom(s.margin, overhead),
-                                 Priced(tokens.get(name, 0.0), speed.mfu, speed.mfu_low), name)
+            f = here[name] = fit(
+                shape,
+                setup,
+                catalog(params),
+                Headroom(s.margin, overhead),
+                Priced(tokens.get(name, 0.0), speed.mfu, speed.mfu_low),
+                name,
+            )
             f.mfu, f.mfu_source = round(speed.mfu, 4), on_card(speed, f.cheapest_gpu)
         for name, f in here.items():
             parent = params.variants[name].parent
@@ -223,8 +274,13 @@ def table(params: Params, tokens: dict[str, float], overhead_bytes: float | None
 
 def train_tokens(params: Params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
     """Tokens to price per variant: ``override``, else cost.train_tokens, else what the variant saw in this run."""
-    return {n: override or params.cost.train_tokens or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
-            or 0.0 for n in params.variants}
+    return {
+        n: override
+        or params.cost.train_tokens
+        or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
+        or 0.0
+        for n in params.variants
+    }
 
 
 def report_data(params: Params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
@@ -233,8 +289,6 @@ def report_data(params: Params, base_config: dict, records: dict[str, dict], ans
     calib = calibration(params, base_config, records, answer_tokens)
     fits = table(params, train_tokens(params, records), answer_tokens=answer_tokens)
     return {"calibration": calib, "fits": [f.__dict__ for f in fits], "gpu_check": measured_on(params)}
-
-
 
 
 def measured_on(params: Params, path: str = GPU_CHECK) -> dict:
@@ -251,16 +305,33 @@ def measured_on(params: Params, path: str = GPU_CHECK) -> dict:
         return {}
     got, s = res.get("sizing") or {}, params.sizing
     overhead = got.get("cuda_overhead_gb")
-    rows = [r for part in ("8b", "mfu", "unsloth") for r in ((res.get(part) or {}).get("rows") or {}).values()
-            if isinstance(r.get("error_vs_model"), (int, float))]
+    rows = [
+        r
+        for part in ("8b", "mfu", "unsloth")
+        for r in ((res.get(part) or {}).get("rows") or {}).values()
+        if isinstance(r.get("error_vs_model"), (int, float))
+    ]
     errors = [abs(r["error_vs_model"]) for r in rows]
     # the model as it stood when the peaks were measured (``as_run``, kept by a rescore): out of sample, as the
     # rescored figures are the model revised on these very peaks
-    before = [abs(r["as_run"]["error_vs_model"]) for r in rows
-              if isinstance((r.get("as_run") or {}).get("error_vs_model"), (int, float))]
-    return {"device": (res.get("env") or {}).get("device"), "commit": res.get("commit"), "peaks": len(errors),
-            "within_10": sum(e <= 0.10 for e in errors), "largest": max(errors, default=None),
-            "out_of_sample": {"peaks": len(before), "within_10": sum(e <= 0.10 for e in before),
-                              "largest": max(before, default=None),
-                              "how": "as_run"} if before else None,  # the model before it was revised on these peaks
-            "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05}
+    before = [
+        abs(r["as_run"]["error_vs_model"])
+        for r in rows
+        if isinstance((r.get("as_run") or {}).get("error_vs_model"), (int, float))
+    ]
+    return {
+        "device": (res.get("env") or {}).get("device"),
+        "commit": res.get("commit"),
+        "peaks": len(errors),
+        "within_10": sum(e <= 0.10 for e in errors),
+        "largest": max(errors, default=None),
+        "out_of_sample": {
+            "peaks": len(before),
+            "within_10": sum(e <= 0.10 for e in before),
+            "largest": max(before, default=None),
+            "how": "as_run",
+        }
+        if before
+        else None,  # the model before it was revised on these peaks
+        "overhead": overhead is not None and abs(s.cuda_overhead_gb - float(overhead)) < 0.05,
+    }

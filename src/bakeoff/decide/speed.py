@@ -58,13 +58,27 @@ def measured_speeds(path: str | None = None) -> list[dict]:
         for name, r in ((res.get(part) or {}).get("rows") or {}).items():
             st = r.get("setup") or {}
             t, ckpt = st.get("technique"), bool(st.get("gradient_checkpointing"))
-            if (r.get("status") != "ok" or not peak or not r.get("tokens_per_s") or not r.get("flop_params")
-                    or name != (f"{t} + checkpointing" if ckpt else t)):
+            if (
+                r.get("status") != "ok"
+                or not peak
+                or not r.get("tokens_per_s")
+                or not r.get("flop_params")
+                or name != (f"{t} + checkpointing" if ckpt else t)
+            ):
                 continue
-            out.append({"part": part, "row": name, "technique": t, "checkpointing": ckpt,
-                        "flop_params": int(r["flop_params"]), "micro_batch": st.get("micro_batch"),
-                        "seq_len": st.get("seq_len"), "device": device,
-                        "hfu": hfu(r["tokens_per_s"], r["flop_params"], t, peak, ckpt)})
+            out.append(
+                {
+                    "part": part,
+                    "row": name,
+                    "technique": t,
+                    "checkpointing": ckpt,
+                    "flop_params": int(r["flop_params"]),
+                    "micro_batch": st.get("micro_batch"),
+                    "seq_len": st.get("seq_len"),
+                    "device": device,
+                    "hfu": hfu(r["tokens_per_s"], r["flop_params"], t, peak, ckpt),
+                }
+            )
     return out
 
 
@@ -81,19 +95,31 @@ def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[
         return m / 2 if s.mfu_low is None else min(m, per_technique(s.mfu_low, technique))
 
     def nearest(rows: list[dict]) -> dict:
-        return min(rows, key=lambda r: (round(abs(math.log(r["flop_params"] / shape.flop_params)), 3),
-                                        r["checkpointing"] != checkpointing))
+        return min(
+            rows,
+            key=lambda r: (
+                round(abs(math.log(r["flop_params"] / shape.flop_params)), 3),
+                r["checkpointing"] != checkpointing,
+            ),
+        )
 
     def shape_of(r: dict) -> dict:
-        return {"part": r["part"], "row": r["row"], "flop_params": r["flop_params"], "micro_batch": r["micro_batch"],
-                "seq_len": r["seq_len"], "target_flop_params": shape.flop_params}
+        return {
+            "part": r["part"],
+            "row": r["row"],
+            "flop_params": r["flop_params"],
+            "micro_batch": r["micro_batch"],
+            "seq_len": r["seq_len"],
+            "target_flop_params": shape.flop_params,
+        }
 
     measured = speeds if s.mfu_from == "gpu_check" else []
     rows = [r for r in measured if r["technique"] == technique]
     if rows:
         r = nearest(rows)
-        return Speed(r["hfu"], low(r["hfu"]), "measured", "row", r["device"], f"{r['part']} {r['row']}", shape_of(r),
-                     technique)
+        return Speed(
+            r["hfu"], low(r["hfu"]), "measured", "row", r["device"], f"{r['part']} {r['row']}", shape_of(r), technique
+        )
     like = facts(technique).like
     borrowed = [r for r in measured if r["technique"] == like] if like else []
     if borrowed:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed

@@ -15,8 +15,14 @@ from __future__ import annotations
 LEVEL = 0.95  # every interval the report states: two-sided 95%
 
 
-def bootstrap_ci(items: list, figure=None, baseline: list | None = None, resamples: int = 2000,
-                 seed: int = 0, seeds: list[list] | None = None) -> tuple[float, float, float]:
+def bootstrap_ci(
+    items: list,
+    figure=None,
+    baseline: list | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+    seeds: list[list] | None = None,
+) -> tuple[float, float, float]:
     """(figure, low, high) of ``items`` (see Confidence above); ``baseline``: the other run's items (same examples,
     same order), for a difference; ``seeds``: this run's items under its other training seeds, same order."""
     import numpy as np

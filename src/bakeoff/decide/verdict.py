@@ -41,7 +41,7 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
         mine, theirs = _items(child, "prediction"), _items(parent, "prediction")
         if not mine or mine != theirs:
             continue
-        curve = ((runs.read_json(runs.train_record(child)) or {}).get("val_curve") or [])
+        curve = (runs.read_json(runs.train_record(child)) or {}).get("val_curve") or []
         last = curve[-1] if curve else {}
         loss, se = last.get("loss"), last.get("se")
         if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
@@ -59,18 +59,33 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
     if best_b is None or ok.empty:
-        return {"decision": "inconclusive", "missing": "baseline" if best_b is None else "variant",
-                "min_gain": min_gain}
+        return {
+            "decision": "inconclusive",
+            "missing": "baseline" if best_b is None else "variant",
+            "min_gain": min_gain,
+        }
     split = choosing_split(df)
     col = "val_quality" if split == "val" else "quality"
     top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
     gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
-    out = {"variant": top["name"], "baseline": best_b, "gain": gain, "ci_low": lo, "ci_high": hi,
-           "min_gain": min_gain, "n_test": n, "chosen_on": "validation" if split == "val" else "test"}
+    out = {
+        "variant": top["name"],
+        "baseline": best_b,
+        "gain": gain,
+        "ci_low": lo,
+        "ci_high": hi,
+        "min_gain": min_gain,
+        "n_test": n,
+        "chosen_on": "validation" if split == "val" else "test",
+    }
     tied = [str(x) for x in ok.loc[ok[col] == top[col], "name"]]
     if len(tied) > 1:  # a tie for the leader: the rule that broke it is said, not hidden in a sort
-        out["tie"] = {"runs": tied, "at": float(top[col]), "split": out["chosen_on"],
-                      "rule": "params_order"}  # the first listed in params.yaml leads
+        out["tie"] = {
+            "runs": tied,
+            "at": float(top[col]),
+            "split": out["chosen_on"],
+            "rule": "params_order",
+        }  # the first listed in params.yaml leads
     against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
     if isinstance(against, str):
         out["baseline_figure"] = against
@@ -92,11 +107,14 @@ FIXES = ("instruction", "nearest_shots")  # the cheap fixes a format failure is 
 def _cheap_fixes(b, searched: bool) -> dict[str, bool]:
     """Which cheap fixes prompting arm ``b`` ran (``searched=False``: the prompt it ran with) or tried (``True``: that
     prompt or any value of its search space)."""
+
     def values(key):
         return [getattr(b, key), *(((b.search or {}).get(key) or []) if searched else [])]
 
-    return {"instruction": any(values("instruction")),
-            "nearest_shots": max(values("shots")) >= 8 and "nearest" in values("selection")}
+    return {
+        "instruction": any(values("instruction")),
+        "nearest_shots": max(values("shots")) >= 8 and "nearest" in values("selection"),
+    }
 
 
 def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> list[dict]:
@@ -121,14 +139,23 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
         fixes, tried_by = {}, {}
         for what in FIXES:
             others = [a for a in by_arms.get(what, []) if a != r["name"]]
-            fixes[what] = ("ran" if ran.get(what) else "searched" if searched.get(what)
-                           else "elsewhere" if others else "left")
+            fixes[what] = (
+                "ran" if ran.get(what) else "searched" if searched.get(what) else "elsewhere" if others else "left"
+            )
             if fixes[what] == "elsewhere":
                 tried_by[what] = others
-        out.append({"baseline": r["name"], "contains_reference": float(contains), "quality": float(quality),
-                    "ran": {"shots": b.shots, "selection": b.selection, "instruction": b.instruction} if b else None,
-                    "label_choice": float(choice) if isinstance(choice, (int, float)) and choice == choice else None,
-                    "fixes": fixes, "tried_by": tried_by, "labels_left": not labels})
+        out.append(
+            {
+                "baseline": r["name"],
+                "contains_reference": float(contains),
+                "quality": float(quality),
+                "ran": {"shots": b.shots, "selection": b.selection, "instruction": b.instruction} if b else None,
+                "label_choice": float(choice) if isinstance(choice, (int, float)) and choice == choice else None,
+                "fixes": fixes,
+                "tried_by": tried_by,
+                "labels_left": not labels,
+            }
+        )
     return out
 
 

@@ -35,8 +35,13 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
 
     ep = endpoint.Endpoint.from_spec(b.endpoint)
     ep.check_key()  # an unset key variable is the user's to fix: the stage stops, naming it, before any request
-    record["engine"] = {"kind": "endpoint", "base_url": ep.base_url, "model": ep.model, "concurrency": ep.concurrency,
-                        "price": b.price}
+    record["engine"] = {
+        "kind": "endpoint",
+        "base_url": ep.base_url,
+        "model": ep.model,
+        "concurrency": ep.concurrency,
+        "price": b.price,
+    }
 
     def work():
         served = ep.preflight()  # a server that does not answer or refuses the key: this baseline's failure
@@ -46,6 +51,7 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
         write_jsonl(runs.predictions(name), rows)
         metrics["serving_dtype"] = "endpoint"
         return metrics
+
     return work
 
 
@@ -55,11 +61,19 @@ def prompt_sent(b, inputs, pick) -> dict | None:
     if not inputs.test:
         return None
     ex = inputs.test[0]
-    rule = (f"the {b.shots} training examples most similar to each test item (TF-IDF), the most similar last"
-            if b.shots and b.selection == "nearest" else
-            f"the same {b.shots} training examples for every item, drawn with task.seed" if b.shots else "no shots")
-    return {"item": ex.id, "rule": rule, "instruction": b.instruction,
-            "messages": few_shot_messages(ex, pick(ex), b.instruction)}
+    rule = (
+        f"the {b.shots} training examples most similar to each test item (TF-IDF), the most similar last"
+        if b.shots and b.selection == "nearest"
+        else f"the same {b.shots} training examples for every item, drawn with task.seed"
+        if b.shots
+        else "no shots"
+    )
+    return {
+        "item": ex.id,
+        "rule": rule,
+        "instruction": b.instruction,
+        "messages": few_shot_messages(ex, pick(ex), b.instruction),
+    }
 
 
 def evaluate_baseline(params: Params, name: str) -> None:
@@ -76,8 +90,9 @@ def evaluate_baseline(params: Params, name: str) -> None:
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
     with tracking.run(params, tracking.RunTags(name, "baseline", record["technique"]), logged) as run:
         record["run_id"] = run.info.run_id
-        tracking.log_splits({**({"train": "shots"} if b.shots else {}), "val": "validation", "test": "testing"},
-                            str(runs.PREPARED))
+        tracking.log_splits(
+            {**({"train": "shots"} if b.shots else {}), "val": "validation", "test": "testing"}, str(runs.PREPARED)
+        )
         runs.guarded(record, remote or (lambda: local_work(params, b, name, inputs, to_prompt, record)))
         if record["status"] != "ok":
             write_jsonl(runs.predictions(name), [])
@@ -90,30 +105,57 @@ def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) ->
     """The local base model: the test split (resumable), then its side checks, each failing alone."""
     serving = resolve_precision(params.eval.dtype)
     model, tok = load_for_eval(BASE, precision=serving), load_tokenizer(BASE)
-    resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
-                         f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}")
+    resume = runs.Resume(
+        runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
+        f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}",
+    )
     as_is = not b.shots and not b.instruction  # the base model as it is: the model-level checks run here
-    metrics, rows = evaluate_examples(model, tok, inputs.test, inputs.val, inputs.plan,
-                                      Ask(to_prompt, inputs.pairs if as_is else None, name, label_choice=True,
-                                          resume=resume))
+    metrics, rows = evaluate_examples(
+        model,
+        tok,
+        inputs.test,
+        inputs.val,
+        inputs.plan,
+        Ask(to_prompt, inputs.pairs if as_is else None, name, label_choice=True, resume=resume),
+    )
     metrics["serving_dtype"] = serving
     write_jsonl(runs.predictions(name), rows)
     resume.finish()
     if params.eval.lm_eval != "off":  # each side check's failure is its own, never the baseline's
-        side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
-            inputs, rows, {"pretrained": str(BASE)}, tok, runs.work_dir(name) / "lm_eval",
-            LmEvalRun(params.eval.lm_eval, torch_name(serving), to_prompt)))
+        side_check(
+            record,
+            metrics,
+            "lm_eval",
+            lambda: run_lm_eval(
+                inputs,
+                rows,
+                {"pretrained": str(BASE)},
+                tok,
+                runs.work_dir(name) / "lm_eval",
+                LmEvalRun(params.eval.lm_eval, torch_name(serving), to_prompt),
+            ),
+        )
     if params.eval.probe and as_is:
         from bakeoff.evaluate.lmeval import run_probe
 
-        side_check(record, metrics, "probe", lambda: {**run_probe(
-            model, tok, runs.work_dir(name) / "probe", params.eval.batch_size, limit=params.eval.probe_limit),
-            "general_kl": 0.0})  # the base itself
+        side_check(
+            record,
+            metrics,
+            "probe",
+            lambda: {
+                **run_probe(
+                    model, tok, runs.work_dir(name) / "probe", params.eval.batch_size, limit=params.eval.probe_limit
+                ),
+                "general_kl": 0.0,
+            },
+        )  # the base itself
     if params.eval.lm_eval_tasks and as_is:
         from bakeoff.evaluate.lmeval import run_standard
 
         def standard():
-            record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, model, tok,
-                                                   params.eval.batch_size, params.eval.lm_eval_limit)
+            record["lm_eval_tasks"] = run_standard(
+                params.eval.lm_eval_tasks, model, tok, params.eval.batch_size, params.eval.lm_eval_limit
+            )
+
         side_check(record, metrics, "lm_eval_tasks", standard)
     return metrics

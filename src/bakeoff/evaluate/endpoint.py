@@ -60,15 +60,16 @@ class Endpoint:
             return "not-needed"  # a local server without authentication
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise UserError(f"the endpoint {self.base_url} reads its API key from the environment variable "
-                            f"{self.api_key_env}, which is not set: export {self.api_key_env}=... and run again")
+            raise UserError(
+                f"the endpoint {self.base_url} reads its API key from the environment variable "
+                f"{self.api_key_env}, which is not set: export {self.api_key_env}=... and run again"
+            )
         return key
 
     def client(self):
         from openai import OpenAI
 
-        return OpenAI(base_url=self.base_url, api_key=self._key(), timeout=self.timeout_s,
-                      max_retries=self.max_retries)
+        return OpenAI(base_url=self.base_url, api_key=self._key(), timeout=self.timeout_s, max_retries=self.max_retries)
 
     def check_key(self) -> None:
         """The key's variable is set (UserError naming it otherwise): a user's error, said before anything runs."""
@@ -84,8 +85,10 @@ class Endpoint:
         try:
             ids = [m.id for m in client.models.list()]
         except openai.AuthenticationError as e:
-            raise EndpointDown(f"the endpoint {self.base_url} refused the key in {self.api_key_env} ({e.status_code}); "
-                               "no request was sent") from None
+            raise EndpointDown(
+                f"the endpoint {self.base_url} refused the key in {self.api_key_env} ({e.status_code}); "
+                "no request was sent"
+            ) from None
         except openai.APIStatusError as e:  # a server without /models still serves completions
             return [] if e.status_code == 404 else _raise_down(self.base_url, e)
         except Exception as e:  # connection refused, timeout, not an OpenAI-compatible server
@@ -95,8 +98,11 @@ class Endpoint:
     def _cache_path(self, messages: list[dict], params: dict) -> Path | None:
         if self.cache_dir is None:
             return None
-        blob = json.dumps({"base_url": self.base_url.rstrip("/"), "model": self.model, "messages": messages,
-                           "params": params}, sort_keys=True, ensure_ascii=False)
+        blob = json.dumps(
+            {"base_url": self.base_url.rstrip("/"), "model": self.model, "messages": messages, "params": params},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
         h = hashlib.sha256(blob.encode()).hexdigest()
         return Path(self.cache_dir) / h[:2] / f"{h}.json"
 
@@ -115,12 +121,18 @@ class Endpoint:
                 msg = f"no text in the response's first choice: {str(r)[:200]}"
                 raise ValueError(msg)  # noqa: TRY004  a bad answer, not a wrong argument type
         except Exception as e:  # after the client's retries: this item's failure, not the run's
-            return Answer(error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                          seconds=round(time.perf_counter() - t0, 4))
+            return Answer(
+                error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+                seconds=round(time.perf_counter() - t0, 4),
+            )
         usage = getattr(r, "usage", None)
-        a = Answer(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", None),
-                   completion_tokens=getattr(usage, "completion_tokens", None),
-                   seconds=round(time.perf_counter() - t0, 4), top=_top(r) if params.get("logprobs") else None)
+        a = Answer(
+            text=text.strip(),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            seconds=round(time.perf_counter() - t0, 4),
+            top=_top(r) if params.get("logprobs") else None,
+        )
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -128,8 +140,14 @@ class Endpoint:
             tmp.replace(path)
         return a
 
-    def complete(self, prompts: list[list[dict]], max_tokens: int, sequential: int = 0, desc: str = "endpoint",
-                 concurrency: int | None = None) -> list[Answer]:
+    def complete(
+        self,
+        prompts: list[list[dict]],
+        max_tokens: int,
+        sequential: int = 0,
+        desc: str = "endpoint",
+        concurrency: int | None = None,
+    ) -> list[Answer]:
         """Greedy answers in input order. The first ``sequential`` prompts go one at a time (their wall times are
         the batch-1 latency); the rest ``concurrency`` at a time."""
         return self._many(prompts, {"max_tokens": max_tokens, "temperature": 0}, sequential, desc, concurrency)
@@ -191,16 +209,20 @@ class EndpointDown(RuntimeError):
 
 
 def _raise_down(url: str, e: Exception):
-    raise EndpointDown(f"the endpoint {url} does not answer ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                    "start the server or fix baselines.<name>.endpoint.base_url. No request was sent")
+    raise EndpointDown(
+        f"the endpoint {url} does not answer ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+        "start the server or fix baselines.<name>.endpoint.base_url. No request was sent"
+    )
 
 
 def price_per_request(price: dict | None, prompt_tokens: float, completion_tokens: float) -> float | None:
     """Dollars per request at the endpoint's prices ($ per million input and output tokens), from measured means."""
     if not price:
         return None
-    return (prompt_tokens * float(price.get("usd_per_1m_input") or 0)
-            + completion_tokens * float(price.get("usd_per_1m_output") or 0)) / 1e6
+    return (
+        prompt_tokens * float(price.get("usd_per_1m_input") or 0)
+        + completion_tokens * float(price.get("usd_per_1m_output") or 0)
+    ) / 1e6
 
 
 def answer_metrics(answers: list[Answer], sequential: int, price: dict | None) -> dict:
@@ -210,15 +232,22 @@ def answer_metrics(answers: list[Answer], sequential: int, price: dict | None) -
     from bakeoff.core.measure import GenerationLog, LatencyLog
 
     ok = [a for a in answers if a.error is None]
-    gen = GenerationLog(prompt_tokens=[a.prompt_tokens or 0 for a in ok],
-                        generated_tokens=sum(a.completion_tokens or 0 for a in ok))
-    lat = LatencyLog(seconds=[a.seconds for a in answers[:sequential] if a.error is None and a.seconds],
-                     generated_tokens=sum(a.completion_tokens or 0 for a in answers[:sequential] if a.error is None))
+    gen = GenerationLog(
+        prompt_tokens=[a.prompt_tokens or 0 for a in ok], generated_tokens=sum(a.completion_tokens or 0 for a in ok)
+    )
+    lat = LatencyLog(
+        seconds=[a.seconds for a in answers[:sequential] if a.error is None and a.seconds],
+        generated_tokens=sum(a.completion_tokens or 0 for a in answers[:sequential] if a.error is None),
+    )
     n = max(len(ok), 1)
-    m = {**{k: v for k, v in gen.metrics().items() if k == "prompt_tokens_per_request"}, **lat.metrics(),
-         "n_failed_items": len(answers) - len(ok),
-         "requests_sent": sum(not a.cached for a in answers), "requests_cached": sum(a.cached for a in answers),
-         "completion_tokens_per_request": round(gen.generated_tokens / n, 1)}
+    m = {
+        **{k: v for k, v in gen.metrics().items() if k == "prompt_tokens_per_request"},
+        **lat.metrics(),
+        "n_failed_items": len(answers) - len(ok),
+        "requests_sent": sum(not a.cached for a in answers),
+        "requests_cached": sum(a.cached for a in answers),
+        "completion_tokens_per_request": round(gen.generated_tokens / n, 1),
+    }
     usd = price_per_request(price, m["prompt_tokens_per_request"], m["completion_tokens_per_request"])
     if usd is not None:
         m["usd_per_request"] = round(usd, 8)
@@ -240,13 +269,21 @@ def evaluate(ep: Endpoint, inputs, ask, price: dict | None) -> tuple[dict, list[
         raise RuntimeError(f"every request to {ep.base_url} failed; the first: {answers[0].error}")
     preds = [a.text for a in answers]
     value, items = score(plan.metric, preds, refs, plan.labels)
-    metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
-               **answer_metrics(answers, plan.latency_requests, price)}
+    metrics = {
+        "quality": round(value, 4),
+        **all_metrics(preds, refs, plan.labels),
+        "n_test": len(test),
+        **answer_metrics(answers, plan.latency_requests, price),
+    }
     if val:
         got = ep.complete([to_prompt(e) for e in val], plan.max_new_tokens, desc=f"{desc} val")
-        metrics.update(val_quality=round(score(plan.metric, [a.text for a in got], [e.completion for e in val],
-                                               plan.labels)[0], 4), n_val=len(val),
-                       val_failed_items=sum(a.error is not None for a in got))
+        metrics.update(
+            val_quality=round(
+                score(plan.metric, [a.text for a in got], [e.completion for e in val], plan.labels)[0], 4
+            ),
+            n_val=len(val),
+            val_failed_items=sum(a.error is not None for a in got),
+        )
     rows = rows_of(test, preds, items)
     for r, a in zip(rows, answers):
         if a.error:
@@ -270,6 +307,7 @@ def _label_choice(ep: Endpoint, inputs, ask, rows: list[dict], metrics: dict) ->
         r.update(choice=c or "", choice_score=i if not isinstance(i, tuple) else list(i))
     if val:
         got, _ = ep.choose([to_prompt(e) for e in val], plan.labels, desc=f"{desc} val label choice")
-        metrics["val_quality_label_choice"] = round(score(plan.metric, [c or "" for c in got],
-                                                          [e.completion for e in val], plan.labels)[0], 4)
+        metrics["val_quality_label_choice"] = round(
+            score(plan.metric, [c or "" for c in got], [e.completion for e in val], plan.labels)[0], 4
+        )
     return mode

@@ -38,13 +38,19 @@ def left_padded(encoded: list[list[int]], width: int, pad: int):
     ids = torch.full((len(encoded), width), pad, dtype=torch.long)
     mask = torch.zeros((len(encoded), width), dtype=torch.long)
     for row, e in enumerate(encoded):
-        ids[row, width - len(e):] = torch.tensor(e)
-        mask[row, width - len(e):] = 1
+        ids[row, width - len(e) :] = torch.tensor(e)
+        mask[row, width - len(e) :] = 1
     return ids, mask
 
 
-def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: str | None = "generate",
-             resume: Resume | None = None) -> tuple[list[str], GenerationLog]:
+def generate(
+    model,
+    tok,
+    prompts: list[list[dict]],
+    decoding: Decoding,
+    desc: str | None = "generate",
+    resume: Resume | None = None,
+) -> tuple[list[str], GenerationLog]:
     """Greedy completions for chat prompts, in the input order, with a progress bar labelled ``desc`` (None: no bar).
     With ``resume``, answers already streamed there are taken as they are (``log.resumed`` counts them; speed figures
     cover only what this call generated) and each new batch's answers are streamed to it."""
@@ -63,16 +69,25 @@ def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: st
     stop = stop_ids(model, tok)
     pad = tok.pad_token_id
     dev = next(model.parameters()).device
-    bar = progress_bar(total=len(encoded), initial=len(encoded) - len(order), desc=desc, unit="ex", leave=False,
-                       show=desc is not None)
+    bar = progress_bar(
+        total=len(encoded), initial=len(encoded) - len(order), desc=desc, unit="ex", leave=False, show=desc is not None
+    )
     for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         width = max(len(encoded[i]) for i in idx)
         ids, mask = left_padded([encoded[i] for i in idx], width, pad)
         t0 = time.perf_counter()
-        out = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new_tokens,
-                             do_sample=False, pad_token_id=pad, eos_token_id=sorted(stop) or None,
-                             temperature=None, top_p=None, top_k=None)
+        out = model.generate(
+            input_ids=ids.to(dev),
+            attention_mask=mask.to(dev),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=pad,
+            eos_token_id=sorted(stop) or None,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )
         log.seconds += time.perf_counter() - t0
         for row, i in enumerate(idx):
             new = out[row, width:].tolist()
@@ -88,8 +103,9 @@ def generate(model, tok, prompts: list[list[dict]], decoding: Decoding, desc: st
     return outputs, log
 
 
-def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int,
-            desc: str = "latency") -> LatencyLog:
+def latency(
+    model, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int, desc: str = "latency"
+) -> LatencyLog:
     """One request at a time over the first ``requests`` prompts, after one untimed warm-up request."""
     log = LatencyLog()
     prompts = prompts[:requests]
@@ -103,8 +119,9 @@ def latency(model, tok, prompts: list[list[dict]], max_new_tokens: int, requests
     return log
 
 
-def interleaved_latency(models: dict, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int,
-                        desc: str = "latency, interleaved") -> dict[str, LatencyLog]:
+def interleaved_latency(
+    models: dict, tok, prompts: list[list[dict]], max_new_tokens: int, requests: int, desc: str = "latency, interleaved"
+) -> dict[str, LatencyLog]:
     """Each model's latency at batch 1, timed in turn in this one process: request i of every model before request
     i + 1 of any (the order rotated each round), after one untimed warm-up each. A machine that drifts (another
     process, an hour's slowdown) then slows every model alike instead of whichever was timed in a slow stage."""
@@ -113,7 +130,7 @@ def interleaved_latency(models: dict, tok, prompts: list[list[dict]], max_new_to
     for n in names:
         generate(models[n], tok, prompts[:1], Decoding(max_new_tokens, 1), None)
     for i, p in enumerate(progress_bar(prompts, desc=desc, unit="round", leave=False)):
-        for n in names[i % len(names):] + names[:i % len(names)]:
+        for n in names[i % len(names) :] + names[: i % len(names)]:
             _, g = generate(models[n], tok, [p], Decoding(max_new_tokens, 1), None)
             logs[n].seconds.append(g.seconds)
             logs[n].generated_tokens += g.generated_tokens

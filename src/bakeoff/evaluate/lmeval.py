@@ -29,16 +29,22 @@ from bakeoff.data.prompts import render_prompt
 TASK = "bakeoff_test"
 
 
-def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: int, to_prompt=None,
-               name: str = TASK) -> Path:
+def write_task(
+    test: list[Example], tok, out_dir: str | Path, max_new_tokens: int, to_prompt=None, name: str = TASK
+) -> Path:
     """Write ``<out_dir>/<name>.yaml`` and ``<name>.jsonl``; return the folder (lm-eval's include path)."""
     to_prompt = to_prompt or (lambda e: e.messages)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = out / f"{name}.jsonl"
     with open(data, "w") as f:
-        f.writelines(json.dumps({"id": e.id, "prompt": render_prompt(tok, to_prompt(e)),
-                                "completion": e.completion}, ensure_ascii=False) + "\n" for e in test)
+        f.writelines(
+            json.dumps(
+                {"id": e.id, "prompt": render_prompt(tok, to_prompt(e)), "completion": e.completion}, ensure_ascii=False
+            )
+            + "\n"
+            for e in test
+        )
     stop = [tok.eos_token] if tok.eos_token else []
     spec = {
         "task": name,
@@ -50,8 +56,16 @@ def write_task(test: list[Example], tok, out_dir: str | Path, max_new_tokens: in
         "doc_to_target": "{{completion}}",
         "target_delimiter": "",
         "generation_kwargs": {"until": stop, "do_sample": False, "max_gen_toks": max_new_tokens},
-        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True,
-                         "ignore_case": True, "ignore_punctuation": True, "regexes_to_ignore": [r"\s+"]}],
+        "metric_list": [
+            {
+                "metric": "exact_match",
+                "aggregation": "mean",
+                "higher_is_better": True,
+                "ignore_case": True,
+                "ignore_punctuation": True,
+                "regexes_to_ignore": [r"\s+"],
+            }
+        ],
         "metadata": {"version": 1.0, "source": "bakeoff: the task's test split, prompts in the chat template"},
     }
     (out / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
@@ -103,12 +117,20 @@ def run_task(task_dir: str | Path, model, tok, batch_size: int = 16, name: str =
 
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     manager = TaskManager(include_path=str(task_dir), include_defaults=False)
-    res = simple_evaluate(model=_model(model, tok, batch_size, dtype), tasks=[name], task_manager=manager,
-                          bootstrap_iters=0, log_samples=True, verbosity="WARNING")
+    res = simple_evaluate(
+        model=_model(model, tok, batch_size, dtype),
+        tasks=[name],
+        task_manager=manager,
+        bootstrap_iters=0,
+        log_samples=True,
+        verbosity="WARNING",
+    )
     samples = sorted(res["samples"][name], key=lambda s: s["doc_id"])
-    return {"exact_match": float(res["results"][name]["exact_match,none"]),
-            "per_example": [float(s["exact_match"]) for s in samples],
-            "predictions": [s["filtered_resps"][0] for s in samples]}
+    return {
+        "exact_match": float(res["results"][name]["exact_match,none"]),
+        "per_example": [float(s["exact_match"]) for s in samples],
+        "predictions": [s["filtered_resps"][0] for s in samples],
+    }
 
 
 PROBE = "bakeoff_general"
@@ -117,8 +139,9 @@ PROBE_DIR = Path("data") / "probe"  # the project's own copy (a DVC dependency),
 
 def probe_dir() -> Path:
     """``data/probe`` of the project the stage runs in, or the one bakeoff ships when it has none."""
-    return PROBE_DIR if (PROBE_DIR / "general.jsonl").exists() else \
-        Path(__file__).resolve().parents[3] / "data" / "probe"
+    return (
+        PROBE_DIR if (PROBE_DIR / "general.jsonl").exists() else Path(__file__).resolve().parents[3] / "data" / "probe"
+    )
 
 
 def write_probe_task(out_dir: str | Path, questions: str | Path | None = None) -> Path:
@@ -143,8 +166,9 @@ def write_probe_task(out_dir: str | Path, questions: str | Path | None = None) -
     return out
 
 
-def run_probe(model, tok, work_dir: str | Path, batch_size: int = 16, dtype: str = "float32",
-              limit: int | None = None) -> dict:
+def run_probe(
+    model, tok, work_dir: str | Path, batch_size: int = 16, dtype: str = "float32", limit: int | None = None
+) -> dict:
     """The general-ability probe on ``model`` (loaded, or lm-eval ``hf`` model_args): ``probe_acc``, the share of
     its questions whose right choice is the most likely, ``n_probe`` and ``probe_wall_s``."""
     import time
@@ -155,11 +179,20 @@ def run_probe(model, tok, work_dir: str | Path, batch_size: int = 16, dtype: str
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     t0 = time.perf_counter()
     manager = TaskManager(include_path=str(write_probe_task(work_dir)), include_defaults=False)
-    res = simple_evaluate(model=_model(model, tok, batch_size, dtype), tasks=[PROBE], task_manager=manager,
-                          bootstrap_iters=0, limit=limit, verbosity="WARNING")
+    res = simple_evaluate(
+        model=_model(model, tok, batch_size, dtype),
+        tasks=[PROBE],
+        task_manager=manager,
+        bootstrap_iters=0,
+        limit=limit,
+        verbosity="WARNING",
+    )
     n = res.get("n-samples", {}).get(PROBE, {}).get("effective")
-    return {"probe_acc": round(float(res["results"][PROBE]["acc,none"]), 4), **({"n_probe": n} if n else {}),
-            "probe_wall_s": round(time.perf_counter() - t0, 2)}
+    return {
+        "probe_acc": round(float(res["results"][PROBE]["acc,none"]), 4),
+        **({"n_probe": n} if n else {}),
+        "probe_wall_s": round(time.perf_counter() - t0, 2),
+    }
 
 
 def agreement(ours: list[float], theirs: list[float]) -> dict:
@@ -182,8 +215,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int | None = 100,
-                 dtype: str = "float32") -> dict:
+def run_standard(
+    tasks: list[str], model, tok, batch_size: int = 16, limit: int | None = 100, dtype: str = "float32"
+) -> dict:
     """Standard lm-eval tasks, each ``{"status": "ok", <metric>: value}`` or ``{"status": "skipped",
     "reason": ...}`` (its data is not reachable, as offline). With no hub in reach, only datasets already in the
     local cache can load: the datasets library is put in offline mode so a missing one fails at once."""
@@ -202,8 +236,11 @@ def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int 
     for task in tasks:
         try:
             res = simple_evaluate(model=lm, tasks=[task], limit=limit, bootstrap_iters=0, verbosity="WARNING")
-            scores = {k.split(",")[0]: float(v) for k, v in res["results"][task].items()
-                      if isinstance(v, (int, float)) and "stderr" not in k}
+            scores = {
+                k.split(",")[0]: float(v)
+                for k, v in res["results"][task].items()
+                if isinstance(v, (int, float)) and "stderr" not in k
+            }
             out[task] = {"status": "ok", **scores}
         except Exception as e:  # a task's failure is that task's: skipped offline, else failed
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
@@ -212,8 +249,15 @@ def run_standard(tasks: list[str], model, tok, batch_size: int = 16, limit: int 
 
 
 # what a task whose data cannot be had raises: the hub offline or unreachable, a dataset or task not found
-_UNAVAILABLE = ("OfflineModeIsEnabled", "ConnectionError", "ConnectTimeout", "LocalEntryNotFoundError",
-                "DatasetNotFoundError", "FileNotFoundError", "HFValidationError")
+_UNAVAILABLE = (
+    "OfflineModeIsEnabled",
+    "ConnectionError",
+    "ConnectTimeout",
+    "LocalEntryNotFoundError",
+    "DatasetNotFoundError",
+    "FileNotFoundError",
+    "HFValidationError",
+)
 
 
 def unavailable(e: BaseException) -> bool:
@@ -222,8 +266,12 @@ def unavailable(e: BaseException) -> bool:
     seen = 0
     while e is not None and seen < 10:
         text = str(e).lower()
-        if type(e).__name__ in _UNAVAILABLE or "offline" in text or "task not found" in text or \
-                "tasks not found" in text:
+        if (
+            type(e).__name__ in _UNAVAILABLE
+            or "offline" in text
+            or "task not found" in text
+            or "tasks not found" in text
+        ):
             return True
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False

@@ -55,8 +55,9 @@ class EvalPlan:
 
     @classmethod
     def from_params(cls, params: Params, labels: list[str] | None = None) -> EvalPlan:
-        return cls(params.task.metric, params.task.max_new_tokens, params.eval.batch_size, labels,
-                   params.eval.latency_requests)
+        return cls(
+            params.task.metric, params.task.max_new_tokens, params.eval.batch_size, labels, params.eval.latency_requests
+        )
 
     @property
     def decoding(self) -> Decoding:
@@ -83,8 +84,9 @@ class Ask:
     resume: Resume | None = None
 
 
-def evaluate_examples(model, tok, test: list[Example], val: list[Example], plan: EvalPlan,
-                      ask: Ask | None = None) -> tuple[dict, list[dict]]:
+def evaluate_examples(
+    model, tok, test: list[Example], val: list[Example], plan: EvalPlan, ask: Ask | None = None
+) -> tuple[dict, list[dict]]:
     """Score ``model``, asked as ``ask`` says: generation on the test split, loss and the primary metric on val (the
     split that picks winners), preference pairs, latency at batch 1, label choice.
 
@@ -108,13 +110,17 @@ def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
     val_prompts, val_refs = [to_prompt(e) for e in val], [e.completion for e in val]
     with times("eval_val_loss"):
         val_loss = completion_loss(model, tok, val_prompts, val_refs, desc=f"{desc} val loss")
-    metrics = {"quality": round(value, 4), **all_metrics(preds, refs, plan.labels), "n_test": len(test),
-               "val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
-               **gen.metrics()}
+    metrics = {
+        "quality": round(value, 4),
+        **all_metrics(preds, refs, plan.labels),
+        "n_test": len(test),
+        "val_loss": round(val_loss, 4),
+        "val_ppl": round(math.exp(min(val_loss, 50)), 3),
+        **gen.metrics(),
+    }
     if val:  # the split that chooses the verdict's winners (bakeoff.decide.verdict): the test split only reports
         with times("eval_val_generate"):
-            val_preds, _ = generate(model, tok, val_prompts, plan.decoding,
-                                    desc=f"{desc} val")
+            val_preds, _ = generate(model, tok, val_prompts, plan.decoding, desc=f"{desc} val")
         metrics.update(val_quality=round(score(plan.metric, val_preds, val_refs, plan.labels)[0], 4), n_val=len(val))
         if label_choice and plan.labels:
             with times("eval_label_choice"):
@@ -122,13 +128,17 @@ def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
             metrics["val_quality_label_choice"] = round(score(plan.metric, chosen, val_refs, plan.labels)[0], 4)
     if pairs:
         with times("eval_pref"):
-            margins = preference_margins(model, tok, pairs, lambda m: to_prompt(Example(m, "")),
-                                         desc=f"{desc} preference pairs")
+            margins = preference_margins(
+                model, tok, pairs, lambda m: to_prompt(Example(m, "")), desc=f"{desc} preference pairs"
+            )
         metrics.update(preference_metrics(margins), pref_margins=[round(m, 4) for m in margins])
     if plan.latency_requests:
         with times("eval_latency"):
-            metrics.update(latency(model, tok, prompts, plan.max_new_tokens, plan.latency_requests,
-                                   desc=f"{desc} latency").metrics())
+            metrics.update(
+                latency(
+                    model, tok, prompts, plan.max_new_tokens, plan.latency_requests, desc=f"{desc} latency"
+                ).metrics()
+            )
     rows = rows_of(test, preds, items)
     if label_choice and plan.labels:
         with times("eval_label_choice"):
@@ -143,10 +153,19 @@ def _evaluate(model, tok, test, val, plan: EvalPlan, ask: Ask):
 
 def rows_of(test: list[Example], preds: list[str], items: list) -> list[dict]:
     """One predictions.jsonl row per test example: its answer, reference and primary-metric item."""
-    return [{"id": e.id, "source": e.source, "prompt": e.messages[-1]["content"] if e.messages else "",
-             "prediction": p, "reference": e.completion, "score": i if not isinstance(i, tuple) else list(i),
-             "exact_match": exact_match(p, e.completion), "loose_match": loose_match(p, e.completion)}
-            for e, p, i in zip(test, preds, items)]
+    return [
+        {
+            "id": e.id,
+            "source": e.source,
+            "prompt": e.messages[-1]["content"] if e.messages else "",
+            "prediction": p,
+            "reference": e.completion,
+            "score": i if not isinstance(i, tuple) else list(i),
+            "exact_match": exact_match(p, e.completion),
+            "loose_match": loose_match(p, e.completion),
+        }
+        for e, p, i in zip(test, preds, items)
+    ]
 
 
 def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=None) -> dict:
@@ -154,8 +173,7 @@ def quantized_control(model, tok, test: list[Example], plan: EvalPlan, probe=Non
     disabled answers the test split zero-shot (``control_quality``) and, with ``probe(model) → {probe_acc}``, the
     general probe (``control_probe_acc``). Quantization and training then show apart in the forgetting table."""
     with model.disable_adapter():
-        preds, _ = generate(model, tok, [e.messages for e in test], plan.decoding,
-                            desc="quantized base (control)")
+        preds, _ = generate(model, tok, [e.messages for e in test], plan.decoding, desc="quantized base (control)")
         out = {"control_quality": round(score(plan.metric, preds, [e.completion for e in test], plan.labels)[0], 4)}
         if probe is not None:
             got = probe(model)
@@ -178,6 +196,7 @@ def score_seed(model, tok, inputs: EvalInputs, rows: list[dict], seed: int, desc
 
 # ---------------------------------------------------------------- a stage's evaluation
 
+
 @dataclass
 class EvalInputs:
     """What every evaluation stage reads from data/prepared/."""
@@ -197,7 +216,7 @@ class EvalInputs:
         d = Path(data_dir)
         train, val, test = (load_examples(d / f"{s}.jsonl") for s in ("train", "val", "test"))
         if params.eval.max_examples:
-            test = test[:params.eval.max_examples]
+            test = test[: params.eval.max_examples]
         pairs = load_pairs(d / "prefs_test.jsonl") if (d / "prefs_test.jsonl").exists() else []
         stats = json.loads((d / "stats.json").read_text())
         plan = EvalPlan.from_params(params, stats.get("labels"))
@@ -244,8 +263,11 @@ def run_lm_eval(inputs: EvalInputs, rows: list[dict], model, tok, work_dir, how:
     t0 = time.perf_counter()
     out = lmeval.run_task(task, model, tok, inputs.plan.batch_size, dtype=dtype)
     # lm-eval's exact_match ignores case, punctuation and spacing: the like-for-like figure is bakeoff's loose_match
-    return {**lmeval.agreement([r["loose_match"] for r in rows], out["per_example"]),
-            "lm_eval_generated": float(mode == "generate"), "lm_eval_wall_s": round(time.perf_counter() - t0, 2)}
+    return {
+        **lmeval.agreement([r["loose_match"] for r in rows], out["per_example"]),
+        "lm_eval_generated": float(mode == "generate"),
+        "lm_eval_wall_s": round(time.perf_counter() - t0, 2),
+    }
 
 
 class KlToBase:
@@ -293,5 +315,8 @@ class KlToBase:
         return self.metrics
 
     def _done(self, kl: float, against: str, t0: float) -> None:
-        self.metrics = {"general_kl": round(kl, 5), "general_kl_wall_s": round(time.perf_counter() - t0, 2),
-                        "general_kl_against": against}
+        self.metrics = {
+            "general_kl": round(kl, 5),
+            "general_kl_wall_s": round(time.perf_counter() - t0, 2),
+            "general_kl_against": against,
+        }

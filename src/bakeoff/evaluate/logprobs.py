@@ -35,9 +35,13 @@ class Head:
 
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
         out = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
-        plain = getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder") \
-            and out is not None and getattr(out, "bias", None) is None \
+        plain = (
+            getattr(inner.config, "model_type", "") in PLAIN_HEAD
+            and hasattr(inner, "get_decoder")
+            and out is not None
+            and getattr(out, "bias", None) is None
             and type(getattr(out, "weight", None)).__name__ not in ("Params4bit", "Int8Params")
+        )
         self.model, self.device = model, next(model.parameters()).device
         self.decoder = inner.get_decoder() if plain else None
         self.weight = out.weight if plain else None
@@ -54,8 +58,13 @@ class Head:
             logits = self.model(**kw).logits[rows, cols].float()
         else:
             hidden = self.decoder(**kw, use_cache=False).last_hidden_state[rows, cols].float()
-            logits = torch.cat([torch.nn.functional.linear(hidden, self.weight[i:i + HEAD_CHUNK].float())
-                                for i in range(0, self.weight.shape[0], HEAD_CHUNK)], dim=-1)
+            logits = torch.cat(
+                [
+                    torch.nn.functional.linear(hidden, self.weight[i : i + HEAD_CHUNK].float())
+                    for i in range(0, self.weight.shape[0], HEAD_CHUNK)
+                ],
+                dim=-1,
+            )
         return logits, inv.to(logits.device)
 
     def logprobs(self, ids, mask, positions, targets, position_ids=None):
@@ -65,8 +74,9 @@ class Head:
 
 
 @torch.inference_mode()
-def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list[str],
-                        batch_size: int = 8, desc: str | None = None) -> list[tuple[float, int]]:
+def completion_logprobs(
+    model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8, desc: str | None = None
+) -> list[tuple[float, int]]:
     """Per row: (sum of the completion tokens' log-probabilities given the prompt, number of those tokens); with
     ``desc``, a progress bar."""
     head = Head(model)
@@ -74,20 +84,31 @@ def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list
     out: list[tuple[float, int]] = []
     bar = progress(total=len(rows), desc=desc, unit="ex", leave=False, show=desc is not None)
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
+        chunk = rows[start : start + batch_size]
         width = max(len(f) for f, _ in chunk)
         ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         r_idx, c_idx, targets, owner = [], [], [], []
         for r, (f, n_prompt) in enumerate(chunk):
-            ids[r, :len(f)] = torch.tensor(f)
-            mask[r, :len(f)] = 1
-            for c in range(n_prompt, len(f)):               # token c is scored from position c - 1
+            ids[r, : len(f)] = torch.tensor(f)
+            mask[r, : len(f)] = 1
+            for c in range(n_prompt, len(f)):  # token c is scored from position c - 1
                 r_idx.append(r), c_idx.append(c - 1), targets.append(f[c]), owner.append(r)
-        logp = head.logprobs(ids, mask, (torch.tensor(r_idx, dtype=torch.long), torch.tensor(c_idx, dtype=torch.long)),
-                             torch.tensor(targets, dtype=torch.long)).cpu() if targets else torch.zeros(0)
-        sums = torch.zeros(len(chunk)).index_add_(0, torch.tensor(owner, dtype=torch.long), logp) if targets \
+        logp = (
+            head.logprobs(
+                ids,
+                mask,
+                (torch.tensor(r_idx, dtype=torch.long), torch.tensor(c_idx, dtype=torch.long)),
+                torch.tensor(targets, dtype=torch.long),
+            ).cpu()
+            if targets
+            else torch.zeros(0)
+        )
+        sums = (
+            torch.zeros(len(chunk)).index_add_(0, torch.tensor(owner, dtype=torch.long), logp)
+            if targets
             else torch.zeros(len(chunk))
+        )
         for r, (f, n_prompt) in enumerate(chunk):
             out.append((float(sums[r]), len(f) - n_prompt))
         bar.update(len(chunk))
@@ -95,27 +116,32 @@ def completion_logprobs(model, tok, prompts: list[list[dict]], completions: list
     return out
 
 
-def completion_loss(model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8,
-                    desc: str | None = None) -> float:
+def completion_loss(
+    model, tok, prompts: list[list[dict]], completions: list[str], batch_size: int = 8, desc: str | None = None
+) -> float:
     """Mean cross-entropy per completion token (end-of-turn included) given each prompt."""
     rows = completion_logprobs(model, tok, prompts, completions, batch_size, desc)
     return -sum(s for s, _ in rows) / max(sum(n for _, n in rows), 1)
 
 
-def preference_margins(model, tok, pairs: list[Pair], to_prompt: Callable = lambda m: m,
-                       batch_size: int = 8, desc: str | None = None) -> list[float]:
+def preference_margins(
+    model, tok, pairs: list[Pair], to_prompt: Callable = lambda m: m, batch_size: int = 8, desc: str | None = None
+) -> list[float]:
     """Per held-out pair: log p(chosen | prompt) - log p(rejected | prompt), summed over completion tokens."""
     prompts = [to_prompt(p.messages) for p in pairs]
-    chosen = completion_logprobs(model, tok, prompts, [p.chosen for p in pairs], batch_size,
-                                 desc and f"{desc} (chosen)")
-    rejected = completion_logprobs(model, tok, prompts, [p.rejected for p in pairs], batch_size,
-                                   desc and f"{desc} (rejected)")
+    chosen = completion_logprobs(
+        model, tok, prompts, [p.chosen for p in pairs], batch_size, desc and f"{desc} (chosen)"
+    )
+    rejected = completion_logprobs(
+        model, tok, prompts, [p.rejected for p in pairs], batch_size, desc and f"{desc} (rejected)"
+    )
     return [c - r for (c, _), (r, _) in zip(chosen, rejected)]
 
 
 @torch.inference_mode()
-def label_logprobs(model, tok, prompts: list[list[dict]], labels: list[str],
-                   desc: str | None = None) -> list[list[float]]:
+def label_logprobs(
+    model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None
+) -> list[list[float]]:
     """Per prompt, every label's summed log-probability as the whole answer (end-of-turn included): the numbers
     ``completion_logprobs`` gives for each (prompt, label) pair, with each prompt encoded once.
 
@@ -130,14 +156,14 @@ def label_logprobs(model, tok, prompts: list[list[dict]], labels: list[str],
     out = []
     for msgs in progress(prompts, desc=desc, unit="ex", leave=False, show=desc is not None):
         rows = [prompt_and_full(tok, msgs, c) for c in labels]
-        n = rows[0][1]                                 # the same prompt ids start every row (prompt_and_full)
+        n = rows[0][1]  # the same prompt ids start every row (prompt_and_full)
         tails = [f[n:] for f, _ in rows]
-        node: dict[tuple, int] = {}                    # a fed prefix → its position in the sequence
+        node: dict[tuple, int] = {}  # a fed prefix → its position in the sequence
         ids, pos, parent = list(rows[0][0][:n]), list(range(n)), []
         for t in tails:
             for d in range(len(t) - 1):
-                if tuple(t[:d + 1]) not in node:
-                    node[tuple(t[:d + 1])] = len(ids)
+                if tuple(t[: d + 1]) not in node:
+                    node[tuple(t[: d + 1])] = len(ids)
                     ids.append(t[d])
                     pos.append(n + d)
                     parent.append(node[tuple(t[:d])] if d else -1)
@@ -146,22 +172,31 @@ def label_logprobs(model, tok, prompts: list[list[dict]], labels: list[str],
         allow = torch.zeros((len(ids), len(ids)), dtype=torch.bool)
         allow[:n, :n] = torch.ones((n, n), dtype=torch.bool).tril()
         allow[n:, :n] = True
-        for i, up in enumerate(parent, start=n):       # each tree token sees itself and its ancestors
+        for i, up in enumerate(parent, start=n):  # each tree token sees itself and its ancestors
             allow[i, i] = True
             while up >= 0:
                 allow[i, up] = True
                 up = parent[up - n]
-        mask = allow[None, None] if sdpa else \
-            torch.zeros((1, 1, len(ids), len(ids)), dtype=dtype).masked_fill(~allow, torch.finfo(dtype).min)
-        logp = head.logprobs(torch.tensor([ids]), mask, (torch.zeros(len(cols), dtype=torch.long), torch.tensor(cols)),
-                             torch.tensor(targets), position_ids=torch.tensor([pos])).cpu()
+        mask = (
+            allow[None, None]
+            if sdpa
+            else torch.zeros((1, 1, len(ids), len(ids)), dtype=dtype).masked_fill(~allow, torch.finfo(dtype).min)
+        )
+        logp = head.logprobs(
+            torch.tensor([ids]),
+            mask,
+            (torch.zeros(len(cols), dtype=torch.long), torch.tensor(cols)),
+            torch.tensor(targets),
+            position_ids=torch.tensor([pos]),
+        ).cpu()
         bounds = torch.tensor([0] + [len(t) for t in tails]).cumsum(0)
-        out.append([float(logp[bounds[j]:bounds[j + 1]].sum()) for j in range(len(tails))])
+        out.append([float(logp[bounds[j] : bounds[j + 1]].sum()) for j in range(len(tails))])
     return out
 
 
-def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None,
-                  shared: bool = True) -> list[str]:
+def choose_labels(
+    model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None, shared: bool = True
+) -> list[str]:
     """Per prompt, the label the model finds most likely as the whole answer (summed log-probability, as
     lm-eval's ``multiple_choice`` ``acc``; a tie goes to the label listed first): prompting with the output
     constrained to the label set. ``shared`` (default) encodes each prompt once (``label_logprobs``); without it,
@@ -174,15 +209,22 @@ def choose_labels(model, tok, prompts: list[list[dict]], labels: list[str], desc
     return [labels[max(range(len(labels)), key=lambda j: (row[j], -j))] for row in table]
 
 
-def label_scores(model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None,
-                 shared: bool = True) -> list[list[float]]:
+def label_scores(
+    model, tok, prompts: list[list[dict]], labels: list[str], desc: str | None = None, shared: bool = True
+) -> list[list[float]]:
     """Per prompt, every label's summed log-probability as the whole answer (what ``choose_labels`` picks from);
     without ``shared``, ``FULL_SEQUENCES_PER_BATCH`` (prompt, label) sequences a batch."""
     if shared:
         return label_logprobs(model, tok, prompts, labels, desc=desc)
-    flat = completion_logprobs(model, tok, [p for p in prompts for _ in labels],
-                               [c for _ in prompts for c in labels], FULL_SEQUENCES_PER_BATCH, desc)
-    return [[s for s, _ in flat[i * len(labels):(i + 1) * len(labels)]] for i in range(len(prompts))]
+    flat = completion_logprobs(
+        model,
+        tok,
+        [p for p in prompts for _ in labels],
+        [c for _ in prompts for c in labels],
+        FULL_SEQUENCES_PER_BATCH,
+        desc,
+    )
+    return [[s for s, _ in flat[i * len(labels) : (i + 1) * len(labels)]] for i in range(len(prompts))]
 
 
 def general_instructions() -> list[Example]:
@@ -195,26 +237,27 @@ def general_instructions() -> list[Example]:
 
 
 @torch.inference_mode()
-def answer_distributions(model, tok, items: list[Example], batch_size: int = 8,
-                         desc: str | None = None) -> list[torch.Tensor]:
+def answer_distributions(
+    model, tok, items: list[Example], batch_size: int = 8, desc: str | None = None
+) -> list[torch.Tensor]:
     """Per batch of ``items``, the fp32 next-token log-distributions (on the CPU) at every position that predicts an
     answer token: what ``general_kl`` compares. Computed with one model resident; the next may be loaded after."""
     rows = [prompt_and_full(tok, e.messages, e.completion) for e in items]
     head, out = Head(model), []
-    for start in progress(range(0, len(rows), batch_size), desc=desc, unit="batch", leave=False,
-                          show=desc is not None):
-        chunk = rows[start:start + batch_size]
+    for start in progress(range(0, len(rows), batch_size), desc=desc, unit="batch", leave=False, show=desc is not None):
+        chunk = rows[start : start + batch_size]
         width = max(len(f) for f, _ in chunk)
         ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         r_idx, c_idx = [], []
         for r, (f, n_prompt) in enumerate(chunk):
-            ids[r, :len(f)] = torch.tensor(f)
-            mask[r, :len(f)] = 1
-            for c in range(n_prompt - 1, len(f) - 1):        # positions that predict an answer token
+            ids[r, : len(f)] = torch.tensor(f)
+            mask[r, : len(f)] = 1
+            for c in range(n_prompt - 1, len(f) - 1):  # positions that predict an answer token
                 r_idx.append(r), c_idx.append(c)
-        logits, inv = head.logits(ids, mask, (torch.tensor(r_idx, dtype=torch.long), torch.tensor(c_idx,
-                                                                                                  dtype=torch.long)))
+        logits, inv = head.logits(
+            ids, mask, (torch.tensor(r_idx, dtype=torch.long), torch.tensor(c_idx, dtype=torch.long))
+        )
         out.append(torch.log_softmax(logits, dim=-1)[inv].cpu())
     return out
 
@@ -235,6 +278,7 @@ def general_kl(model, base, tok, items: list[Example], batch_size: int = 8, desc
     model on text that is not its task. 0 for the base model itself. ``base``: a model, or a function that loads it
     (called once ``model``'s distributions are taken, so the caller may have freed ``model`` by then)."""
     ours = answer_distributions(model, tok, items, batch_size, desc)
-    theirs = answer_distributions(base() if callable(base) and not isinstance(base, torch.nn.Module) else base,
-                                  tok, items, batch_size, desc)
+    theirs = answer_distributions(
+        base() if callable(base) and not isinstance(base, torch.nn.Module) else base, tok, items, batch_size, desc
+    )
     return kl_of(theirs, ours)

@@ -20,8 +20,10 @@ class Replay(LM):
         for r in requests:
             context = r.args[0]
             if context not in self.answers:
-                raise KeyError(f"lm-eval asked for a prompt bakeoff did not answer (its prompt rendering "
-                               f"differs from ours): {context[-200:]!r}")
+                raise KeyError(
+                    f"lm-eval asked for a prompt bakeoff did not answer (its prompt rendering "
+                    f"differs from ours): {context[-200:]!r}"
+                )
             out.append(self.answers[context])
         return out
 

@@ -39,8 +39,9 @@ def unmerged_latency(technique, v, serving: str, tok, inputs) -> dict:
     if unmerged is None:
         return {}
     prompts = [e.messages for e in inputs.test]
-    got = latency(unmerged, tok, prompts, inputs.plan.max_new_tokens, inputs.plan.latency_requests,
-                  f"{v.name} unmerged").metrics("_unmerged")
+    got = latency(
+        unmerged, tok, prompts, inputs.plan.max_new_tokens, inputs.plan.latency_requests, f"{v.name} unmerged"
+    ).metrics("_unmerged")
     del unmerged
     gc.collect()
     return got
@@ -56,8 +57,9 @@ def evaluate_variant(params: Params, name: str) -> None:
         record["run_id"] = run.info.run_id
         tracking.log_splits({"test": "testing"}, str(runs.PREPARED))
         if trained.get("status") != "ok":  # training did not produce a model: carry its status over
-            record.update(status=trained.get("status", "failed"), metrics={},
-                          error=trained.get("error", "no training record"))
+            record.update(
+                status=trained.get("status", "failed"), metrics={}, error=trained.get("error", "no training record")
+            )
             write_jsonl(runs.predictions(name), [])
         else:
             runs.guarded(record, lambda: Evaluation(params, v, trained, inputs, record).run())
@@ -97,17 +99,26 @@ class Evaluation:
         """The test split (resumable), the other training seeds, the predictions file."""
         name, inputs, trained = self.name, self.inputs, self.trained
         self.model = self.technique.load_for_eval(BASE, self.out, self.v, self.serving)
-        resume = runs.Resume(runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
-                             f"{trained.get('run_id')}|{self.serving}|{inputs.plan.max_new_tokens}")
-        metrics, rows = evaluate_examples(self.model, self.tok, inputs.test, inputs.val, inputs.plan,
-                                          Ask(pairs=inputs.pairs, desc=name, resume=resume))
+        resume = runs.Resume(
+            runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
+            f"{trained.get('run_id')}|{self.serving}|{inputs.plan.max_new_tokens}",
+        )
+        metrics, rows = evaluate_examples(
+            self.model,
+            self.tok,
+            inputs.test,
+            inputs.val,
+            inputs.plan,
+            Ask(pairs=inputs.pairs, desc=name, resume=resume),
+        )
         seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
         if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.decide.figures)
             metrics.update(self.seed_metrics(rows, metrics["quality"], seeds))
         write_jsonl(runs.predictions(name), rows)
         resume.finish()
-        metrics.update(served=self.technique.served_as(self.out),
-                       serving_dtype=self.technique.serving_dtype(self.v, self.serving))
+        metrics.update(
+            served=self.technique.served_as(self.out), serving_dtype=self.technique.serving_dtype(self.v, self.serving)
+        )
         return metrics, rows
 
     def control(self, metrics: dict, kl) -> None:
@@ -115,8 +126,20 @@ class Evaluation:
         from bakeoff.evaluate.lmeval import run_probe
 
         params = self.params
-        probe = (lambda m: run_probe(m, self.tok, runs.work_dir(self.name) / "probe_control", params.eval.batch_size,
-                                     torch_name(self.serving), params.eval.probe_limit)) if params.eval.probe else None
+        probe = (
+            (
+                lambda m: run_probe(
+                    m,
+                    self.tok,
+                    runs.work_dir(self.name) / "probe_control",
+                    params.eval.batch_size,
+                    torch_name(self.serving),
+                    params.eval.probe_limit,
+                )
+            )
+            if params.eval.probe
+            else None
+        )
         try:  # the control is a side figure: its failure is recorded, never the arm's
             metrics.update(quantized_control(self.model, self.tok, self.inputs.test, self.inputs.plan, probe))
             if kl:
@@ -132,13 +155,27 @@ class Evaluation:
             self.model = None
             gc.collect()
         if self.inputs.plan.latency_requests:
-            side_check(record, metrics, "latency_unmerged",
-                       lambda: unmerged_latency(self.technique, self.v, self.serving, self.tok, self.inputs))
+            side_check(
+                record,
+                metrics,
+                "latency_unmerged",
+                lambda: unmerged_latency(self.technique, self.v, self.serving, self.tok, self.inputs),
+            )
         self.lm = lm_model if lm_model is not None else self.model
         if params.eval.lm_eval != "off":
-            side_check(record, metrics, "lm_eval", lambda: run_lm_eval(
-                self.inputs, rows, self.lm, self.tok, runs.work_dir(name) / "lm_eval",
-                LmEvalRun(params.eval.lm_eval, torch_name(self.serving))))
+            side_check(
+                record,
+                metrics,
+                "lm_eval",
+                lambda: run_lm_eval(
+                    self.inputs,
+                    rows,
+                    self.lm,
+                    self.tok,
+                    runs.work_dir(name) / "lm_eval",
+                    LmEvalRun(params.eval.lm_eval, torch_name(self.serving)),
+                ),
+            )
         self.general_checks(metrics)
 
     def seed_metrics(self, rows: list[dict], primary: float, seeds: list[dict]) -> dict:
@@ -154,9 +191,13 @@ class Evaluation:
             gc.collect()
             qualities.append(q)
             tracking.log_to_run(s["run_id"], {"quality": q})
-        return {"seeds": len(qualities), "quality_seed_mean": round(statistics.mean(qualities), 4),
-                "quality_seed_sd": round(statistics.stdev(qualities), 4), "quality_seed_min": round(min(qualities), 4),
-                "quality_seed_max": round(max(qualities), 4)}
+        return {
+            "seeds": len(qualities),
+            "quality_seed_mean": round(statistics.mean(qualities), 4),
+            "quality_seed_sd": round(statistics.stdev(qualities), 4),
+            "quality_seed_min": round(min(qualities), 4),
+            "quality_seed_max": round(max(qualities), 4),
+        }
 
     def general_checks(self, metrics: dict) -> None:
         """The forgetting checks lm-eval runs on ``self.lm`` (a loaded model or its ``hf`` model_args), each a side
@@ -165,11 +206,19 @@ class Evaluation:
 
         params, record, lm, tok, dtype = self.params, self.record, self.lm, self.tok, torch_name(self.serving)
         if params.eval.probe:
-            side_check(record, metrics, "probe", lambda: run_probe(lm, tok, runs.work_dir(self.name) / "probe",
-                                                                    params.eval.batch_size, dtype,
-                                                                    params.eval.probe_limit))
+            side_check(
+                record,
+                metrics,
+                "probe",
+                lambda: run_probe(
+                    lm, tok, runs.work_dir(self.name) / "probe", params.eval.batch_size, dtype, params.eval.probe_limit
+                ),
+            )
         if params.eval.lm_eval_tasks:
+
             def standard():
-                record["lm_eval_tasks"] = run_standard(params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size,
-                                                       params.eval.lm_eval_limit, dtype)
+                record["lm_eval_tasks"] = run_standard(
+                    params.eval.lm_eval_tasks, lm, tok, params.eval.batch_size, params.eval.lm_eval_limit, dtype
+                )
+
             side_check(record, metrics, "lm_eval_tasks", standard)

@@ -34,12 +34,32 @@ from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
-__all__ = ["forgetting", "html", "markdown", "metrics_json", "pairwise_lines", "pareto", "plots", "provenance_lines",
-           "sizing_lines",
-           "verdict_lines", "write", "write_all"]
+__all__ = [
+    "forgetting",
+    "html",
+    "markdown",
+    "metrics_json",
+    "pairwise_lines",
+    "pareto",
+    "plots",
+    "provenance_lines",
+    "sizing_lines",
+    "verdict_lines",
+    "write",
+    "write_all",
+]
 
-VERDICT_KEYS = ("decision", "gain", "ci_low", "ci_high", "min_gain", "variant", "baseline", "rank_groups",
-                "recommendation")
+VERDICT_KEYS = (
+    "decision",
+    "gain",
+    "ci_low",
+    "ci_high",
+    "min_gain",
+    "variant",
+    "baseline",
+    "rank_groups",
+    "recommendation",
+)
 
 
 def warning_lines(stats: dict) -> list[str]:
@@ -48,8 +68,9 @@ def warning_lines(stats: dict) -> list[str]:
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
-def opening_lines(params: Params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None,
-                  stats: dict | None) -> list[str]:
+def opening_lines(
+    params: Params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None, stats: dict | None
+) -> list[str]:
     """The report's first lines: a quick look's banner before anything (its answer is only that), then the four-row
     answer, then what the data stage found that makes figures mislead."""
     return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or {})
@@ -62,15 +83,23 @@ def quick_look_lines(params: Params, df: pd.DataFrame, v: dict) -> list[str]:
     n = df["n_test"].max() if "n_test" in df.columns and len(df) else None
     items = f"{n:.0f} test items" if n is not None and n == n else "its test items"
     lo, hi = v.get("ci_low"), v.get("ci_high")
-    width = (f" The gain's 95% interval here is [{lo * 100:+.1f}, {hi * 100:+.1f}] points, {(hi - lo) * 100:.0f} "
-             "points wide: with few test items an interval is wide, and more items narrow it."
-             if lo is not None and hi is not None else "")
+    width = (
+        f" The gain's 95% interval here is [{lo * 100:+.1f}, {hi * 100:+.1f}] points, {(hi - lo) * 100:.0f} "
+        "points wide: with few test items an interval is wide, and more items narrow it."
+        if lo is not None and hi is not None
+        else ""
+    )
     arms = ", ".join(f"`{x}`" for x in [*params.baselines, *params.variants])
     changed = params.verdict.quick_look_changes
     budget = f" Changed from your params for speed: {'; '.join(changed)}." if changed else ""
-    return [(f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, "
+    return [
+        (
+            f"> **Quick look, not the full bake-off** (`make quick`): measured on {items} with {arms} only, "
             f"{searched(params.tune.trials)}.{budget}{width} The full bake-off, every technique with its full "
-            "search: `make repro`."), ""]
+            "search: `make repro`."
+        ),
+        "",
+    ]
 
 
 def searched(trials: int) -> str:
@@ -85,21 +114,32 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict, searches: dict) -> list[str]:
     out = []
     stopped = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
     if len(stopped):
-        out.append("No result from " + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
-                   + "; the verdict is on the other runs (why: Runs that did not finish, below).")
+        out.append(
+            "No result from "
+            + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
+            + "; the verdict is on the other runs (why: Runs that did not finish, below)."
+        )
     unsearched = [(n, rec.status) for n in df["name"] if (rec := searches.get(n)) is not None and rec.stopped]
     if unsearched:
-        out.append("The search did not run for " + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
-                   + ": those arms trained on params.yaml's values, unsearched (why: Searches and their budget).")
+        out.append(
+            "The search did not run for "
+            + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
+            + ": those arms trained on params.yaml's values, unsearched (why: Searches and their budget)."
+        )
     still = (v.get("recommendation") or {}).get("still_improving") or []
     if still:
-        out.append(f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "
-                   "more steps (raise `train_defaults.max_steps`).")
+        out.append(
+            f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "
+            "more steps (raise `train_defaults.max_steps`)."
+        )
     note = ((prov.get("base_model") or {}).get("note") or "").rstrip(".")
     scope = v.get("scope") or {}
     if scope.get("model") and scope.get("target"):
-        out.append(f"Quality was measured on `{scope['model']}` only" + (f" ({note})" if note else "")
-                   + f"; at `{scope['target']}` prompting may do far better, and no gain there was measured.")
+        out.append(
+            f"Quality was measured on `{scope['model']}` only"
+            + (f" ({note})" if note else "")
+            + f"; at `{scope['target']}` prompting may do far better, and no gain there was measured."
+        )
     if v.get("decision") == "inconclusive" and v.get("examples_needed"):
         out.append(f"The gain is not established: about {v['examples_needed']} test items would settle it.")
     return out[:3]
@@ -112,31 +152,53 @@ def said(d) -> dict:
     return worded(d.verdict, worded_runs(d.runs, d.verdict.get("unmoved")), d.costs)
 
 
-def write_all(out_dir: Path, params: Params, d, images: dict[str, Path],
-              shipped: dict | None = None) -> dict[str, Path]:
+def write_all(
+    out_dir: Path, params: Params, d, images: dict[str, Path], shipped: dict | None = None
+) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
     df, v, c, sized = worded_runs(d.runs, d.verdict.get("unmoved")), said(d), d.money, worded(d.sizing)
     prov, stats, pw = d.provenance, d.data_stats, d.pairwise
     curve = data_curve.worded(d.curve)
-    extra = {"budget": d.budget, "costs": d.costs, "serve_card": d.serving_card.__dict__ if d.serving_card else None,
-             "shipped": shipped}
+    extra = {
+        "budget": d.budget,
+        "costs": d.costs,
+        "serve_card": d.serving_card.__dict__ if d.serving_card else None,
+        "shipped": shipped,
+    }
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     target = next(iter(d.costs.values()))["target"] if d.costs else params.sizing.target
-    middle = (cost_plot_lines(images, v.get("scope"), target) + where_lines(d.evidence, v.get("scope"))
-              + pairwise_lines(pw, v.get("recommendation"), images)
-              + data_curve.lines(curve, images)
-              + dpo_lines(df, pw, parents, d) + budget_lines(df, extra.get("budget") or {}, params.tune, curve,
-                                                             d.searches)
-              + endpoint_lines(df) + shipped_lines(extra.get("shipped"), v.get("scope"))
-              + sample_lines(d.evidence, v.get("scope")) + prompt_lines(d.evidence))
-    tail = (sizing_lines(params, sized, extra.get("costs"), images)
-            + forgetting(list(df["name"]), df, images, d.evaluations) + glossary_lines() + provenance_lines(prov))
-    record = {"quick_look": bool(params.verdict.quick_look), "provenance": prov, "curve": data_curve.summary(curve),
-              "verdict": {k: v[k] for k in VERDICT_KEYS if k in v}, "costs": extra.get("costs"),
-              "where": (d.evidence or {}).get("where")}
-    head = (opening_lines(params, df, v, c, d.costs, stats) + verdict_lines(v, c, caveats(df, v, prov, d.searches))
-            + data_curve.headline(curve, v.get("decision")))
+    middle = (
+        cost_plot_lines(images, v.get("scope"), target)
+        + where_lines(d.evidence, v.get("scope"))
+        + pairwise_lines(pw, v.get("recommendation"), images)
+        + data_curve.lines(curve, images)
+        + dpo_lines(df, pw, parents, d)
+        + budget_lines(df, extra.get("budget") or {}, params.tune, curve, d.searches)
+        + endpoint_lines(df)
+        + shipped_lines(extra.get("shipped"), v.get("scope"))
+        + sample_lines(d.evidence, v.get("scope"))
+        + prompt_lines(d.evidence)
+    )
+    tail = (
+        sizing_lines(params, sized, extra.get("costs"), images)
+        + forgetting(list(df["name"]), df, images, d.evaluations)
+        + glossary_lines()
+        + provenance_lines(prov)
+    )
+    record = {
+        "quick_look": bool(params.verdict.quick_look),
+        "provenance": prov,
+        "curve": data_curve.summary(curve),
+        "verdict": {k: v[k] for k in VERDICT_KEYS if k in v},
+        "costs": extra.get("costs"),
+        "where": (d.evidence or {}).get("where"),
+    }
+    head = (
+        opening_lines(params, df, v, c, d.costs, stats)
+        + verdict_lines(v, c, caveats(df, v, prov, d.searches))
+        + data_curve.headline(curve, v.get("decision"))
+    )
     paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
     _write_data(out_dir, paths, pw, {**sized, "verdict": v, "cost": c, **extra}, curve)
     return _html(paths, images)
@@ -150,8 +212,15 @@ def _write_data(out_dir: Path, paths: dict, pw, sizing: dict, curve: dict | None
     paths["sizing"] = out_dir / "sizing.json"
     paths["sizing"].write_text(json.dumps(sizing, indent=2, default=str))
     paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
-    paths["curve"].write_text(json.dumps(curve if curve is not None else {
-        "status": "off", "reason": "curve.fractions is empty: no data-value curve"}, indent=2, default=str))
+    paths["curve"].write_text(
+        json.dumps(
+            curve
+            if curve is not None
+            else {"status": "off", "reason": "curve.fractions is empty: no data-value curve"},
+            indent=2,
+            default=str,
+        )
+    )
     return paths
 
 

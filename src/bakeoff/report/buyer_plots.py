@@ -56,28 +56,44 @@ def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, canvas: Canv
     pts = [(float(costs[n]["usd"]), float(q)) for n, q in zip(sub["name"], sub["quality"])]
     for k, ((x, y), n) in enumerate(zip(pts, sub["name"])):  # a marker and a legend entry each: no overprint
         hi = float(costs[n].get("usd_high") or x)
-        ax.errorbar([x], [y], xerr=[[0], [max(hi - x, 0)]], fmt=MARKERS[k % len(MARKERS)], color=f"C{k % 10}",
-                    capsize=3, label=n)
+        ax.errorbar(
+            [x],
+            [y],
+            xerr=[[0], [max(hi - x, 0)]],
+            fmt=MARKERS[k % len(MARKERS)],
+            color=f"C{k % 10}",
+            capsize=3,
+            label=n,
+        )
     front = pareto(pts)
     ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="tab:red", label="frontier")
     if rec in set(sub["name"]):
         x, y = pts[list(sub["name"]).index(rec)]
-        ax.scatter([x], [y], marker="*", s=320, facecolor="none", edgecolor="black", zorder=3,
-                   label=f"recommended: {rec}")
+        ax.scatter(
+            [x], [y], marker="*", s=320, facecolor="none", edgecolor="black", zorder=3, label=f"recommended: {rec}"
+        )
     for _, r in ok[ok["kind"] == "baseline"].iterrows():
         ax.axhline(float(r["quality"]), color="grey", lw=0.8, ls=":")
-        ax.annotate(f"{r['name']} (prompting)", (0, float(r["quality"])), xycoords=("axes fraction", "data"),
-                    xytext=(3, 2), textcoords="offset points", fontsize=7, color="grey")
+        ax.annotate(
+            f"{r['name']} (prompting)",
+            (0, float(r["quality"])),
+            xycoords=("axes fraction", "data"),
+            xytext=(3, 2),
+            textcoords="offset points",
+            fontsize=7,
+            color="grey",
+        )
     ax.set_xlabel(f"all-in training cost on {target}, USD (projected; bar: up to the pessimistic end)")
     ax.set_ylabel(f"{metric} on the test split (measured)")
-    ax.set_title(f"Quality measured on {scope.get('model', 'the base model')}\nagainst all-in cost projected "
-                 f"for {target}", fontsize=10)
+    ax.set_title(
+        f"Quality measured on {scope.get('model', 'the base model')}\nagainst all-in cost projected for {target}",
+        fontsize=10,
+    )
     ax.legend(loc="center right", fontsize=7)
     return _save(fig, plt, canvas.out_dir, "quality_vs_cost", canvas.paths)
 
 
-def memory_at_target(fits: list[dict], cards: list, margin: float, target: str | None, out_dir: Path,
-                     paths: dict):
+def memory_at_target(fits: list[dict], cards: list, margin: float, target: str | None, out_dir: Path, paths: dict):
     """Projected GPU memory of one training process per variant on ``target`` (bars, stacked by part), each card's
     usable capacity (its memory less ``margin``) a horizontal line."""
     rows = [f for f in fits if f["target"] == target]
@@ -100,18 +116,26 @@ def memory_at_target(fits: list[dict], cards: list, margin: float, target: str |
     for usable, who in seen.items():
         if usable <= top * 1.6 or usable == holds:
             ax.axhline(usable, color="grey", lw=0.8, ls="--")
-            ax.annotate(", ".join(who), (1, usable), xycoords=("axes fraction", "data"), xytext=(-3, 2),
-                        textcoords="offset points", ha="right", fontsize=7, color="grey")
+            ax.annotate(
+                ", ".join(who),
+                (1, usable),
+                xycoords=("axes fraction", "data"),
+                xytext=(-3, 2),
+                textcoords="offset points",
+                ha="right",
+                fontsize=7,
+                color="grey",
+            )
     ax.set_ylabel("GB of GPU memory, one process (projected)")
-    ax.set_title(f"Projected GPU memory to train on {target}; dashed: a card's memory less {margin:.0%}",
-                 fontsize=10)
+    ax.set_title(f"Projected GPU memory to train on {target}; dashed: a card's memory less {margin:.0%}", fontsize=10)
     ax.legend(fontsize=7, loc="upper center")
     ax.tick_params(axis="x", rotation=20)
     return _save(fig, plt, out_dir, "memory_at_target", paths)
 
 
-def loss_curves(histories: dict[str, list[dict]], val_curves: dict[str, list[dict]], scope: dict,
-                out_dir: Path, paths: dict):
+def loss_curves(
+    histories: dict[str, list[dict]], val_curves: dict[str, list[dict]], scope: dict, out_dir: Path, paths: dict
+):
     """Training loss (solid) and validation loss (dashed, with markers) per arm, each arm its own colour, line style
     and marker, so curves that coincide still show."""
     plt = _pyplot()
@@ -121,17 +145,26 @@ def loss_curves(histories: dict[str, list[dict]], val_curves: dict[str, list[dic
         color, style, marker = f"C{k % 10}", STYLES[k % len(STYLES)], MARKERS[k % len(MARKERS)]
         h, val = histories.get(n) or [], val_curves.get(n) or []
         if h:
-            ax.plot([x["step"] for x in h], [x["loss"] for x in h], color=color, ls=style, alpha=0.8,
-                    label=f"{n} training")
+            ax.plot(
+                [x["step"] for x in h], [x["loss"] for x in h], color=color, ls=style, alpha=0.8, label=f"{n} training"
+            )
         if val:
-            ax.plot([x["step"] for x in val], [x["loss"] for x in val], color=color, ls="--", marker=marker,
-                    markerfacecolor="none", label=f"{n} validation")
+            ax.plot(
+                [x["step"] for x in val],
+                [x["loss"] for x in val],
+                color=color,
+                ls="--",
+                marker=marker,
+                markerfacecolor="none",
+                label=f"{n} validation",
+            )
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss (log scale): cross-entropy; DPO's: its preference loss")
     ax.set_yscale("log")
     where = f"\nmeasured on {scope.get('model')}, {scope.get('machine')}" if scope.get("model") else ""
-    ax.set_title(("Training and validation loss" + where) if drawn else "loss curves (no variant recorded one)",
-                 fontsize=10)
+    ax.set_title(
+        ("Training and validation loss" + where) if drawn else "loss curves (no variant recorded one)", fontsize=10
+    )
     if drawn:
         ax.legend(fontsize=7, ncol=2)
     return _save(fig, plt, out_dir, "loss_curves", paths)
@@ -150,6 +183,11 @@ def decision_plots(params: Params, d, out_dir: Path) -> dict[str, Path]:
     rec = picked(v) or (v.get("recommendation") or {}).get("run")
     quality_vs_cost(ok, d.costs or {}, rec, Canvas(out_dir, paths, params.task.metric, scope, target))
     memory_at_target(d.sizing.get("fits") or [], catalog(params), params.sizing.margin, target, out_dir, paths)
-    loss_curves({n: r.get("history") or [] for n, r in d.records.items()},
-                {n: r.get("val_curve") or [] for n, r in d.records.items()}, scope, out_dir, paths)
+    loss_curves(
+        {n: r.get("history") or [] for n, r in d.records.items()},
+        {n: r.get("val_curve") or [] for n, r in d.records.items()},
+        scope,
+        out_dir,
+        paths,
+    )
     return paths

@@ -38,15 +38,21 @@ def log_model(params: Params, name: str, run_id: str, dtype: str) -> tuple[objec
 
     from bakeoff.core.models import DTYPES, load_model, load_tokenizer
 
-    chat = {"task": "llm/v1/chat", "model_config": {"max_new_tokens": params.task.max_new_tokens, "do_sample": False},
-            "pip_requirements": _requirements(), "name": "model", "torch_dtype": DTYPES[dtype]}
+    chat = {
+        "task": "llm/v1/chat",
+        "model_config": {"max_new_tokens": params.task.max_new_tokens, "do_sample": False},
+        "pip_requirements": _requirements(),
+        "name": "model",
+        "torch_dtype": DTYPES[dtype],
+    }
     folder = runs.variant_dir(name) if name in params.variants else None
     base = runs.BASE.resolve()
     technique = params.variants[name].technique if folder else "prompting"
     with mlflow.start_run(run_id=run_id):
         if folder is not None and (folder / "config.json").exists():  # a full fine-tune: its whole checkpoint
             return mlflow.transformers.log_model(str(folder), **chat), (
-                f"`{name}` ({technique}): the whole fine-tuned checkpoint, served in {dtype}")
+                f"`{name}` ({technique}): the whole fine-tuned checkpoint, served in {dtype}"
+            )
         tok = load_tokenizer(base)
         model = load_model(base, dtype=DTYPES[dtype])
         if folder is None:  # a prompting baseline: the base, and the prompt to send with every request
@@ -54,14 +60,19 @@ def log_model(params: Params, name: str, run_id: str, dtype: str) -> tuple[objec
             mlflow.log_text(json.dumps(prompt, indent=2), "model_prompt/prompt.json")
             return mlflow.transformers.log_model({"model": model, "tokenizer": tok}, **chat), (
                 f"`{name}` (prompting): the base model; send the instruction and shots of model_prompt/prompt.json "
-                "before each request, as the evaluation did")
+                "before each request, as the evaluation did"
+            )
         from peft import PeftModel
 
         peft = PeftModel.from_pretrained(model, folder)
-        note = (" Served over the 16-bit base: it trained on the 4-bit one, so answers may differ from the "
-                "evaluated ones." if facts(technique).quantized else "")
+        note = (
+            " Served over the 16-bit base: it trained on the 4-bit one, so answers may differ from the evaluated ones."
+            if facts(technique).quantized
+            else ""
+        )
         return mlflow.transformers.log_model({"model": peft, "tokenizer": tok}, base_model_path=str(base), **chat), (
-            f"`{name}` ({technique}): the PEFT adapter over the base at {base} (not copied), served in {dtype}.{note}")
+            f"`{name}` ({technique}): the PEFT adapter over the base at {base} (not copied), served in {dtype}.{note}"
+        )
 
 
 def register(params: Params, name: str, run_id: str, dtype: str, files: dict[str, Path]) -> dict:

@@ -18,8 +18,10 @@ def shortfall_words(s: dict, unit: str) -> str:
     """One cheaper run against the best, in one line: its saving, its difference with the paired 90% interval, and
     whether it is shown within ``max_loss`` (if not: what would settle it, or that its shortfall is beyond it)."""
     m = f"{s['margin'] * 100:g} points"
-    said = (f"`{s['run']}`: {saving_words(s, unit)}, {s['diff'] * 100:+.1f} points [{s['low'] * 100:+.1f}, "
-            f"{s['high'] * 100:+.1f}] against `{s['against']}`")
+    said = (
+        f"`{s['run']}`: {saving_words(s, unit)}, {s['diff'] * 100:+.1f} points [{s['low'] * 100:+.1f}, "
+        f"{s['high'] * 100:+.1f}] against `{s['against']}`"
+    )
     if s["shown"]:
         return f"{said}; shown within {m}"
     if s["diff"] <= -s["margin"]:
@@ -36,13 +38,17 @@ def technique_words(rec: dict, v: dict) -> str:
     considered = choice.get("considered") or []
     if rec.get("action") == "inconclusive":
         need = rec.get("examples_needed")
-        return (f"none yet: the gain is inconclusive; `{run}` leads"
-                + (f", about {sig(need)} test items would settle it" if need else ""))
+        return f"none yet: the gain is inconclusive; `{run}` leads" + (
+            f", about {sig(need)} test items would settle it" if need else ""
+        )
     if run != choice.get("best", run):
         taken = next(s for s in considered if s["run"] == run)
         return f"{shortfall_words(taken, unit)} (`{taken['against']}` led on validation)"
-    why = (f"`{run}`: the best on validation" + ("" if run == v.get("variant") else " among the runs")
-           + (f"; no cheaper run is shown within {m} of it" if considered else "; no cheaper run to consider"))
+    why = (
+        f"`{run}`: the best on validation"
+        + ("" if run == v.get("variant") else " among the runs")
+        + (f"; no cheaper run is shown within {m} of it" if considered else "; no cheaper run to consider")
+    )
     declined = sorted((s for s in considered if not s["shown"]), key=lambda s: -s["low"])  # the nearest first
     return why + (f" ({shortfall_words(declined[0], unit)})" if declined else "")
 
@@ -60,12 +66,22 @@ def against_best_lines(rec: dict) -> list[str]:
     def saves(s: dict) -> str:
         return f"${sig(s['saving'])}" if unit == "usd" else f"{s['saving']:,.0f} MB"
 
-    rows = [f"| `{s['run']}` | {saves(s)} | {s['diff'] * 100:+.1f} | [{s['low'] * 100:+.1f}, {s['high'] * 100:+.1f}] | "
-            f"{s['p_holm']:.2g} | {'shown' if s['shown'] else 'not shown'} |" for s in considered]
-    return [(f"**Cheaper runs against the best** (`{choice['best']}`, picked on validation), on the test split: a "
-             f"cheaper run replaces it only when its shortfall is shown within {choice['margin'] * 100:g} points "
-             "(`verdict.max_loss`): the lower end of the paired 90% interval above the margin, one-sided test "
-             f"Holm-adjusted over the {len(considered)} comparisons with the best. \"not shown\" means the test "
-             "items cannot show it, not that the runs differ."), "",
-            f"| run | {saved} | Δ points | 90% interval | p (Holm) | within the margin |",
-            "|---|---|---|---|---|---|", *rows, ""]
+    rows = [
+        f"| `{s['run']}` | {saves(s)} | {s['diff'] * 100:+.1f} | [{s['low'] * 100:+.1f}, {s['high'] * 100:+.1f}] | "
+        f"{s['p_holm']:.2g} | {'shown' if s['shown'] else 'not shown'} |"
+        for s in considered
+    ]
+    return [
+        (
+            f"**Cheaper runs against the best** (`{choice['best']}`, picked on validation), on the test split: a "
+            f"cheaper run replaces it only when its shortfall is shown within {choice['margin'] * 100:g} points "
+            "(`verdict.max_loss`): the lower end of the paired 90% interval above the margin, one-sided test "
+            f'Holm-adjusted over the {len(considered)} comparisons with the best. "not shown" means the test '
+            "items cannot show it, not that the runs differ."
+        ),
+        "",
+        f"| run | {saved} | Δ points | 90% interval | p (Holm) | within the margin |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]

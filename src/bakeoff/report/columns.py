@@ -8,35 +8,57 @@ import pandas as pd
 
 # column → (header, format) for the Markdown table; every figure is defined in core/measure.py or evaluate/scoring.py
 COLUMNS = {
-    "name": ("run", "{}"), "rank_group": ("group", "{}"), "kind": ("kind", "{}"), "technique": ("technique", "{}"),
+    "name": ("run", "{}"),
+    "rank_group": ("group", "{}"),
+    "kind": ("kind", "{}"),
+    "technique": ("technique", "{}"),
     "status": ("status", "{}"),
-    "quality": ("quality", "{:.1%}"), "quality_ci": ("95% CI", "{}"), "seed_spread": ("seeds", "{}"),
+    "quality": ("quality", "{:.1%}"),
+    "quality_ci": ("95% CI", "{}"),
+    "seed_spread": ("seeds", "{}"),
     "gain_vs_prompting": ("Δ vs best prompt", "{}"),
     "verdict_figure": ("compared as", "{}"),
-    "flips": ("flips −/+", "{}"), "quality_label_choice": ("label choice", "{:.1%}"),
+    "flips": ("flips −/+", "{}"),
+    "quality_label_choice": ("label choice", "{:.1%}"),
     "quality_label_choice_ci": ("label choice 95% CI", "{}"),
-    "format_misses": ("format-only misses", "{:.0f}"), "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
-    "pref_accuracy": ("pref acc", "{:.1%}"), "pref_margin": ("pref margin", "{:+.2f}"),
-    "val_loss": ("val loss", "{:.3f}"), "val_quality": ("val quality", "{:.1%}"),
-    "val_quality_label_choice": ("val label choice", "{:.1%}"), "contains_reference": ("contains ref", "{:.1%}"),
-    "convergence": ("converged?", "{}"), "stopped_at_step": ("steps run", "{:.0f}"),
+    "format_misses": ("format-only misses", "{:.0f}"),
+    "lm_eval_exact_match": ("lm-eval EM", "{:.1%}"),
+    "pref_accuracy": ("pref acc", "{:.1%}"),
+    "pref_margin": ("pref margin", "{:+.2f}"),
+    "val_loss": ("val loss", "{:.3f}"),
+    "val_quality": ("val quality", "{:.1%}"),
+    "val_quality_label_choice": ("val label choice", "{:.1%}"),
+    "contains_reference": ("contains ref", "{:.1%}"),
+    "convergence": ("converged?", "{}"),
+    "stopped_at_step": ("steps run", "{:.0f}"),
     "best_step": ("best step", "{:.0f}"),
-    "train_tokens_per_s": ("train tok/s", "{:.0f}"), "train_step_s_median": ("step s (median)", "{:.2f}"),
-    "train_wall_s": ("train wall s", "{:.0f}"), "train_peak_rss_mb": ("train peak RSS MB", "{:.0f}"),
+    "train_tokens_per_s": ("train tok/s", "{:.0f}"),
+    "train_step_s_median": ("step s (median)", "{:.2f}"),
+    "train_wall_s": ("train wall s", "{:.0f}"),
+    "train_peak_rss_mb": ("train peak RSS MB", "{:.0f}"),
     "train_peak_allocated_mb": ("train peak alloc MB", "{:.0f}"),
     "train_peak_reserved_mb": ("train peak reserved MB", "{:.0f}"),
-    "trainable_params": ("trainable params", "{:,.0f}"), "adapter_mb": ("saved MB", "{:.1f}"),
-    "effective_batch": ("eff. batch", "{:.0f}"), "batch_split": ("micro × accum", "{}"),
+    "trainable_params": ("trainable params", "{:,.0f}"),
+    "adapter_mb": ("saved MB", "{:.1f}"),
+    "effective_batch": ("eff. batch", "{:.0f}"),
+    "batch_split": ("micro × accum", "{}"),
     "tokens_seen": ("tokens seen", "{:,.0f}"),
-    "precision": ("train precision", "{}"), "kernels": ("train kernels", "{}"),
+    "precision": ("train precision", "{}"),
+    "kernels": ("train kernels", "{}"),
     "held_dtypes": ("dtypes held in training", "{}"),
     "serving_dtype": ("serving dtype", "{}"),
-    "gen_tokens_per_s": ("gen tok/s", "{:.1f}"), "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
-    "latency_p25_s": ("p25 s", "{:.2f}"), "latency_p50_s": ("p50 s", "{:.2f}"), "latency_p75_s": ("p75 s", "{:.2f}"),
+    "gen_tokens_per_s": ("gen tok/s", "{:.1f}"),
+    "prompt_tokens_per_request": ("prompt tok/req", "{:.0f}"),
+    "latency_p25_s": ("p25 s", "{:.2f}"),
+    "latency_p50_s": ("p50 s", "{:.2f}"),
+    "latency_p75_s": ("p75 s", "{:.2f}"),
     "latency_p95_s": ("p95 s", "{:.2f}"),
-    "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"), "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
+    "latency_p50_s_unmerged": ("p50 s unmerged", "{:.2f}"),
+    "latency_p95_s_unmerged": ("p95 s unmerged", "{:.2f}"),
     "eval_peak_rss_mb": ("eval peak RSS MB", "{:.0f}"),
-    "tuned": ("tuned values", "{}"), "tune_tokens": ("tuning tokens", "{:,.0f}"), "tune_wall_s": ("tuning s", "{:.0f}"),
+    "tuned": ("tuned values", "{}"),
+    "tune_tokens": ("tuning tokens", "{:,.0f}"),
+    "tune_wall_s": ("tuning s", "{:.0f}"),
 }
 
 
@@ -48,8 +70,10 @@ def dtypes_words(d):
     if not isinstance(d, dict):
         return d
     base = d.get("base", "?") + (f" ({d['compute']} compute)" if d.get("compute") else "")
-    return (f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · activations "
-            f"{d.get('activations', '?')}" + (" · checkpointed" if d.get("checkpointed") else ""))
+    return (
+        f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · activations "
+        f"{d.get('activations', '?')}" + (" · checkpointed" if d.get("checkpointed") else "")
+    )
 
 
 def tuned_words(t):
@@ -66,7 +90,8 @@ def worded_runs(df: pd.DataFrame, unmoved: dict | None = None) -> pd.DataFrame:
     out = df.copy()
     for child, u in (unmoved or {}).items():
         out.loc[(out["name"] == child) & (out.get("convergence") == "unmoved"), "convergence"] = (
-            f"did not move from `{u['parent']}`")
+            f"did not move from `{u['parent']}`"
+        )
     if "tuned" in out.columns:
         out["tuned"] = out["tuned"].map(tuned_words)
     if "held_dtypes" in out.columns:
@@ -77,26 +102,65 @@ def worded_runs(df: pd.DataFrame, unmoved: dict | None = None) -> pd.DataFrame:
 
 
 # each table at most ten columns; the rest of a run's figures sit under <details> and in comparison.csv
-QUALITY = ["name", "rank_group", "status", "quality", "quality_ci", "verdict_figure", "gain_vs_prompting", "flips",
-           "val_quality", "convergence"]
+QUALITY = [
+    "name",
+    "rank_group",
+    "status",
+    "quality",
+    "quality_ci",
+    "verdict_figure",
+    "gain_vs_prompting",
+    "flips",
+    "val_quality",
+    "convergence",
+]
 
 
-QUALITY_MORE = ["name", "technique", "seed_spread", "quality_label_choice", "quality_label_choice_ci", "format_misses",
-                "contains_reference", "lm_eval_exact_match", "val_quality_label_choice", "val_loss"]
+QUALITY_MORE = [
+    "name",
+    "technique",
+    "seed_spread",
+    "quality_label_choice",
+    "quality_label_choice_ci",
+    "format_misses",
+    "contains_reference",
+    "lm_eval_exact_match",
+    "val_quality_label_choice",
+    "val_loss",
+]
 
 
 QUALITY_TRAINING = ["name", "pref_accuracy", "pref_margin", "stopped_at_step", "best_step"]
 
 
-TRAINING = ["name", "train_tokens_per_s", "train_step_s_median", "train_wall_s", "train_peak_rss_mb",
-            "train_peak_reserved_mb", "trainable_params", "adapter_mb", "tokens_seen", "precision"]
+TRAINING = [
+    "name",
+    "train_tokens_per_s",
+    "train_step_s_median",
+    "train_wall_s",
+    "train_peak_rss_mb",
+    "train_peak_reserved_mb",
+    "trainable_params",
+    "adapter_mb",
+    "tokens_seen",
+    "precision",
+]
 
 
 TRAINING_MORE = ["name", "effective_batch", "batch_split", "train_peak_allocated_mb", "kernels", "held_dtypes"]
 
 
-SERVING = ["name", "serving_dtype", "gen_tokens_per_s", "prompt_tokens_per_request", "latency_p25_s", "latency_p50_s",
-           "latency_p75_s", "latency_p95_s", "eval_peak_rss_mb"]
+SERVING = [
+    "name",
+    "serving_dtype",
+    "gen_tokens_per_s",
+    "prompt_tokens_per_request",
+    "latency_p25_s",
+    "latency_p50_s",
+    "latency_p75_s",
+    "latency_p95_s",
+    "eval_peak_rss_mb",
+]
 
 
 SERVING_MORE = ["name", "latency_p50_s_unmerged", "latency_p95_s_unmerged"]

@@ -6,11 +6,17 @@ from __future__ import annotations
 from bakeoff.report.tables import details, image
 
 # how a curve arm's run was chosen (``bakeoff.decide.decision.curve_arm``); an older record holds the words already
-CHOSEN_AS = {"best_prompt": "the best prompting baseline on validation", "named": "named in curve.arms",
-             "recommended": "the recommended variant",
-             "best_variant": "the best fine-tuned variant on validation, as the recommendation is not to fine-tune"}
-WHERE = {"smallest": "from the smallest size", "measured": "in the measured range",
-         "projected": "beyond the measured range (a projection)"}  # where the fine-tuned arm passes the prompt
+CHOSEN_AS = {
+    "best_prompt": "the best prompting baseline on validation",
+    "named": "named in curve.arms",
+    "recommended": "the recommended variant",
+    "best_variant": "the best fine-tuned variant on validation, as the recommendation is not to fine-tune",
+}
+WHERE = {
+    "smallest": "from the smallest size",
+    "measured": "in the measured range",
+    "projected": "beyond the measured range (a projection)",
+}  # where the fine-tuned arm passes the prompt
 
 
 def _swapped(d: dict, old: str, new: str, value) -> dict:
@@ -25,19 +31,28 @@ def _worded_arm(key: str, a: dict) -> dict:
     elif str(a.get("chosen_as") or "").startswith("no_recommendation"):
         a["chosen_as"] = "no recommendation to draw" + a["chosen_as"].removeprefix("no_recommendation")
     if "missing" in a:
-        a = _swapped(a, "missing", "reason", f"no finished run for `{key}`" if a["missing"] == "no_run"
-                     else f"`{a['run']}` did not finish")
+        a = _swapped(
+            a,
+            "missing",
+            "reason",
+            f"no finished run for `{key}`" if a["missing"] == "no_run" else f"`{a['run']}` did not finish",
+        )
     if a.get("status") == "too few points" and "reason" not in a:
         a["reason"] = "no smaller share finished: nothing to fit"
-    a["points"] = [{k: (f"stale (drawn for `{p['drawn_for']}`)" if k == "status" else x)
-                    for k, x in p.items() if k != "drawn_for"} if p.get("status") == "stale" else p
-                   for p in a.get("points") or []]
+    a["points"] = [
+        {k: (f"stale (drawn for `{p['drawn_for']}`)" if k == "status" else x) for k, x in p.items() if k != "drawn_for"}
+        if p.get("status") == "stale"
+        else p
+        for p in a.get("points") or []
+    ]
     b = a.get("backtest")
     if b and "sizes" in b:
         a["backtest"] = _swapped(b, "sizes", "reason", f"{b['sizes']} sizes: a back-test needs 3 or more")
     if a.get("projection"):
-        a["projection"] = [{**p, "gain_from": "the largest measured point"} if p.get("gain_from") == "largest_point"
-                           else p for p in a["projection"]]
+        a["projection"] = [
+            {**p, "gain_from": "the largest measured point"} if p.get("gain_from") == "largest_point" else p
+            for p in a["projection"]
+        ]
     return a
 
 
@@ -66,9 +81,11 @@ def _miss_words(a: dict) -> str:
     b = a["backtest"]
     if "error" not in b:
         return f"`{a['run']}`: {b.get('reason', 'no back-test')}"
-    return (f"fitted on its smaller shares, `{a['run']}` was predicted at {b['predicted']:.1%} for its "
-            f"{a['rows'][-1]:,} rows and measured {b['observed']:.1%} (error {b['error'] * 100:+.1f} points, 95% "
-            f"interval{_ci(b['error_ci'], True)})")
+    return (
+        f"fitted on its smaller shares, `{a['run']}` was predicted at {b['predicted']:.1%} for its "
+        f"{a['rows'][-1]:,} rows and measured {b['observed']:.1%} (error {b['error'] * 100:+.1f} points, 95% "
+        f"interval{_ci(b['error_ci'], True)})"
+    )
 
 
 def accepts_words(b: dict) -> str:
@@ -87,9 +104,11 @@ def doubling_words(a: dict) -> str:
     d = a.get("last_doubling") or {}
     if not d:
         return ""
-    said = (f"`{a['run']}`: the last doubling ({d['rows'][0]:,} → {d['rows'][1]:,} rows) "
-            f"{'bought nothing measurable' if d['cannot_tell'] else 'measured'} ({d['diff'] * 100:+.1f} points, "
-            f"95% interval{_ci(d['ci'], True)})")
+    said = (
+        f"`{a['run']}`: the last doubling ({d['rows'][0]:,} → {d['rows'][1]:,} rows) "
+        f"{'bought nothing measurable' if d['cannot_tell'] else 'measured'} ({d['diff'] * 100:+.1f} points, "
+        f"95% interval{_ci(d['ci'], True)})"
+    )
     if d["cannot_tell"] and d.get("ci"):
         said += f"; the data cannot tell flat from {d['ci'][1] * 100:+.1f} points per doubling"
     return said
@@ -100,10 +119,15 @@ def projection_words(a: dict) -> str:
     the largest measured point."""
     p = a["projection"][0]
     spread = p.get("spread")
-    forms = (f", {spread[0]:.1%}–{spread[1]:.1%} across {len(p.get('forms') or {})} forms" if spread and
-             spread[0] != spread[1] else "")
-    return (f"`{a['run']}` is projected at {p['quality']:.1%}{_ci(p['ci'])}{forms} ({p['gain'] * 100:+.1f} points "
-            f"over its measured {a['quality'][-1]:.1%}{_ci(p['gain_ci'], True)})")
+    forms = (
+        f", {spread[0]:.1%}–{spread[1]:.1%} across {len(p.get('forms') or {})} forms"
+        if spread and spread[0] != spread[1]
+        else ""
+    )
+    return (
+        f"`{a['run']}` is projected at {p['quality']:.1%}{_ci(p['ci'])}{forms} ({p['gain'] * 100:+.1f} points "
+        f"over its measured {a['quality'][-1]:.1%}{_ci(p['gain_ci'], True)})"
+    )
 
 
 def headline(curve: dict | None, decision: str | None) -> list[str]:
@@ -118,9 +142,15 @@ def headline(curve: dict | None, decision: str | None) -> list[str]:
     n_items = next(iter(ok.values())).get("n_items")
     if not curve.get("reliable"):
         missed = [a for a in ok.values() if not a["backtest"].get("inside")]
-        return [("**More data**: the data-value curve is **unreliable on this task**, so no projection is given: "
-                 + "; ".join(_miss_words(a) for a in missed) + ", outside the observed point's 95% interval "
-                 "(details: What more data would buy)."), ""]
+        return [
+            (
+                "**More data**: the data-value curve is **unreliable on this task**, so no projection is given: "
+                + "; ".join(_miss_words(a) for a in missed)
+                + ", outside the observed point's 95% interval "
+                "(details: What more data would buy)."
+            ),
+            "",
+        ]
     flat = [a for a in ok.values() if (a.get("last_doubling") or {}).get("cannot_tell")]
     grew = [a for a in ok.values() if a not in flat]
     parts = [doubling_words(a) for a in flat] + [projection_words(a) for a in grew]
@@ -129,14 +159,31 @@ def headline(curve: dict | None, decision: str | None) -> list[str]:
     verdict = ""
     if later.get("decision") and not flat:
         same = later["decision"] == decision
-        verdict = (f"; the verdict would {'not change' if same else 'change to **' + later['decision'] + '**'} "
-                   f"(gain {later['gain'] * 100:+.1f} points{_ci(later['gain_ci'], True)})")
+        verdict = (
+            f"; the verdict would {'not change' if same else 'change to **' + later['decision'] + '**'} "
+            f"(gain {later['gain'] * 100:+.1f} points{_ci(later['gain_ci'], True)})"
+        )
     points = min(a["n_points"] for a in ok.values())
-    lead = ("**More data** (measured" + (f"; projected to twice the training rows, {rows:,}, assuming they are trained "
-                                         "on at the same epochs" if grew else "") + "): ")
-    return [(lead + "; ".join(parts) + verdict + f". Measured at {points} sizes per arm"
-             + (f", intervals over the {n_items} test items" if n_items else "")
-             + "; the back-test (the smaller sizes predicting the full one) held for every arm."), ""]
+    lead = (
+        "**More data** (measured"
+        + (
+            f"; projected to twice the training rows, {rows:,}, assuming they are trained on at the same epochs"
+            if grew
+            else ""
+        )
+        + "): "
+    )
+    return [
+        (
+            lead
+            + "; ".join(parts)
+            + verdict
+            + f". Measured at {points} sizes per arm"
+            + (f", intervals over the {n_items} test items" if n_items else "")
+            + "; the back-test (the smaller sizes predicting the full one) held for every arm."
+        ),
+        "",
+    ]
 
 
 def summary(curve: dict | None) -> dict | None:
@@ -149,13 +196,27 @@ def summary(curve: dict | None) -> dict | None:
             arms[key] = {"run": a.get("run"), "status": a.get("status")}
             continue
         p, b = a["projection"][0], a["backtest"]
-        arms[key] = {"run": a["run"], "status": "ok", "rows": a["rows"], "quality": a["quality"],
-                     "projected_2x": p["quality"], "projected_2x_ci": p["ci"], "projected_2x_spread": p.get("spread"),
-                     "gain_2x_over_measured": p["gain"], "last_doubling": a.get("last_doubling"),
-                     "backtest_error": b.get("error"), "backtest_inside": b.get("inside"),
-                     "backtest_accepts": b.get("accepts")}
-    return {"reliable": curve.get("reliable"), "backtest_mae": curve.get("backtest_mae"), "arms": arms,
-            "crossover": curve.get("crossover"), "verdict_at_2x": curve.get("verdict_at_2x")}
+        arms[key] = {
+            "run": a["run"],
+            "status": "ok",
+            "rows": a["rows"],
+            "quality": a["quality"],
+            "projected_2x": p["quality"],
+            "projected_2x_ci": p["ci"],
+            "projected_2x_spread": p.get("spread"),
+            "gain_2x_over_measured": p["gain"],
+            "last_doubling": a.get("last_doubling"),
+            "backtest_error": b.get("error"),
+            "backtest_inside": b.get("inside"),
+            "backtest_accepts": b.get("accepts"),
+        }
+    return {
+        "reliable": curve.get("reliable"),
+        "backtest_mae": curve.get("backtest_mae"),
+        "arms": arms,
+        "crossover": curve.get("crossover"),
+        "verdict_at_2x": curve.get("verdict_at_2x"),
+    }
 
 
 def crossover_words(curve: dict) -> str | None:
@@ -176,13 +237,18 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
     """The section: each arm's points with their intervals, the fit, the back-test, the projections."""
     if not curve or not curve.get("arms"):
         return []
-    out = ["## What more data would buy (the data-value curve)", "",
-           ("Each arm again on nested, label-stratified shares of the training split (the same rows on every rerun), "
+    out = [
+        "## What more data would buy (the data-value curve)",
+        "",
+        (
+            "Each arm again on nested, label-stratified shares of the training split (the same rows on every rerun), "
             "at its searched values (`curve.schedule`: the same epochs, or its own steps), scored on the same test "
             "split; the full size is the arm's own run, each point one training run. Intervals: 95%, bootstrap over "
             "test items. 2× and 4× are **projections** of three fitted forms, assuming the extra rows are trained on "
-            "at the same epochs: the interval spans every form's, and the gain is over the largest measured point."),
-           ""]
+            "at the same epochs: the interval spans every form's, and the gain is over the largest measured point."
+        ),
+        "",
+    ]
     for key, a in curve["arms"].items():
         if a.get("status") != "ok":
             out += [f"- `{key}` ({a.get('run') or 'none'}): {a.get('reason') or a.get('status')}", ""]
@@ -192,50 +258,92 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
     if said:
         out += [said, ""]
     out += image(images, "curve", "quality against training rows, measured and projected")
-    out += details("How the curve is fitted", [(
-        "Three forms: q(n) = 1 − a·(n/N)^−b (a ceiling fixed at 100%; the primary form with fewer than 5 sizes), "
-        "q(n) = c − a·(n/N)^−b (its own ceiling c ≤ 100%; primary with 5 or more) and q(n) = c + a·log2(n/N) "
-        "(the same points for every doubling); a ≥ 0, so a curve cannot fall with more data. Each bootstrap "
-        "resample draws the "
-        "test items once for every size and arm and refits: the intervals hold the test split's noise, not a "
-        "training run's seed-to-seed spread (each point is one run). A projection's interval spans every form's. "
-        "The back-test fits the primary form without the largest size and predicts it; a prediction outside the "
-        "observed point's 95% interval (Clopper–Pearson for a 0/1 score) withholds the projections. Every point: "
-        "reports/curve.json.")])
+    out += details(
+        "How the curve is fitted",
+        [
+            (
+                "Three forms: q(n) = 1 − a·(n/N)^−b (a ceiling fixed at 100%; the primary form with fewer than 5 "
+                "sizes), q(n) = c − a·(n/N)^−b (its own ceiling c ≤ 100%; primary with 5 or more) and q(n) = c + "
+                "a·log2(n/N) (the same points for every doubling); a ≥ 0, so a curve cannot fall with more data. Each "
+                "bootstrap resample draws the test items once for every size and arm and refits: the intervals hold "
+                "the test split's noise, not a training run's seed-to-seed spread (each point is one run). A "
+                "projection's interval spans every form's. The back-test fits the primary form without the largest "
+                "size and predicts it; a prediction outside the observed point's 95% interval (Clopper–Pearson for a "
+                "0/1 score) withholds the projections. Every point: reports/curve.json."
+            )
+        ],
+    )
     return out
 
 
 def cut_short_lines(a: dict) -> list[str]:
     """The caveat for smaller shares still improving when a schedule shorter than the arm's own run stopped them."""
     own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
-    still = [f"{p['share']:g} ({p['train_steps']} steps)" for p in a.get("points") or []
-             if p.get("convergence") == "still improving" and not p.get("own_run") and own
-             and (p.get("train_steps") or 0) < own]  # cut shorter than the arm's own run
-    return [(f"Still improving at its last step: {', '.join(still)}: these shares trained fewer steps than "
-             "the arm's own run, so the schedule, not only the data, held them down and the curve may overstate "
-             "what more data buys (`curve.schedule: steps` trains every share the arm's own steps).")
-            ] if still else []
+    still = [
+        f"{p['share']:g} ({p['train_steps']} steps)"
+        for p in a.get("points") or []
+        if p.get("convergence") == "still improving"
+        and not p.get("own_run")
+        and own
+        and (p.get("train_steps") or 0) < own
+    ]  # cut shorter than the arm's own run
+    return (
+        [
+            (
+                f"Still improving at its last step: {', '.join(still)}: these shares trained fewer steps than "
+                "the arm's own run, so the schedule, not only the data, held them down and the curve may overstate "
+                "what more data buys (`curve.schedule: steps` trains every share the arm's own steps)."
+            )
+        ]
+        if still
+        else []
+    )
 
 
 def arm_lines(a: dict, reliable: bool) -> list[str]:
     """One arm: its fit and back-test in a sentence, then its sizes (and, where the back-tests held, projections)."""
     rows = [f"| {n:,} | {q:.1%}{_ci(ci)} |" for n, q, ci in zip(a["rows"], a["quality"], a["quality_ci"])]
     if reliable:
-        rows += [f"| {p['rows']:,} (×{p['multiple']}, projected) | {a['form']} {p['quality']:.1%}; every form "
-                 f"{_ci(p['ci']).strip()} |" for p in a["projection"]]
+        rows += [
+            f"| {p['rows']:,} (×{p['multiple']}, projected) | {a['form']} {p['quality']:.1%}; every form "
+            f"{_ci(p['ci']).strip()} |"
+            for p in a["projection"]
+        ]
     if reliable:
-        rows += [f"| {p['rows']:,} (×{p['multiple']}, projected) | {fm} {x['quality']:.1%}{_ci(x['ci'])} |"
-                 for p in a["projection"] for fm, x in (p.get("forms") or {}).items() if fm != a["form"]]
+        rows += [
+            f"| {p['rows']:,} (×{p['multiple']}, projected) | {fm} {x['quality']:.1%}{_ci(x['ci'])} |"
+            for p in a["projection"]
+            for fm, x in (p.get("forms") or {}).items()
+            if fm != a["form"]
+        ]
     b = a["backtest"]
-    back = (f"back-test: predicted {b['predicted']:.1%} at {a['rows'][-1]:,} rows from the smaller sizes, "
+    back = (
+        (
+            f"back-test: predicted {b['predicted']:.1%} at {a['rows'][-1]:,} rows from the smaller sizes, "
             f"measured {b['observed']:.1%}, error {b['error'] * 100:+.1f} points: "
-            f"**{'inside' if b['inside'] else 'outside'}**{accepts_words(b)}") if "error" in b else b.get("reason", "")
+            f"**{'inside' if b['inside'] else 'outside'}**{accepts_words(b)}"
+        )
+        if "error" in b
+        else b.get("reason", "")
+    )
     ci = a.get("exponent_ci")
     exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-    gain = (f", at 2× {a['gain_per_doubling'] * 100:+.1f} points over the measured {a['quality'][-1]:.1%}"
-            f"{_ci(a['gain_per_doubling_ci'], True)} across forms" if reliable else "")
+    gain = (
+        f", at 2× {a['gain_per_doubling'] * 100:+.1f} points over the measured {a['quality'][-1]:.1%}"
+        f"{_ci(a['gain_per_doubling_ci'], True)} across forms"
+        if reliable
+        else ""
+    )
     last = doubling_words(a)
     caveat = cut_short_lines(a)
-    return [f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.", "",
-            *([f"Measured: {last}.", ""] if last else []),
-            *caveat, *([""] if caveat else []), "| training rows | quality |", "|---|---|", *rows, ""]
+    return [
+        f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.",
+        "",
+        *([f"Measured: {last}.", ""] if last else []),
+        *caveat,
+        *([""] if caveat else []),
+        "| training rows | quality |",
+        "|---|---|",
+        *rows,
+        "",
+    ]

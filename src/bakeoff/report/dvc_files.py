@@ -27,8 +27,15 @@ from pathlib import Path
 
 ARMS_DIR, PLOTS_DIR, RECORDS_DIR = "arms", "dvc", "records"
 # name in the metrics file → the run table's column (bakeoff.decide.figures)
-COLUMNS = {"quality": "quality", "ci_low": "quality_ci_low", "ci_high": "quality_ci_high", "gain": "gain",
-           "gain_ci_low": "gain_ci_low", "train_s": "train_wall_s", "eval_s": "gen_wall_s"}
+COLUMNS = {
+    "quality": "quality",
+    "ci_low": "quality_ci_low",
+    "ci_high": "quality_ci_high",
+    "gain": "gain",
+    "gain_ci_low": "gain_ci_low",
+    "train_s": "train_wall_s",
+    "eval_s": "gen_wall_s",
+}
 PEAKS = ("train_peak_reserved_mb", "train_peak_rss_mb", "eval_peak_rss_mb")  # the training peak, else evaluation's
 
 
@@ -78,17 +85,25 @@ def write(out_dir: Path, runs, records: dict, costs: dict | None, curve: dict | 
     for name, m in arm_metrics(runs, costs).items():
         paths[f"arm:{name}"] = arms / f"{name}.json"
         paths[f"arm:{name}"].write_text(json.dumps(m, indent=2) + "\n")
-    loss = [[name, split, p["step"], round(float(p["loss"]), 5)]
-            for name, rec in sorted(records.items())
-            for split, key in (("train", "history"), ("validation", "val_curve"))
-            for p in (rec or {}).get(key) or [] if p.get("loss") is not None]
+    loss = [
+        [name, split, p["step"], round(float(p["loss"]), 5)]
+        for name, rec in sorted(records.items())
+        for split, key in (("train", "history"), ("validation", "val_curve"))
+        for p in (rec or {}).get(key) or []
+        if p.get("loss") is not None
+    ]
     paths["loss"] = _csv(plots / "loss.csv", ["arm", "split", "step", "loss"], loss)
-    quality = [[r["name"], *(_number(r.get(c)) for c in ("quality", "quality_ci_low", "quality_ci_high"))]
-               for r in runs.to_dict("records") if r.get("status") == "ok"]
+    quality = [
+        [r["name"], *(_number(r.get(c)) for c in ("quality", "quality_ci_low", "quality_ci_high"))]
+        for r in runs.to_dict("records")
+        if r.get("status") == "ok"
+    ]
     paths["quality"] = _csv(plots / "quality.csv", ["arm", "quality", "ci_low", "ci_high"], quality)
-    points = [[f"{role}: {a.get('run')}", rows, q]
-              for role, a in ((curve or {}).get("arms") or {}).items()
-              for rows, q in zip(a.get("rows") or [], a.get("quality") or [])]
+    points = [
+        [f"{role}: {a.get('run')}", rows, q]
+        for role, a in ((curve or {}).get("arms") or {}).items()
+        for rows, q in zip(a.get("rows") or [], a.get("quality") or [])
+    ]
     paths["curve"] = _csv(plots / "curve.csv", ["arm", "rows", "quality"], points)
     return paths
 

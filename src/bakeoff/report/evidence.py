@@ -28,16 +28,22 @@ def _pct(x) -> str:
 def _on(scope: dict | None) -> str:
     scope = scope or {}
     n = scope.get("n")
-    return (f"measured on the test split ({n} items), `{scope.get('model', 'the base model')}`" if n else
-            "measured on the test split")
+    return (
+        f"measured on the test split ({n} items), `{scope.get('model', 'the base model')}`"
+        if n
+        else "measured on the test split"
+    )
 
 
 def where_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     """## Where the gain comes from: per field, per label or the score's quartiles, by what the task is."""
     if (e or {}).get("error"):
-        return ["## Where the gain comes from", "",
-                f"Not gathered ({cell(e['error'], 300)}): the runs' records and test answers are in `runs/<name>/`.",
-                ""]
+        return [
+            "## Where the gain comes from",
+            "",
+            f"Not gathered ({cell(e['error'], 300)}): the runs' records and test answers are in `runs/<name>/`.",
+            "",
+        ]
     w = (e or {}).get("where")
     if not w:
         return []
@@ -46,29 +52,48 @@ def where_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     if w["kind"] == "fields":
         top = w.get("largest")
         if top:
-            lines += [(f"The largest gap between the best prompt `{a}` and `{b}` is in the field `{top['field']}`: "
-                       f"{_pct(top[a])} against {_pct(top[b])} right ({top['gap'] * 100:+.0f} points), {_on(scope)}. "
-                       "A field one run gets wrong is where a sharper prompt (a rule for that field, examples of it) "
-                       "may be tried before fine-tuning."), ""]
-        lines += ["| run | " + " | ".join(f"`{f}`" for f in w["fields"]) + " |",
-                  "|---|" + "---:|" * len(w["fields"])]
-        lines += [f"| {n} | " + " | ".join(_pct(row.get(f)) for f in w["fields"]) + " |"
-                  for n, row in w["table"].items()]
+            lines += [
+                (
+                    f"The largest gap between the best prompt `{a}` and `{b}` is in the field `{top['field']}`: "
+                    f"{_pct(top[a])} against {_pct(top[b])} right ({top['gap'] * 100:+.0f} points), {_on(scope)}. "
+                    "A field one run gets wrong is where a sharper prompt (a rule for that field, examples of it) "
+                    "may be tried before fine-tuning."
+                ),
+                "",
+            ]
+        lines += ["| run | " + " | ".join(f"`{f}`" for f in w["fields"]) + " |", "|---|" + "---:|" * len(w["fields"])]
+        lines += [
+            f"| {n} | " + " | ".join(_pct(row.get(f)) for f in w["fields"]) + " |" for n, row in w["table"].items()
+        ]
         return lines + ["", "Share of test items with that field's value right (the answer parsed as JSON).", ""]
     if w["kind"] == "labels":
-        lines += [(f"The labels where the best prompt `{a}` and `{b}` differ most ({_on(scope)}; right answers out "
-                   "of the items with that true label):"), "", f"| true label | items | `{a}` right | `{b}` right |",
-                  "|---|---:|---:|---:|"]
+        lines += [
+            (
+                f"The labels where the best prompt `{a}` and `{b}` differ most ({_on(scope)}; right answers out "
+                "of the items with that true label):"
+            ),
+            "",
+            f"| true label | items | `{a}` right | `{b}` right |",
+            "|---|---:|---:|---:|",
+        ]
         lines += [f"| {cell(x['label'], 80)} | {x['n']} | {x[a]} | {x[b]} |" for x in w["labels"]]
         for n, conf in w["confusions"].items():
             said = "; ".join(f"{cell(c['true'], 60)} → {cell(c['answered'], 60)} ({c['count']})" for c in conf)
             lines += ["", f"Commonest confusions of `{n}` (true → answered, count): {said or 'none'}."]
         return lines + [""]
-    lines += [(f"The score per test item ({_on(scope)}): a mean hides whether a run is good on most items or "
-               "perfect on some and lost on others."), "", "| run | min | 25% | median | 75% | max | items |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {n} | {q['min']:.2f} | {q['q1']:.2f} | {q['median']:.2f} | {q['q3']:.2f} | {q['max']:.2f} | "
-              f"{q['n']} |" for n, q in w["table"].items()]
+    lines += [
+        (
+            f"The score per test item ({_on(scope)}): a mean hides whether a run is good on most items or "
+            "perfect on some and lost on others."
+        ),
+        "",
+        "| run | min | 25% | median | 75% | max | items |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {n} | {q['min']:.2f} | {q['q1']:.2f} | {q['median']:.2f} | {q['q3']:.2f} | {q['max']:.2f} | {q['n']} |"
+        for n, q in w["table"].items()
+    ]
     return lines + [""]
 
 
@@ -76,25 +101,37 @@ def cost_plot_lines(images: dict | None, scope: dict | None, target: str | None)
     """## Quality against cost: the plot a buyer decides on, with what is measured and what is projected."""
     if not images or "quality_vs_cost" not in images:
         return []
-    return ["## Quality against cost", "",
-            (f"Each fine-tuned run's test quality, {_on(scope)}, against its all-in training cost projected on "
-             f"`{target}` (search share, parent and its own training on the cheapest card that holds it; the bar runs "
-             "to the pessimistic end of the utilisation range: [GPU sizing](#gpu-sizing)). The dashed line is the "
-             "frontier of these test figures, the star the recommendation, chosen on validation by the rule above "
-             "(so it need not sit on this frontier); prompting trains nothing (dotted lines)."), "",
-            f"![quality against projected all-in cost on {target}](plots/quality_vs_cost.png)", ""]
+    return [
+        "## Quality against cost",
+        "",
+        (
+            f"Each fine-tuned run's test quality, {_on(scope)}, against its all-in training cost projected on "
+            f"`{target}` (search share, parent and its own training on the cheapest card that holds it; the bar runs "
+            "to the pessimistic end of the utilisation range: [GPU sizing](#gpu-sizing)). The dashed line is the "
+            "frontier of these test figures, the star the recommendation, chosen on validation by the rule above "
+            "(so it need not sit on this frontier); prompting trains nothing (dotted lines)."
+        ),
+        "",
+        f"![quality against projected all-in cost on {target}](plots/quality_vs_cost.png)",
+        "",
+    ]
 
 
-RULES = {"largest_gaps_then_worst": "the items where the recommended run and the best prompt differ most in score, "
-                                   "its wins and its losses alike (two of each where there are), then the item both "
-                                   "answer worst; ties by test order"}
+RULES = {
+    "largest_gaps_then_worst": "the items where the recommended run and the best prompt differ most in score, "
+    "its wins and its losses alike (two of each where there are), then the item both "
+    "answer worst; ties by test order"
+}
 ERRORS = {"unrecorded": "not recorded: its evaluation ran before prompts were recorded"}
 
 
 def why_words(why: str, e: dict) -> str:
     """Why a test item is shown (``bakeoff.decide.evidence.samples``)."""
-    return {"worst": "both answer it worst", "run_better": f"`{e.get('run')}` better",
-            "prompt_better": f"`{e.get('prompt')}` better"}.get(why, why)
+    return {
+        "worst": "both answer it worst",
+        "run_better": f"`{e.get('run')}` better",
+        "prompt_better": f"`{e.get('prompt')}` better",
+    }.get(why, why)
 
 
 def sample_lines(e: dict | None, scope: dict | None = None) -> list[str]:
@@ -103,14 +140,26 @@ def sample_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     if not items:
         return []
     rule = RULES.get(e["rule"], e["rule"])
-    lines = ["## Answers side by side", "",
-             (f"{len(items)} test items, {_on(scope)}, chosen by one rule: {rule}. Every run's answer as it "
-              "was scored; long ones are cut."), ""]
+    lines = [
+        "## Answers side by side",
+        "",
+        (
+            f"{len(items)} test items, {_on(scope)}, chosen by one rule: {rule}. Every run's answer as it "
+            "was scored; long ones are cut."
+        ),
+        "",
+    ]
     for s in items:
-        lines += [f"**Test item {s['id']}** ({cell(s['source'], 120)}; {why_words(s['why'], e)})", "",
-                  '<div class="answers">', "",  # the page wraps these cells (html.py); GitHub ignores the class
-                  "| | answer | score |", "|---|---|---:|",
-                  f"| input | {cell(s['input'])} | |", f"| reference | {cell(s['reference'])} | |"]
+        lines += [
+            f"**Test item {s['id']}** ({cell(s['source'], 120)}; {why_words(s['why'], e)})",
+            "",
+            '<div class="answers">',
+            "",  # the page wraps these cells (html.py); GitHub ignores the class
+            "| | answer | score |",
+            "|---|---|---:|",
+            f"| input | {cell(s['input'])} | |",
+            f"| reference | {cell(s['reference'])} | |",
+        ]
         lines += [f"| `{n}` | {cell(x['answer'])} | {x['score']:.2f} |" for n, x in s["answers"].items()]
         lines += ["", "</div>", ""]
     return lines
@@ -126,14 +175,20 @@ def prompt_lines(e: dict | None) -> list[str]:
     shown = (e or {}).get("prompts") or []
     if not shown:
         return []
-    lines = ["## The prompts sent", "",
-             ("Each prompting baseline's turns for the first test item, as its evaluation recorded sending them (its "
-              "search's choice applied), before the model's own chat template wraps them."), ""]
+    lines = [
+        "## The prompts sent",
+        "",
+        (
+            "Each prompting baseline's turns for the first test item, as its evaluation recorded sending them (its "
+            "search's choice applied), before the model's own chat template wraps them."
+        ),
+        "",
+    ]
     for p in shown:
         if p.get("error"):
             lines += [f"- `{p['name']}`: {cell(ERRORS.get(p['error'], p['error']), 200)}", ""]
             continue
-        instr = f"; instruction: \"{cell(p['instruction'], 200)}\"" if p.get("instruction") else "; no instruction"
+        instr = f'; instruction: "{cell(p["instruction"], 200)}"' if p.get("instruction") else "; no instruction"
         lines += [f"**`{p['name']}`**: {p['rule']}{instr}.", ""]
         body = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in p["messages"])
         fence = _fence(body)

@@ -28,14 +28,15 @@ def _pyplot():
     return plt
 
 
-def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict,
-                          scope: dict) -> None:
+def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict, scope: dict) -> None:
     """Quality against training peak memory and against training wall time as measured here (the small model on
     this machine, not the target: the titles say so), the Pareto front dashed, the prompting baselines as
     horizontal lines."""
     plt = _pyplot()
-    for key, col, label in (("quality_vs_memory", mem_col, "training peak memory (MiB)"),
-                            ("quality_vs_time", "train_wall_s", "training wall time (s)")):
+    for key, col, label in (
+        ("quality_vs_memory", mem_col, "training peak memory (MiB)"),
+        ("quality_vs_time", "train_wall_s", "training wall time (s)"),
+    ):
         sub = ok[ok.get(col, pd.Series(dtype=float)).notna()] if col in ok.columns else ok.iloc[0:0]
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         pts = [(float(r[col]), float(r["quality"])) for _, r in sub.iterrows()]
@@ -44,8 +45,7 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
             ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
         front = pareto(pts)
         if front:
-            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="tab:red",
-                    label="Pareto front")
+            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="tab:red", label="Pareto front")
             ax.legend(loc="lower right")
         for _, r in ok[ok["kind"] == "baseline"].iterrows():
             ax.axhline(float(r["quality"]), color="grey", lw=0.8, ls=":")
@@ -63,8 +63,9 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
 def measured_on(scope: dict | None) -> str:
     """What a figure's quality was measured on, for its title: "measured on <model>, test split (60 items)"."""
     s = scope or {}
-    return (f"measured on {s.get('model', 'the base model')}, {s.get('split', 'test')} split"
-            + (f" ({s['n']} items)" if s.get("n") else ""))
+    return f"measured on {s.get('model', 'the base model')}, {s.get('split', 'test')} split" + (
+        f" ({s['n']} items)" if s.get("n") else ""
+    )
 
 
 def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, scope: dict) -> None:
@@ -75,8 +76,10 @@ def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, sco
     lo = ok.get("quality_ci_low", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
     hi = ok.get("quality_ci_high", pd.Series([float("nan")] * len(ok))).astype(float).to_numpy()
     colors = ["tab:grey" if k == "baseline" else "tab:blue" for k in ok["kind"]]
-    err = [[max(a - b, 0) if b == b else 0 for a, b in zip(q, lo)],
-           [max(b - a, 0) if b == b else 0 for a, b in zip(q, hi)]]
+    err = [
+        [max(a - b, 0) if b == b else 0 for a, b in zip(q, lo)],
+        [max(b - a, 0) if b == b else 0 for a, b in zip(q, hi)],
+    ]
     ax.barh(names, q, xerr=err, color=colors, capsize=3)
     ax.invert_yaxis()
     ax.set_xlabel(f"{metric} (95% interval)")
@@ -105,8 +108,15 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict)
     for i in range(n):
         for j in range(n):
             if i != j:
-                ax.text(j, i, f"{diff[i, j]:+.0f}\np={p[i, j]:.2g}", ha="center", va="center", fontsize=7,
-                        fontweight="bold" if p[i, j] < ALPHA else "normal")
+                ax.text(
+                    j,
+                    i,
+                    f"{diff[i, j]:+.0f}\np={p[i, j]:.2g}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    fontweight="bold" if p[i, j] < ALPHA else "normal",
+                )
     ax.set_xticks(range(n), names, rotation=45, ha="right")
     ax.set_yticks(range(n), names)
     fig.colorbar(im, ax=ax, label="row − column (points)")
@@ -154,8 +164,10 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict, scope: dict) -> 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for a in (a for a in curve["arms"].values() if a.get("status") == "ok"):
         n_full = a["rows"][-1]
-        err = [[q - ci[0] for q, ci in zip(a["quality"], a["quality_ci"])],
-               [ci[1] - q for q, ci in zip(a["quality"], a["quality_ci"])]]
+        err = [
+            [q - ci[0] for q, ci in zip(a["quality"], a["quality_ci"])],
+            [ci[1] - q for q, ci in zip(a["quality"], a["quality_ci"])],
+        ]
         line = ax.errorbar(a["rows"], a["quality"], yerr=err, fmt="o", capsize=3, label=f"{a['run']} (measured)")
         color = line[0].get_color()
         band = a["band"]
@@ -167,16 +179,22 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict, scope: dict) -> 
             shown = band
         else:
             shown = inside
-        ax.fill_between([b["rows"] for b in shown], [b["ci"][0] for b in shown], [b["ci"][1] for b in shown],
-                        color=color, alpha=0.15)
+        ax.fill_between(
+            [b["rows"] for b in shown],
+            [b["ci"][0] for b in shown],
+            [b["ci"][1] for b in shown],
+            color=color,
+            alpha=0.15,
+        )
     ax.set_xscale("log", base=2)
     measured = sorted({r for a in curve["arms"].values() if a.get("status") == "ok" for r in a["rows"]})
     ax.set_xticks(measured, [f"{r:,}" for r in measured], fontsize=8)
     ax.minorticks_off()
     ax.set_xlabel("training rows (log scale; ticks at the rows measured)")
     ax.set_ylabel("quality on the test split")
-    title = (f"Quality against training rows, {measured_on(scope)}\n"
-             + ("dashed: projected" if curve.get("reliable") else "the back-test missed: no projection"))
+    title = f"Quality against training rows, {measured_on(scope)}\n" + (
+        "dashed: projected" if curve.get("reliable") else "the back-test missed: no projection"
+    )
     ax.set_title(title, fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -185,8 +203,14 @@ def _data_curve(curve: dict | None, out_dir: Path, paths: dict, scope: dict) -> 
     plt.close(fig)
 
 
-def plots(df: pd.DataFrame, out_dir: Path, metric: str, pw: pd.DataFrame | None = None, curve: dict | None = None,
-          scope: dict | None = None) -> dict[str, Path]:
+def plots(
+    df: pd.DataFrame,
+    out_dir: Path,
+    metric: str,
+    pw: pd.DataFrame | None = None,
+    curve: dict | None = None,
+    scope: dict | None = None,
+) -> dict[str, Path]:
     """PNG plots: quality against peak memory and against training time (Pareto front marked),
     per-run quality bars with their intervals, the pairwise differences, the learning–forgetting trade-off and the
     data-value curve. ``scope``: what was measured on (titles). The loss curves and the projected plots:

@@ -26,8 +26,17 @@ def champion_of(params: Params, rec: dict, evaluations: dict) -> dict | None:
     if dtype not in ("fp32", "bf16", "fp16"):  # an endpoint baseline: no weights here to register
         print(f"MLflow: no champion registered: `{name}` is served by an endpoint, not weights here")
         return None
-    files = {p.name: p for p in (runs.eval_record(name), runs.train_record(name), runs.tuned_record(name),
-                                 runs.predictions(name), Path("params.yaml")) if p.exists()}
+    files = {
+        p.name: p
+        for p in (
+            runs.eval_record(name),
+            runs.train_record(name),
+            runs.tuned_record(name),
+            runs.predictions(name),
+            Path("params.yaml"),
+        )
+        if p.exists()
+    }
     try:  # a store without a model registry, or a failed upload, leaves the report and the runs as they are
         return champion.register(params, name, ev["run_id"], dtype, files)
     except Exception as e:
@@ -40,17 +49,30 @@ def to_mlflow(params: Params, d, paths: dict[str, Path], out: Path) -> None:
     from bakeoff.report import said
 
     v, names = said(d), list(d.runs["name"])
-    parent = summary_run(params, names, Summary(
-        tags={"verdict": v["decision"], "best_variant": v.get("variant", ""), "best_baseline": v.get("baseline", ""),
-              "winners_chosen_on": v.get("chosen_on", ""), "rank_groups": v["rank_groups"],
-              "recommendation": (v["recommendation"] or {}).get("line", ""),
-              "quick_look": str(bool(params.verdict.quick_look)).lower()},
-        metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v}, **where_metrics(d.evidence)},
-        files=list(paths.values()), folders={"plots": out / "plots", "flips": out / "flips"},
-        tables={"pairwise.json": d.pairwise}))
+    parent = summary_run(
+        params,
+        names,
+        Summary(
+            tags={
+                "verdict": v["decision"],
+                "best_variant": v.get("variant", ""),
+                "best_baseline": v.get("baseline", ""),
+                "winners_chosen_on": v.get("chosen_on", ""),
+                "rank_groups": v["rank_groups"],
+                "recommendation": (v["recommendation"] or {}).get("line", ""),
+                "quick_look": str(bool(params.verdict.quick_look)).lower(),
+            },
+            metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v}, **where_metrics(d.evidence)},
+            files=list(paths.values()),
+            folders={"plots": out / "plots", "flips": out / "flips"},
+            tables={"pairwise.json": d.pairwise},
+        ),
+    )
     nested = nest_repro(params, parent, names)
-    print(f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
-          "tagged superseded")
+    print(
+        f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
+        "tagged superseded"
+    )
     champion = champion_of(params, v.get("recommendation") or {}, d.evaluations)
     if champion:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
@@ -107,8 +129,12 @@ def summary_run(params: Params, names: list[str], summary: Summary) -> str:
     import mlflow
 
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with tracking.run(params, tracking.RunTags("comparison", "repro", "-"), {"runs": names},
-                      run_name=f"repro {runs.git_commit()[:7]} {when}") as r:
+    with tracking.run(
+        params,
+        tracking.RunTags("comparison", "repro", "-"),
+        {"runs": names},
+        run_name=f"repro {runs.git_commit()[:7]} {when}",
+    ) as r:
         mlflow.set_tags(summary.tags)
         for name, table in summary.tables.items():
             mlflow.log_table(table, artifact_file=name)
@@ -134,8 +160,13 @@ def nest_repro(params: Params, parent_id: str, names: list[str]) -> dict:
     exp = client.get_experiment_by_name(tracking.experiment_name(params))
     found = client.search_runs([exp.experiment_id], max_results=50000)
     wanted = set(names) | {f"{n}.tune" for n in names}
-    current = {r.info.run_id for r in found if r.data.tags.get("bakeoff.name") in wanted
-               and r.data.tags.get(tracking.LATEST) == "true" and r.data.tags.get("kind") not in ("trial", "seed")}
+    current = {
+        r.info.run_id
+        for r in found
+        if r.data.tags.get("bakeoff.name") in wanted
+        and r.data.tags.get(tracking.LATEST) == "true"
+        and r.data.tags.get("kind") not in ("trial", "seed")
+    }
     parents = {r.info.run_id for r in found if r.data.tags.get("kind") == "repro"}
     nested = superseded = 0
     holder = None
@@ -178,7 +209,10 @@ def _holder(client, experiment_id: str) -> str:
     found = client.search_runs([experiment_id], filter_string="tags.kind = 'superseded-holder'", max_results=1)
     if found:
         return found[0].info.run_id
-    r = client.create_run(experiment_id, run_name="earlier runs (superseded)",
-                          tags={"kind": "superseded-holder", SUPERSEDED: "true", tracking.LATEST: "false"})
+    r = client.create_run(
+        experiment_id,
+        run_name="earlier runs (superseded)",
+        tags={"kind": "superseded-holder", SUPERSEDED: "true", tracking.LATEST: "false"},
+    )
     client.set_terminated(r.info.run_id)
     return r.info.run_id

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from bakeoff.decide.statistics import round_sig
 
-BEGIN = ("<!-- results: written by `python -m bakeoff.report.readme` from reports/metrics.json and "
-         "reports/clock.json -->")
+BEGIN = (
+    "<!-- results: written by `python -m bakeoff.report.readme` from reports/metrics.json and reports/clock.json -->"
+)
 END = "<!-- /results -->"
 
 
@@ -43,9 +44,13 @@ def duration(seconds: float) -> str:
 def full_run(clock: dict) -> dict | None:
     """The newest completed run of every stage, each run or restored from DVC's cache with most of them run (a run
     of a few stages, say the compare stage alone, is not one)."""
-    runs = [r for r in clock.get("runs", []) if r.get("completed")
-            and r.get("stages_ran", 0) + r.get("stages_restored", 0) == r.get("stages_planned")
-            and r.get("stages_ran", 0) > r.get("stages_restored", 0)]
+    runs = [
+        r
+        for r in clock.get("runs", [])
+        if r.get("completed")
+        and r.get("stages_ran", 0) + r.get("stages_restored", 0) == r.get("stages_planned")
+        and r.get("stages_ran", 0) > r.get("stages_restored", 0)
+    ]
     most = max((r["stages_planned"] for r in runs), default=0)
     whole = [r for r in runs if r["stages_planned"] == most]
     return whole[-1] if whole else None
@@ -57,35 +62,55 @@ def block(metrics: dict, clock: dict) -> str:
     v, runs, prov = metrics["verdict"], metrics["runs"], metrics["provenance"]
     rec = v.get("recommendation") or {}
     base = (prov.get("base_model") or {}).get("alias") or (prov.get("base_model") or {}).get("source", "the base")
-    head = (f"**The committed run** (`reports/comparison.md`; the default task's test split, base `{base}`, "
-            f"measured on {prov['device']}):")
+    head = (
+        f"**The committed run** (`reports/comparison.md`; the default task's test split, base `{base}`, "
+        f"measured on {prov['device']}):"
+    )
     lines = [BEGIN, "", head, ""]
-    lines.append(f"- Verdict **{v['decision']}**: `{v['variant']}` (best on validation) against `{v['baseline']}` "
-                 f"(the best prompt), {_pts(v['gain'])} points, 95% interval [{_pts(v['ci_low'])}, "
-                 f"{_pts(v['ci_high'])}], against a minimum gain of {100 * v['min_gain']:.0f} points.")
+    lines.append(
+        f"- Verdict **{v['decision']}**: `{v['variant']}` (best on validation) against `{v['baseline']}` "
+        f"(the best prompt), {_pts(v['gain'])} points, 95% interval [{_pts(v['ci_low'])}, "
+        f"{_pts(v['ci_high'])}], against a minimum gain of {100 * v['min_gain']:.0f} points."
+    )
     scored = [(n, r) for n, r in runs.items() if r.get("status") == "ok"]
     others = [f"`{n}` {r['status']}" for n, r in runs.items() if r.get("status") != "ok"]
-    lines.append("- Test quality (" + metrics["metric"] + "): " + ", ".join(
-        f"`{n}` {_pct(r.get('quality'))}" for n, r in scored) + (f"; {', '.join(others)}" if others else "") + ".")
+    lines.append(
+        "- Test quality ("
+        + metrics["metric"]
+        + "): "
+        + ", ".join(f"`{n}` {_pct(r.get('quality'))}" for n, r in scored)
+        + (f"; {', '.join(others)}" if others else "")
+        + "."
+    )
     run = rec.get("run")
     cost = (metrics.get("costs") or {}).get(run) if run else None
     if run and cost:
         lo, hi = cost.get("alone_usd", cost["usd"]), cost.get("alone_usd_high", cost["usd_high"])
-        why = ("" if run == v["variant"] else f", the lowest projected cost among the runs the test split cannot "
-               f"tell apart from `{v['variant']}`")
-        lines.append(f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**{why}; projected to "
-                     f"`{cost['target']}`, not measured: {_usd(lo, hi)} all in on an {cost['card']} (training "
-                     f"and its whole search).")
+        why = (
+            ""
+            if run == v["variant"]
+            else f", the lowest projected cost among the runs the test split cannot tell apart from `{v['variant']}`"
+        )
+        lines.append(
+            f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**{why}; projected to "
+            f"`{cost['target']}`, not measured: {_usd(lo, hi)} all in on an {cost['card']} (training "
+            f"and its whole search)."
+        )
     elif run:
         lines.append(f"- Recommended: **{rec.get('action')}** with `{run}`.")
     lines += curve_lines(metrics.get("curve"))
     whole = full_run(clock)
     if whole:
         restored = whole.get("stages_restored", 0)
-        what = (f"({whole['stages_ran']} stages run, {restored} restored from DVC's cache)" if restored
-                else "of every stage and every search")
-        lines.append(f"- `make repro` {what} took {duration(whole['actual_total_s'])} on "
-                     f"{whole['machine']} (`reports/clock.json`).")
+        what = (
+            f"({whole['stages_ran']} stages run, {restored} restored from DVC's cache)"
+            if restored
+            else "of every stage and every search"
+        )
+        lines.append(
+            f"- `make repro` {what} took {duration(whole['actual_total_s'])} on "
+            f"{whole['machine']} (`reports/clock.json`)."
+        )
     return "\n".join([*lines, "", END])
 
 
@@ -95,30 +120,42 @@ def curve_lines(c: dict | None) -> list[str]:
     if not arms:
         return []
     if not c.get("reliable"):
-        missed = ", ".join(f"`{a['run']}` predicted {_pct(a['quality'][-1] + a['backtest_error'])}, measured "
-                           f"{_pct(a['quality'][-1])}" for a in arms if not a.get("backtest_inside")
-                           and a.get("backtest_error") is not None)
+        missed = ", ".join(
+            f"`{a['run']}` predicted {_pct(a['quality'][-1] + a['backtest_error'])}, measured {_pct(a['quality'][-1])}"
+            for a in arms
+            if not a.get("backtest_inside") and a.get("backtest_error") is not None
+        )
         return [f"- More data: the data-value curve's back-test missed ({missed}), so the report gives no projection."]
+
     def one(a: dict) -> str:
-        measured = (f"`{a['run']}` measured {', '.join(_pct(q) for q in a['quality'])} at "
-                    f"{a['rows'][0]:,}–{a['rows'][-1]:,} rows")
+        measured = (
+            f"`{a['run']}` measured {', '.join(_pct(q) for q in a['quality'])} at "
+            f"{a['rows'][0]:,}–{a['rows'][-1]:,} rows"
+        )
         d = a.get("last_doubling") or {}
         if not d:  # a record without the last doubling's interval: its points only, nothing fitted
             return measured
         if d.get("cannot_tell"):
-            return (f"{measured}; the last doubling bought nothing measurable ({_pts(d['diff'])} points "
-                    f"[{_pts(d['ci'][0])}, {_pts(d['ci'][1])}])")
+            return (
+                f"{measured}; the last doubling bought nothing measurable ({_pts(d['diff'])} points "
+                f"[{_pts(d['ci'][0])}, {_pts(d['ci'][1])}])"
+            )
         spread = a.get("projected_2x_spread") or []
         forms = f", {_pct(spread[0])}–{_pct(spread[1])} across forms" if len(spread) == 2 else ""
-        return (f"{measured}; projected at twice the rows {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
-                f"{_pct(a['projected_2x_ci'][1])}]{forms} ({_pts(a['projected_2x'] - a['quality'][-1])} points over "
-                "the measured, assuming the extra rows are trained on at the same epochs)")
+        return (
+            f"{measured}; projected at twice the rows {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
+            f"{_pct(a['projected_2x_ci'][1])}]{forms} ({_pts(a['projected_2x'] - a['quality'][-1])} points over "
+            "the measured, assuming the extra rows are trained on at the same epochs)"
+        )
 
     grew = [a for a in arms if (a.get("last_doubling") or {}) and not a["last_doubling"].get("cannot_tell")]
     later = (c.get("verdict_at_2x") or {}).get("decision")
-    return ["- More data (the data-value curve): " + "; ".join(one(a) for a in arms)
-            + (f"; projected verdict with twice the training rows **{later}**" if later and len(grew) == len(arms)
-               else "") + "."]
+    return [
+        "- More data (the data-value curve): "
+        + "; ".join(one(a) for a in arms)
+        + (f"; projected verdict with twice the training rows **{later}**" if later and len(grew) == len(arms) else "")
+        + "."
+    ]
 
 
 def rewrite(readme: str, metrics: dict, clock: dict) -> str:
@@ -140,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     new = rewrite(old, metrics, clock)
     if a.check:
         if new != old:
-            print("README.md: the committed run's figures are stale; run: python -m bakeoff.report.readme",
-                  file=sys.stderr)
+            print(
+                "README.md: the committed run's figures are stale; run: python -m bakeoff.report.readme",
+                file=sys.stderr,
+            )
             return 1
         return 0
     path.write_text(new)

@@ -27,14 +27,21 @@ def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | Non
         for a, b, d in ((r["a"], r["b"], r["diff"]), (r["b"], r["a"], -r["diff"] + 0.0)):
             cell[(a, b)] = f"**{d * 100:+.1f}**{p}" if real else f"{d * 100:+.1f}"
     test = ", ".join(sorted(set(pw["test"])))
-    lines = ["## Which differences are real", "",
-             (f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
-             f"the {test} test adjusted by Holm over all {len(pw)} pairs where it is below {ALPHA} (**bold**: "
-             "different); a plain figure is a difference the test split cannot tell from chance. Every p-value, "
-             "adjusted and raw, and the discordant counts: `reports/pairwise.csv`. This adjusted test decides "
-             "every \"different\" and every rank group here; the bootstrap intervals elsewhere are each one "
-             "pair's, unadjusted, so an interval can exclude 0 where the adjusted test does not reject."), "",
-             "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|" + "---|" * (len(names) + 1)]
+    lines = [
+        "## Which differences are real",
+        "",
+        (
+            f"Row minus column on the test split ({int(pw['n'].iloc[0])} examples), in points, with the p-value of "
+            f"the {test} test adjusted by Holm over all {len(pw)} pairs where it is below {ALPHA} (**bold**: "
+            "different); a plain figure is a difference the test split cannot tell from chance. Every p-value, "
+            "adjusted and raw, and the discordant counts: `reports/pairwise.csv`. This adjusted test decides "
+            'every "different" and every rank group here; the bootstrap intervals elsewhere are each one '
+            "pair's, unadjusted, so an interval can exclude 0 where the adjusted test does not reject."
+        ),
+        "",
+        "| | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|" + "---|" * (len(names) + 1),
+    ]
     for a in names:
         lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
     return lines + ["", *image(images, "pairwise", "pairwise differences"), *against_best_lines(rec or {})]
@@ -48,8 +55,10 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
     scope, rec = v.get("scope") or {}, v.get("recommendation") or {}
     on = f"on `{scope['model']}`, {scope.get('n', '?')} test items" if scope.get("model") else "on the test split"
     if v.get("gain") is not None:
-        gain = (f"`{v.get('variant')}` gains {v['gain'] * 100:+.1f} points [{v['ci_low'] * 100:+.1f}, "
-                f"{v['ci_high'] * 100:+.1f}] ([95% interval](#glossary)) over the best prompt (`{v.get('baseline')}`)")
+        gain = (
+            f"`{v.get('variant')}` gains {v['gain'] * 100:+.1f} points [{v['ci_low'] * 100:+.1f}, "
+            f"{v['ci_high'] * 100:+.1f}] ([95% interval](#glossary)) over the best prompt (`{v.get('baseline')}`)"
+        )
     else:
         gain = "no gain was measured"
     rows = [("Fine-tune?", f"**{v['decision']}**: {gain}, {on}")]
@@ -62,22 +71,29 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
 
             n = a.get("smallest_gpus") or 1
             smallest = f"{n}× {a['smallest_card']}" if n > 1 else a["smallest_card"]
-            card = (f"{smallest}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
-                    f"(~{sig(a['need_gb'])} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))")
+            card = (
+                f"{smallest}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
+                f"(~{sig(a['need_gb'])} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))"
+            )
             rows.append(("Card", card))
             price = usd_range(a.get("alone_usd", a["usd"]), a.get("alone_usd_high", a["usd_high"]))
             cost = f"{price} all in to buy `{run}` (its training and its whole search; projected)"
             if c.get("break_even_requests_per_day"):
                 per_day = round_sig(c["break_even_requests_per_day"])
-                cost += (f"; serving it on its own {c.get('serve_card')} costs less than prompting above "
-                         f"~{per_day:,.0f} requests a day ([break-even](#glossary))")
+                cost += (
+                    f"; serving it on its own {c.get('serve_card')} costs less than prompting above "
+                    f"~{per_day:,.0f} requests a day ([break-even](#glossary))"
+                )
             rows.append(("Cost", cost))
     elif run:
         said = f"prompting: `{run}`, no fine-tuning"
         if rec.get("choice") and rec["choice"].get("replaced"):
             said += f" ({technique_words(rec, v)})"
-        rows += [("Technique", said), ("Card", "none to train"),
-                 ("Cost", "the prompt tokens of every request (below: the serving break-even)")]
+        rows += [
+            ("Technique", said),
+            ("Card", "none to train"),
+            ("Cost", "the prompt tokens of every request (below: the serving break-even)"),
+        ]
     return ["## Answer", "", "| question | answer |", "|---|---|", *[f"| {q} | {a} |" for q, a in rows], ""]
 
 
@@ -85,13 +101,22 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
     """The first screen: the verdict with what it was measured on, the recommendation, what was measured here apart
     from what was projected to the target, and at most three caveats."""
     scope = v.get("scope") or {}
-    where = (f" Measured on `{scope['model']}`, test split ({scope.get('n', '?')} items)"
-             + (", winners picked on the validation split" if v.get("chosen_on") == "validation" else "") + ":"
-             if scope.get("model") else "")
+    where = (
+        f" Measured on `{scope['model']}`, test split ({scope.get('n', '?')} items)"
+        + (", winners picked on the validation split" if v.get("chosen_on") == "validation" else "")
+        + ":"
+        if scope.get("model")
+        else ""
+    )
     lines = ["## Verdict", "", f"**{v['decision']}** —{where} {v['reason']}.", ""]
     if v.get("chosen_on") and v.get("chosen_on") != "validation":
-        lines += [("> The winners were chosen on the test split (these records have no validation scores: rerun "
-                  "`dvc repro`), which flatters the gain near min_gain."), ""]
+        lines += [
+            (
+                "> The winners were chosen on the test split (these records have no validation scores: rerun "
+                "`dvc repro`), which flatters the gain near min_gain."
+            ),
+            "",
+        ]
     rec = v.get("recommendation") or {}
     if rec.get("line"):
         lines += [rec["line"], ""]
@@ -101,15 +126,24 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
     for d in v.get("diagnosis") or []:  # knowledge or format (verdict.diagnose)
         measured.append(f"Knowledge or format: {d['line']}")
     if measured:
-        lines += [f"**Measured here**{' (' + scope['machine'] + ')' if scope.get('machine') else ''}:", "",
-                  *[f"- {m}" for m in measured], ""]
+        lines += [
+            f"**Measured here**{' (' + scope['machine'] + ')' if scope.get('machine') else ''}:",
+            "",
+            *[f"- {m}" for m in measured],
+            "",
+        ]
     lines += projected_lines(list(rec.get("projected") or []) + cost_lines(v, c), scope.get("target"))
     if caveats:
         lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
     if v.get("rank_groups"):
-        lines += [(f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
-                  f"p ≥ {v.get('alpha', ALPHA)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
-                  f"{v['rank_groups']}"), ""]
+        lines += [
+            (
+                f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
+                f"p ≥ {v.get('alpha', ALPHA)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
+                f"{v['rank_groups']}"
+            ),
+            "",
+        ]
     return lines
 
 
@@ -117,12 +151,23 @@ def projected_lines(projected: list[str], target: str | None) -> list[str]:
     """The first screen's projections to the sizing target, said to be projections, and how to measure instead."""
     if not projected:
         return []
-    lines = [(f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model, "
-              "the FLOP utilisation in GPU sizing and example prices, not measured):"), "",
-             *[f"- {m}" for m in projected], ""]
+    lines = [
+        (
+            f"**Projected**{' to `' + target + '`' if target else ''} (estimates from the sizing model, "
+            "the FLOP utilisation in GPU sizing and example prices, not measured):"
+        ),
+        "",
+        *[f"- {m}" for m in projected],
+        "",
+    ]
     if target:
-        lines += [("To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
-                  "and run `dvc exp run -S model.base=<it>` on the card."), ""]
+        lines += [
+            (
+                "To measure instead of project: set `model.base` to that model (a hub id or a local folder) "
+                "and run `dvc exp run -S model.base=<it>` on the card."
+            ),
+            "",
+        ]
     return lines
 
 
@@ -133,33 +178,46 @@ def cost_lines(v: dict, c: dict) -> list[str]:
     out = []
     if not c:
         return out
-    if (c.get("break_even_requests_per_day") is not None
-            or c.get("break_even_if_gain_held_requests_per_day") is not None):
+    if (
+        c.get("break_even_requests_per_day") is not None
+        or c.get("break_even_if_gain_held_requests_per_day") is not None
+    ):
         per_day = c.get("break_even_requests_per_day") or c.get("break_even_if_gain_held_requests_per_day")
-        priced = ("at its endpoint's prices for the tokens it measured" if c.get("priced_by") == "endpoint"
-                  else "at your prompt-token price")
-        said = (f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
-                f"1,000 requests {priced}) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
-                f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
-                f"~{round_sig(per_day):,.0f} requests a day, prompting below it; that assumes the card can serve "
-                f"about {round_sig(per_day / 86400):g} requests a second"
-                + (f" of `{(v.get('scope') or {})['target']}`" if (v.get("scope") or {}).get("target") else "")
-                + ", a serving throughput assumed, not measured")
+        priced = (
+            "at its endpoint's prices for the tokens it measured"
+            if c.get("priced_by") == "endpoint"
+            else "at your prompt-token price"
+        )
+        said = (
+            f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
+            f"1,000 requests {priced}) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
+            f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
+            f"~{round_sig(per_day):,.0f} requests a day, prompting below it; that assumes the card can serve "
+            f"about {round_sig(per_day / 86400):g} requests a second"
+            + (f" of `{(v.get('scope') or {})['target']}`" if (v.get("scope") or {}).get("target") else "")
+            + ", a serving throughput assumed, not measured"
+        )
         if c.get("all_in"):
             a = c["all_in"]
-            said += ("; training's all-in "
-                     f"{usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
-                     " (bought alone) comes on top, once")
+            said += (
+                "; training's all-in "
+                f"{usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
+                " (bought alone) comes on top, once"
+            )
         if c.get("break_even_if_gain_held_requests_per_day") is not None:
             said += " (only if the gain held: it is not established)"
-        out.append(said + (". Output tokens, which both pay, are left out." if c.get("priced_by") != "endpoint"
-                           else "."))
+        out.append(
+            said + (". Output tokens, which both pay, are left out." if c.get("priced_by") != "endpoint" else ".")
+        )
     elif v.get("decision") == "prompting is enough":
-        out.append("No break-even: fine-tuning does not beat prompting here, so its own card would serve a worse "
-                   "answer.")
+        out.append(
+            "No break-even: fine-tuning does not beat prompting here, so its own card would serve a worse answer."
+        )
     elif c.get("prompt_tokens_saved_per_request") is not None and not c.get("serve_card"):
-        out.append(f"Prompt tokens saved per request: {c['prompt_tokens_saved_per_request']:+.0f}; set "
-                   "cost.usd_per_1k_prompt_tokens and a serving card (cost.serve_gpu) for a break-even.")
+        out.append(
+            f"Prompt tokens saved per request: {c['prompt_tokens_saved_per_request']:+.0f}; set "
+            "cost.usd_per_1k_prompt_tokens and a serving card (cost.serve_gpu) for a break-even."
+        )
     return out
 
 
@@ -176,33 +234,45 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
         if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
             continue
         said = [f"### `{child}` against its parent `{parent}`", ""]
-        hit = pw[((pw["a"] == child) & (pw["b"] == parent)) | ((pw["a"] == parent) & (pw["b"] == child))] \
-            if pw is not None and len(pw) else pw
+        hit = (
+            pw[((pw["a"] == child) & (pw["b"] == parent)) | ((pw["a"] == parent) & (pw["b"] == child))]
+            if pw is not None and len(pw)
+            else pw
+        )
         if hit is not None and len(hit):
             h = hit.iloc[0]
             diff = h["diff"] if h["a"] == child else -h["diff"]
-            said.append(f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
-                        f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
-                        f"(Holm-adjusted {h['p_holm']:.2g}): "
-                        + ("different." if h["p_holm"] < ALPHA
-                           else f"they cannot be told apart on {int(h['n'])} items."))
+            said.append(
+                f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
+                f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
+                f"(Holm-adjusted {h['p_holm']:.2g}): "
+                + ("different." if h["p_holm"] < ALPHA else f"they cannot be told apart on {int(h['n'])} items.")
+            )
         ma, mb = a.get("pref_margins"), b.get("pref_margins")
         if isinstance(ma, list) and isinstance(mb, list) and len(ma) == len(mb) and ma:
             wa, wb = [m > 0 for m in ma], [m > 0 for m in mb]
             only_a, only_b = sum(x and not y for x, y in zip(wa, wb)), sum(y and not x for x, y in zip(wa, wb))
             p_win = mcnemar_exact(only_a, only_b)
             p_margin = paired_permutation_p(ma, mb, lambda xs: sum(xs) / len(xs))
-            said.append(f"- Preference pairs (held out, {len(ma)}): chosen answer preferred {sum(wa) / len(wa):.1%} "
-                        f"against {sum(wb) / len(wb):.1%} (exact McNemar p {p_win:.2g}); mean margin "
-                        f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
-                        f"{p_margin:.2g}).")
+            said.append(
+                f"- Preference pairs (held out, {len(ma)}): chosen answer preferred {sum(wa) / len(wa):.1%} "
+                f"against {sum(wb) / len(wb):.1%} (exact McNemar p {p_win:.2g}); mean margin "
+                f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
+                f"{p_margin:.2g})."
+            )
         if str(a.get("convergence", "")).startswith("did not move"):
             loss = (d.records.get(child) or {}).get("val_curve") or [{}]
-            said.append(f"- It did not move from `{parent}`: the same answer on every test item"
-                        + (f", and its preference loss on the validation pairs {loss[-1]['loss']:.3f} is ln 2 = 0.693 "
-                           "within its noise (where a policy still equal to its reference starts)"
-                           if loss[-1].get("loss") is not None else "") + ". Its search kept a rate too small to "
-                        "train; the parent is the run to read.")
+            said.append(
+                f"- It did not move from `{parent}`: the same answer on every test item"
+                + (
+                    f", and its preference loss on the validation pairs {loss[-1]['loss']:.3f} is ln 2 = 0.693 "
+                    "within its noise (where a policy still equal to its reference starts)"
+                    if loss[-1].get("loss") is not None
+                    else ""
+                )
+                + ". Its search kept a rate too small to "
+                "train; the parent is the run to read."
+            )
         objective = (d.searches.get(child) or Search()).objective
         if objective:
             said.append(f"- Its search judged trials by {objective_words(objective)} on the validation split.")
@@ -215,5 +285,7 @@ def as_pct(x) -> str:
 
 
 def objective_words(objective: str) -> str:
-    return {"val_loss": "its own validation loss (for DPO, the preference loss: it can fall while the task gets worse)",
-            "metric": "the task metric"}.get(objective, str(objective))
+    return {
+        "val_loss": "its own validation loss (for DPO, the preference loss: it can fall while the task gets worse)",
+        "metric": "the task metric",
+    }.get(objective, str(objective))

@@ -10,12 +10,19 @@ def _pct(x) -> str:
 
 def _check(name: str, a: dict) -> str:
     lo, hi = a["evaluated_ci"]
-    flag = ("inside" if a["inside_ci"] else "**outside: a drop to look at before shipping**" if a["quality"] < lo
-            else "**outside (above)**")
-    return (f"| {name} | {a['identical']}/{a['n']} ({a['identical_share']:.1%}) | {_pct(a['quality'])} | "
-            f"{_pct(a['evaluated_quality'])} [{_pct(lo)}, {_pct(hi)}] | {flag} | "
-            f"{a['better_items']}/{a['worse_items']}, "
-            f"p {a['mcnemar_p']:.2f} |")
+    flag = (
+        "inside"
+        if a["inside_ci"]
+        else "**outside: a drop to look at before shipping**"
+        if a["quality"] < lo
+        else "**outside (above)**"
+    )
+    return (
+        f"| {name} | {a['identical']}/{a['n']} ({a['identical_share']:.1%}) | {_pct(a['quality'])} | "
+        f"{_pct(a['evaluated_quality'])} [{_pct(lo)}, {_pct(hi)}] | {flag} | "
+        f"{a['better_items']}/{a['worse_items']}, "
+        f"p {a['mcnemar_p']:.2f} |"
+    )
 
 
 def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
@@ -24,8 +31,13 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
         return []
     out = ["## Shipped: the winner exported, served and re-scored", ""]
     if shipped.get("status", "ok") != "ok":
-        return out + [(f"The export did not run ({shipped['status']}: {shipped['error'].splitlines()[0]}); the "
-                      "results above stand without it."), ""]
+        return out + [
+            (
+                f"The export did not run ({shipped['status']}: {shipped['error'].splitlines()[0]}); the "
+                "results above stand without it."
+            ),
+            "",
+        ]
     if not shipped.get("variants"):
         return out + [f"Nothing exported: {shipped.get('note', 'no variant was chosen')}.", ""]
     n = (scope or {}).get("n")
@@ -39,24 +51,38 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
 
 def _agreement_lines(name: str, s: dict, shipped: dict, n: int | None) -> list[str]:
     """The variant's files, then each artifact's answers against the evaluated model's."""
-    out = [f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
-           + ", ".join(f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
-                       for k, v in s["files"].items())
-           + (f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
-              f"tokenizer {s.get('gguf_tokenizer', '')}." if s.get("gguf_type") else
-              ", and `SERVE.md` with the commands for vLLM. No GGUF (`export.gguf: null`)."), "",
-           f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
-           + (f" ({n} items)" if n else "") + f": each artifact's answers against the answers `{name}` gave "
-           "when it was evaluated in-framework (serving dtype "
-           f"{s.get('serving_dtype')}). McNemar's exact test on the items only one of them gets right "
-           "(right here / right in-framework).", "",
-           ("| artifact | identical answers | its quality | evaluated quality [95% interval] | against the "
-            "interval | items better/worse, McNemar |"), "|---|---|---|---|---|---|"]
+    out = [
+        f"`{name}` ({shipped.get('chosen_by', '')}) is in `exports/{name}/`: "
+        + ", ".join(
+            f"{k} `{v}`" + (f" ({s['sizes_mb'][k]:.0f} MB)" if s["sizes_mb"].get(k, 0) >= 1 else "")
+            for k, v in s["files"].items()
+        )
+        + (
+            f", and `SERVE.md` with the commands for vLLM, llama.cpp and Ollama. GGUF {s['gguf_type']}, its "
+            f"tokenizer {s.get('gguf_tokenizer', '')}."
+            if s.get("gguf_type")
+            else ", and `SERVE.md` with the commands for vLLM. No GGUF (`export.gguf: null`)."
+        ),
+        "",
+        f"Measured on {shipped.get('machine', 'this machine')}, on the test split"
+        + (f" ({n} items)" if n else "")
+        + f": each artifact's answers against the answers `{name}` gave "
+        "when it was evaluated in-framework (serving dtype "
+        f"{s.get('serving_dtype')}). McNemar's exact test on the items only one of them gets right "
+        "(right here / right in-framework).",
+        "",
+        (
+            "| artifact | identical answers | its quality | evaluated quality [95% interval] | against the "
+            "interval | items better/worse, McNemar |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
     if "merged" in s:
         out.append(_check("merged bf16 safetensors, re-scored in-framework", s["merged"]))
     if "served" in s:
-        out.append(_check(f"GGUF {s['gguf_type']} served by {s['served']['engine']}, through the endpoint path",
-                          s["served"]))
+        out.append(
+            _check(f"GGUF {s['gguf_type']} served by {s['served']['engine']}, through the endpoint path", s["served"])
+        )
     return out + [""]
 
 
@@ -66,16 +92,32 @@ def _serving_lines(s: dict) -> list[str]:
     if not rows:
         return []
     inf = s.get("in_framework") or {}
-    out = [(f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
-            "on this machine, nothing cached:"), "",
-           "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
-           "|---|---|---|---|---|"]
+    out = [
+        (
+            f"Serving figures, measured through {s['serving']['engine']} ({s['served']['threads']} threads) "
+            "on this machine, nothing cached:"
+        ),
+        "",
+        "| engine | requests in flight | latency p50 | latency p95 | generated tokens/s |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
-                   f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |")
-    apart = ([(f"In-framework (transformers, {inf.get('serving_dtype')}) at batch 1 the evaluation stage timed p50 "
-               f"{inf['latency_p50_s']:.3f} s, in another process at another time: not interleaved with the figures "
-               "above, so not compared with them."), ""] if inf.get("latency_p50_s") is not None else [])
+        out.append(
+            f"| llama.cpp, GGUF {s['gguf_type']} | {r['concurrency']} | {r['latency_p50_s']:.3f} s | "
+            f"{r['latency_p95_s']:.3f} s | {r['tokens_per_s']:.1f} |"
+        )
+    apart = (
+        [
+            (
+                f"In-framework (transformers, {inf.get('serving_dtype')}) at batch 1 the evaluation stage timed p50 "
+                f"{inf['latency_p50_s']:.3f} s, in another process at another time: not interleaved with the figures "
+                "above, so not compared with them."
+            ),
+            "",
+        ]
+        if inf.get("latency_p50_s") is not None
+        else []
+    )
     return out + ["", throughput_words(rows) + " A batching engine (vLLM) was not measured here.", "", *apart]
 
 
@@ -90,22 +132,36 @@ def throughput_words(rows: list[dict], band: float = 0.10) -> str:
     if abs(change) <= band:
         what = f"throughput stays within {band:.0%} ({a:.1f} → {b:.1f} generated tokens/s): requests queue"
     else:
-        what = (f"throughput {'falls' if change < 0 else 'rises'} {abs(change):.0%}, from {a:.1f} to {b:.1f} "
-                "generated tokens/s")
-    return (f"With {many['concurrency']} requests in flight against 1, latency p50 goes from "
-            f"{one['latency_p50_s']:.2f} "
-            f"to {many['latency_p50_s']:.2f} s and {what}.")
+        what = (
+            f"throughput {'falls' if change < 0 else 'rises'} {abs(change):.0%}, from {a:.1f} to {b:.1f} "
+            "generated tokens/s"
+        )
+    return (
+        f"With {many['concurrency']} requests in flight against 1, latency p50 goes from "
+        f"{one['latency_p50_s']:.2f} "
+        f"to {many['latency_p50_s']:.2f} s and {what}."
+    )
 
 
 def endpoint_lines(df) -> list[str]:
     """One row per endpoint baseline: its model, failures, measured tokens and price, and its label-choice path."""
     if "engine" not in df.columns or not df["engine"].notna().any():
         return []
-    out = ["## Endpoint baselines", "",
-           ("Prompting arms answered by an OpenAI-compatible server, on the same items, prompts and statistics as the "
-           "local ones. Token counts are the server's own; the price is the one in params.yaml."), "",
-           ("| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
-           "label choice |"), "|---|---|---|---|---|---|"]
+    out = [
+        "## Endpoint baselines",
+        "",
+        (
+            "Prompting arms answered by an OpenAI-compatible server, on the same items, prompts and statistics as the "
+            "local ones. Token counts are the server's own; the price is the one in params.yaml."
+        ),
+        "",
+        (
+            "| baseline | model | failed items | prompt / completion tokens per request | $ per 1,000 requests | "
+            "label choice |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
+
     def count(x) -> str:
         return f"{int(x)}" if isinstance(x, (int, float)) and x == x else "–"
 
@@ -117,7 +173,9 @@ def endpoint_lines(df) -> list[str]:
             continue
         usd = r.get("usd_per_request")
         price = f"${usd * 1000:.4f}" if isinstance(usd, float) and usd == usd else "no price set"
-        out.append(f"| `{r['name']}` | {model} | {count(r.get('n_failed_items'))} of {count(r.get('n_test'))} | "
-                   f"{r.get('prompt_tokens_per_request')} / {r.get('completion_tokens_per_request')} | {price} | "
-                   f"{r.get('label_choice_via') or '–'} |")
+        out.append(
+            f"| `{r['name']}` | {model} | {count(r.get('n_failed_items'))} of {count(r.get('n_test'))} | "
+            f"{r.get('prompt_tokens_per_request')} / {r.get('completion_tokens_per_request')} | {price} | "
+            f"{r.get('label_choice_via') or '–'} |"
+        )
     return out + [""]

@@ -17,50 +17,82 @@ def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images:
 
     lines = calibration_lines(sized["calibration"])
     s = params.sizing
-    tok = f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)" if params.cost.train_tokens \
+    tok = (
+        f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)"
+        if params.cost.train_tokens
         else "the tokens each variant saw here"
+    )
     seq = s.target_seq_len or "each variant's max_seq_len"
     mb = s.target_micro_batch or "each variant's micro_batch"
     gpu = sized.get("gpu_check") or {}
     on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
     fits = sized["fits"]
-    lines += ["", (f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
-                  f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
-                  f"{on if gpu.get('overhead') else 'assumed'}), "
-                  f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
-                  "least for the whole job (a faster card can cost less in all); its training cost is for "
-                  f"{tok}, at each technique's FLOP utilisation at the target, down to "
-                  f"{'half of it' if s.mfu_low is None else mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
-                  "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
-                  "search and the parent. Every fit, with its utilisation and where it comes from: "
-                  "`reports/sizing.json`." + memory_check_words(gpu)), "",
-              *speed_lines(fits, s.target), ""]
+    lines += [
+        "",
+        (
+            f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
+            f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
+            f"{on if gpu.get('overhead') else 'assumed'}), "
+            f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
+            "least for the whole job (a faster card can cost less in all); its training cost is for "
+            f"{tok}, at each technique's FLOP utilisation at the target, down to "
+            f"{'half of it' if s.mfu_low is None else mfu_text(s, low=True)} (`sizing.mfu_low`), at the "
+            "example prices of `sizing.gpus`; two significant figures. The verdict's all-in cost adds the "
+            "search and the parent. Every fit, with its utilisation and where it comes from: "
+            "`reports/sizing.json`." + memory_check_words(gpu)
+        ),
+        "",
+        *speed_lines(fits, s.target),
+        "",
+    ]
     if images and "memory_at_target" in images:
-        lines += [f"![projected GPU memory per variant on {s.target} against the cards](plots/memory_at_target.png)",
-                  ""]
+        lines += [
+            f"![projected GPU memory per variant on {s.target} against the cards](plots/memory_at_target.png)",
+            "",
+        ]
     table = pivot(fits)
-    return lines + details(f"Every target and variant: memory, smallest and cheapest card ({len(table) - 2} fits)",
-                           table) + all_in_lines(costs) + [""]
+    return (
+        lines
+        + details(f"Every target and variant: memory, smallest and cheapest card ({len(table) - 2} fits)", table)
+        + all_in_lines(costs)
+        + [""]
+    )
 
 
 def calibration_lines(calib: dict) -> list[str]:
     """The memory model against this run's measured peaks: each variant's predicted and measured memory, and the
     fitted overhead."""
     kind = calib.get("measured_on") or "this machine's peaks"
-    lines = ["## GPU sizing", "",
-             ("Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
-              "activations and "
-             f"a fixed overhead. Measured here, against this run's peaks ({kind}):"), "",
-             "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## GPU sizing",
+        "",
+        (
+            "Memory model (`src/bakeoff/decide/sizing.py`): weights by dtype, gradients, optimizer state, "
+            "activations and "
+            f"a fixed overhead. Measured here, against this run's peaks ({kind}):"
+        ),
+        "",
+        "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in calib["rows"]:
-        lines.append(f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
-                     f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |")
+        lines.append(
+            f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
+            f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |"
+        )
     if calib["rows"]:
-        what = ("the Python process and its libraries on this CPU: not a GPU figure, and not used below"
-                if "CPU" in kind else "CUDA context and workspaces")
-        lines += ["", (f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
-                      f"mean absolute error {calib['mean_abs_error']:.1%}.")]
+        what = (
+            "the Python process and its libraries on this CPU: not a GPU figure, and not used below"
+            if "CPU" in kind
+            else "CUDA context and workspaces"
+        )
+        lines += [
+            "",
+            (
+                f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
+                f"mean absolute error {calib['mean_abs_error']:.1%}."
+            ),
+        ]
     return lines
 
 
@@ -79,8 +111,10 @@ def pivot(fits: list[dict]) -> list[str]:
         usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
         return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
 
-    table = ["| target | variant | needs | smallest card | cheapest card | training there |",
-             "|---|---|---|---|---|---|"]
+    table = [
+        "| target | variant | needs | smallest card | cheapest card | training there |",
+        "|---|---|---|---|---|---|",
+    ]
     for t in targets:
         table += [row(t, v, at[(t, v)]) for v in variants if (t, v) in at]
     return table
@@ -91,15 +125,19 @@ def memory_check_words(gpu: dict) -> str:
     of sample (the model as it stood when they were measured)."""
     if not gpu.get("peaks"):
         return ""
-    said = (f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
-            f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full fine-tuning "
-            "at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)")
+    said = (
+        f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
+        f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full fine-tuning "
+        "at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)"
+    )
     out = gpu.get("out_of_sample")
     if not out:
         return said + "."
-    return (said + f", largest error {gpu['largest']:.0%}: in sample, as it was revised on these peaks. Out of "
-            f"sample ({out['how']}): within 10% of {out['within_10']} of {out['peaks']}, largest error "
-            f"{out['largest']:.0%}.")
+    return (
+        said + f", largest error {gpu['largest']:.0%}: in sample, as it was revised on these peaks. Out of "
+        f"sample ({out['how']}): within 10% of {out['within_10']} of {out['peaks']}, largest error "
+        f"{out['largest']:.0%}."
+    )
 
 
 def speed_words(src: dict) -> str:
@@ -108,15 +146,21 @@ def speed_words(src: dict) -> str:
     if basis in ("row", "lora_row"):
         s = src.get("shape") or {}
         gap = s["flop_params"] / s["target_flop_params"] if s.get("target_flop_params") else 1.0
-        scaled = ("" if 0.8 < gap < 1.25
-                  else f", applied to {s['target_flop_params'] / 1e9:.1f}B unscaled (the nearest size)")
-        where = (f"gpu_check.py, {s.get('part')} {s.get('row')}: {s.get('flop_params', 0) / 1e9:.1f}B parameters, "
-                 f"{s.get('micro_batch')} × {s.get('seq_len')} tokens{scaled}")
+        scaled = (
+            "" if 0.8 < gap < 1.25 else f", applied to {s['target_flop_params'] / 1e9:.1f}B unscaled (the nearest size)"
+        )
+        where = (
+            f"gpu_check.py, {s.get('part')} {s.get('row')}: {s.get('flop_params', 0) / 1e9:.1f}B parameters, "
+            f"{s.get('micro_batch')} × {s.get('seq_len')} tokens{scaled}"
+        )
         if basis == "row":
             return f"measured on an {src.get('device') or 'GPU'} ({where})"
         return f"assumed: DPO was never measured; LoRA's figure at this size ({where})"
-    why = {"params": "sizing.mfu_from is params", "no_record": "no GPU-check record (reports/bench/gpu.json)",
-           "unmeasured": f"{technique} was never measured by the GPU check"}
+    why = {
+        "params": "sizing.mfu_from is params",
+        "no_record": "no GPU-check record (reports/bench/gpu.json)",
+        "unmeasured": f"{technique} was never measured by the GPU check",
+    }
     return f"assumed: sizing.mfu ({why.get(basis, basis)})" if basis else src.get("why", "")
 
 
@@ -160,8 +204,13 @@ def speed_lines(fits: list[dict], target: str | None) -> list[str]:
         rows.append(f"| {f['technique']} | {f['mfu']:.1%} to {src['mfu_low']:.1%} | {speed_words(src)}{card} |")
     if not rows:
         return []
-    return [f"FLOP utilisation at `{target}` (HFU: recompute counted), per technique:", "",
-            "| technique | utilisation | from |", "|---|---|---|", *rows]
+    return [
+        f"FLOP utilisation at `{target}` (HFU: recompute counted), per technique:",
+        "",
+        "| technique | utilisation | from |",
+        "|---|---|---|",
+        *rows,
+    ]
 
 
 def all_in_lines(costs: dict | None) -> list[str]:
@@ -170,17 +219,25 @@ def all_in_lines(costs: dict | None) -> list[str]:
 
     if not costs:
         return []
-    lines = ["", ("All in on the sizing target (training on the cheapest card + its share of the search it used + its "
-                 "parent, each over its utilisation range above); bought alone, an arm pays its whole search, and its "
-                 "parent's:"), "",
-             "| variant | card | training | search share | parent | all in | bought alone |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        (
+            "All in on the sizing target (training on the cheapest card + its share of the search it used + its "
+            "parent, each over its utilisation range above); bought alone, an arm pays its whole search, and its "
+            "parent's:"
+        ),
+        "",
+        "| variant | card | training | search share | parent | all in | bought alone |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n, c in costs.items():
         parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
-        lines.append(f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
-                     f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
-                     f"{usd_range(c['usd'], c['usd_high'])} | "
-                     f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |")
+        lines.append(
+            f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
+            f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
+            f"{usd_range(c['usd'], c['usd_high'])} | "
+            f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |"
+        )
     return lines
 
 

@@ -27,31 +27,49 @@ def usd_range(lo: float, hi: float) -> str:
     return f"${a}" if a == b else f"${a}–{b}"
 
 
-
 def recommendation_words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
     """``line``, ``measured`` and ``projected`` for the recommendation ``rec`` of verdict ``v`` over the runs ``df``
     (``costs``: variant → ``costs.all_in``); the verdict's ``scope`` says what was measured on."""
     scope, costs = v.get("scope") or {}, costs or {}
     model, n, pick = scope.get("model", "the base model"), scope.get("n", "?"), rec.get("run")
     if v.get("decision") == "prompting is enough":
-        return {"line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
-                        f"is below min_gain ({v.get('reason', '')}).", "measured": [], "projected": []}
+        return {
+            "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
+            f"is below min_gain ({v.get('reason', '')}).",
+            "measured": [],
+            "projected": [],
+        }
     rows = {r["name"]: r for _, r in df.iterrows()}
     r, best, max_loss, settle = rows[pick], rec.get("best"), rec.get("max_loss", 0.02), rec.get("examples_needed")
     if rec["action"] == "inconclusive":
-        line = (f"**Recommendation: none yet** — the gain of fine-tuning over prompting is inconclusive on {n} test "
-                f"items; `{pick}` leads" + (f"; about {settle} test items would settle it" if settle else "") + ".")
+        line = (
+            f"**Recommendation: none yet** — the gain of fine-tuning over prompting is inconclusive on {n} test "
+            f"items; `{pick}` leads" + (f"; about {settle} test items would settle it" if settle else "") + "."
+        )
     elif rec["action"] == "prompt":
-        line = (f"**Recommendation: prompt** — use `{pick}`: shown within {max_loss * 100:g} points of `{best}` on the "
-                "test split, and it trains nothing.")
+        line = (
+            f"**Recommendation: prompt** — use `{pick}`: shown within {max_loss * 100:g} points of `{best}` on the "
+            "test split, and it trains nothing."
+        )
     else:
-        line = (f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
-                + (f", shown within {max_loss * 100:g} points of `{best}` (best on validation) at a lower cost"
-                   if pick != best else ", the best on validation; no cheaper run is shown within "
-                   f"{max_loss * 100:g} points of it") + ".")
-    measured = [f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
-                + (f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
-                   if isinstance(r.get("gain_vs_prompting"), str) else "") + "."]
+        line = (
+            f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
+            + (
+                f", shown within {max_loss * 100:g} points of `{best}` (best on validation) at a lower cost"
+                if pick != best
+                else f", the best on validation; no cheaper run is shown within {max_loss * 100:g} points of it"
+            )
+            + "."
+        )
+    measured = [
+        f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
+        + (
+            f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
+            if isinstance(r.get("gain_vs_prompting"), str)
+            else ""
+        )
+        + "."
+    ]
     variants = rec.get("compared") or []
     machine = scope.get("machine", "this machine")
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
@@ -71,28 +89,40 @@ def reason(v: dict) -> str:
         return f"no {MISSING[v['missing']]} finished"
     best_b, against, top, t = v["baseline"], v.get("baseline_figure"), v["variant"], v.get("tie")
     said = f"`{best_b}` ({against})" if against else f"`{best_b}`"
-    lead = (f"`{top}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top)}` at {t['at']:.1%} on "
-            f"{t['split']}; {TIE_RULES.get(t['rule'], t['rule'])})" if t else f"`{top}`")
+    lead = (
+        f"`{top}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top)}` at {t['at']:.1%} on "
+        f"{t['split']}; {TIE_RULES.get(t['rule'], t['rule'])})"
+        if t
+        else f"`{top}`"
+    )
     gain, lo, hi, min_gain = v["gain"], v["ci_low"], v["ci_high"], v["min_gain"]
     if v["decision"] == "fine-tune":
-        return (f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], "
-                f"all above min_gain {min_gain * 100:.1f}")
+        return (
+            f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], "
+            f"all above min_gain {min_gain * 100:.1f}"
+        )
     if v["decision"] == "prompting is enough":
-        return (f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, 95% interval "
-                f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}")
+        return (
+            f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, 95% interval "
+            f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}"
+        )
     need = v.get("examples_needed")
     settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
-    return (f"{lead} gains {gain * 100:+.1f} points over {said}; {v['n_test']} test examples give an interval of "
-            f"±{(hi - lo) / 2 * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which contains min_gain "
-            f"{min_gain * 100:.1f}; {settle}")
+    return (
+        f"{lead} gains {gain * 100:+.1f} points over {said}; {v['n_test']} test examples give an interval of "
+        f"±{(hi - lo) / 2 * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which contains min_gain "
+        f"{min_gain * 100:.1f}; {settle}"
+    )
 
 
 def format_line(d: dict) -> str:
     """One knowledge-or-format finding (``decide.verdict.diagnose``) in a sentence."""
-    return (f"`{d['baseline']}` fails on format, not knowledge: {d['contains_reference']:.0%} of its answers contain "
-            f"the reference, {d['quality']:.0%} score on the primary metric. Tried: {', '.join(d['tried'])}."
-            + (f" Tried by other prompting arms: {'; '.join(d['tried_elsewhere'])}." if d["tried_elsewhere"] else "")
-            + (f" Not tried: {'; '.join(d['left'])}." if d["left"] else ""))
+    return (
+        f"`{d['baseline']}` fails on format, not knowledge: {d['contains_reference']:.0%} of its answers contain "
+        f"the reference, {d['quality']:.0%} score on the primary metric. Tried: {', '.join(d['tried'])}."
+        + (f" Tried by other prompting arms: {'; '.join(d['tried_elsewhere'])}." if d["tried_elsewhere"] else "")
+        + (f" Not tried: {'; '.join(d['left'])}." if d["left"] else "")
+    )
 
 
 def worded_finding(d: dict) -> dict:
@@ -101,14 +131,18 @@ def worded_finding(d: dict) -> dict:
     ran = d.get("ran")
     if ran:
         shots = ran["shots"]
-        tried = [f"{shots} shot{'s' if shots != 1 else ''}" + (f" ({ran['selection']})" if shots else ""),
-                 f"instruction {ran['instruction']!r}" if ran["instruction"] else "no instruction"]
+        tried = [
+            f"{shots} shot{'s' if shots != 1 else ''}" + (f" ({ran['selection']})" if shots else ""),
+            f"instruction {ran['instruction']!r}" if ran["instruction"] else "no instruction",
+        ]
     else:
         tried = ["?", "no instruction"]
     if d.get("label_choice") is not None:
         tried.append(f"label choice ({d['label_choice']:.0%})")
-    untried = {"instruction": f"an instruction that fixes the form (baselines.{d['baseline']}.instruction)",
-               "nearest_shots": "more or nearer shots"}
+    untried = {
+        "instruction": f"an instruction that fixes the form (baselines.{d['baseline']}.instruction)",
+        "nearest_shots": "more or nearer shots",
+    }
     elsewhere, left = [], []
     for fix, how in d["fixes"].items():
         if how == "searched":  # its own search tried it and chose otherwise on validation
@@ -119,8 +153,14 @@ def worded_finding(d: dict) -> dict:
             left.append(untried[fix])
     if d.get("labels_left"):
         left.append("a closed answer set (task.labels: the answer is then chosen by likelihood)")
-    words = {"baseline": d["baseline"], "contains_reference": d["contains_reference"], "quality": d["quality"],
-             "tried": tried, "tried_elsewhere": elsewhere, "left": left}
+    words = {
+        "baseline": d["baseline"],
+        "contains_reference": d["contains_reference"],
+        "quality": d["quality"],
+        "tried": tried,
+        "tried_elsewhere": elsewhere,
+        "left": left,
+    }
     return {**words, "line": format_line(words)}
 
 
@@ -140,8 +180,9 @@ def worded(v: dict, df: pd.DataFrame, costs: dict | None = None) -> dict:
     if "diagnosis" in out:
         out["diagnosis"] = [worded_finding(d) for d in out["diagnosis"] or []]
     if "recommendation" in out:
-        out["recommendation"] = worded_recommendation(v["recommendation"], df, {**v, "reason": out.get("reason")},
-                                                      costs)
+        out["recommendation"] = worded_recommendation(
+            v["recommendation"], df, {**v, "reason": out.get("reason")}, costs
+        )
     return out
 
 
@@ -152,8 +193,14 @@ def worded_recommendation(rec: dict | None, df: pd.DataFrame, v: dict, costs: di
         return {}
     said = recommendation_words(rec, df, v, costs)
     if v.get("decision") == "prompting is enough":
-        return {"action": rec["action"], "run": rec["run"], "measured": said["measured"],
-                "projected": said["projected"], "max_loss": rec["max_loss"], "line": said["line"]}
+        return {
+            "action": rec["action"],
+            "run": rec["run"],
+            "measured": said["measured"],
+            "projected": said["projected"],
+            "max_loss": rec["max_loss"],
+            "line": said["line"],
+        }
     facts = {k: x for k, x in rec.items() if k != "compared"}
     first = {k: facts.pop(k) for k in ("action", "run", "kind", "best") if k in facts}
     return {**first, **said, **facts}
@@ -167,8 +214,11 @@ def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
         return None
     low = min(peaks, key=peaks.get)
     kind = "reserved CUDA" if rows[low].get("train_peak_reserved_mb") else "resident"
-    return (f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
-            + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "") + ".")
+    return (
+        f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
+        + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "")
+        + "."
+    )
 
 
 def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
@@ -177,21 +227,35 @@ def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
     c = costs.get(pick)
     if not c:
         return []
-    parts = ["training"] + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else []) \
+    parts = (
+        ["training"]
+        + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else [])
         + ([f"its parent `{c['parent']}` bought alone"] if c.get("parent") else [])
-    smallest = (f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1
-                else c.get("smallest_card"))
+    )
+    smallest = (
+        f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1 else c.get("smallest_card")
+    )
     alone = (c.get("alone_usd", c["usd"]), c.get("alone_usd_high", c["usd_high"]))
-    shared = (f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
-              "that use it" if c.get("search_users", 1) > 1 and c.get("search_usd") else "")
-    out = [(f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
-           f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
-           f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}.")]
+    shared = (
+        f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
+        "that use it"
+        if c.get("search_users", 1) > 1 and c.get("search_usd")
+        else ""
+    )
+    out = [
+        (
+            f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
+            f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
+            f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}."
+        )
+    ]
     least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
     if least != pick:
-        out.append(f"Least memory projected among the finished variants: `{least}` "
-                   f"(~{sig(costs[least]['need_gb'])} GB on the target; "
-                   "a projection from the sizing model, not measured).")
+        out.append(
+            f"Least memory projected among the finished variants: `{least}` "
+            f"(~{sig(costs[least]['need_gb'])} GB on the target; "
+            "a projection from the sizing model, not measured)."
+        )
     return out
 
 
@@ -203,21 +267,32 @@ def serving_words(rows: dict, names: list[str], machine: str) -> str:
 
     if machine.startswith(SEVERAL):  # latencies of different machines say nothing of the runs
         return f"Serving latency at batch 1: timed on {machine}; compare latencies within one machine only."
-    timed = [n for n in names if isinstance(rows[n].get("latency_p25_s"), (int, float))
-             and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")]
+    timed = [
+        n
+        for n in names
+        if isinstance(rows[n].get("latency_p25_s"), (int, float))
+        and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")
+    ]
     if len(timed) < 2:
         return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
     how = rows[timed[0]].get("latency_how") or "each run timed in its own stage"
     fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
     if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
-        return (f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
-                "s; its interquartile range lies below every other run's in the group.")
+        return (
+            f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
+            "s; its interquartile range lies below every other run's in the group."
+        )
     pairs = [(a, b) for a in timed for b in timed if a != b and latency_separated(rows[a], rows[b])]
     p50s = [rows[n]["latency_p50_s"] for n in timed]
     p50 = f"p50 {min(p50s):.2f}–{max(p50s):.2f} s"
     every = len(timed) * (len(timed) - 1) // 2
     if not pairs:
-        return (f"Serving latency at batch 1 ({machine}, {how}): the group's runs tie ({p50}; every pair's "
-                "interquartile ranges overlap).")
-    return (f"Serving latency at batch 1 ({machine}, {how}; {p50}): {len(pairs)} of {every} pairs separate, "
-            + ", ".join(f"`{a}` below `{b}`" for a, b in pairs) + "; the other pairs' interquartile ranges overlap.")
+        return (
+            f"Serving latency at batch 1 ({machine}, {how}): the group's runs tie ({p50}; every pair's "
+            "interquartile ranges overlap)."
+        )
+    return (
+        f"Serving latency at batch 1 ({machine}, {how}; {p50}): {len(pairs)} of {every} pairs separate, "
+        + ", ".join(f"`{a}` below `{b}`" for a, b in pairs)
+        + "; the other pairs' interquartile ranges overlap."
+    )

@@ -57,17 +57,21 @@ def pick(params: Params, model: str, technique: str):
     shapes = {s.name.lower(): s for s in targets(params)}
     shape = shapes.get(model.lower())
     if shape is None:
-        raise UserError(f"--model {model}: not in sizing.targets of params.yaml (there: {', '.join(shapes)}); add "
-                        "its dimensions there (layers, hidden, intermediate, heads, kv_heads, vocab): nothing is "
-                        "downloaded")
+        raise UserError(
+            f"--model {model}: not in sizing.targets of params.yaml (there: {', '.join(shapes)}); add "
+            "its dimensions there (layers, hidden, intermediate, heads, kv_heads, vocab): nothing is "
+            "downloaded"
+        )
     variants = params.variants
     if technique in variants:
         return shape, technique, variants[technique]
     named = [n for n, v in variants.items() if v.technique == technique]
     if not named:
         have = sorted({v.technique for v in variants.values()} | set(variants))
-        raise UserError(f"--technique {technique}: no variant of params.yaml has it (a technique or a variant's "
-                        f"name: {', '.join(have)}); add one under variants:")
+        raise UserError(
+            f"--technique {technique}: no variant of params.yaml has it (a technique or a variant's "
+            f"name: {', '.join(have)}); add one under variants:"
+        )
     return shape, named[0], variants[named[0]]
 
 
@@ -84,23 +88,42 @@ class Asked:
     tokens: float | None = None
 
 
-def cards(params: Params, asked: Asked, records: dict | None = None, speeds: list[dict] | None = None,
-          answer_tokens: int | None = None) -> Cards:
+def cards(
+    params: Params,
+    asked: Asked,
+    records: dict | None = None,
+    speeds: list[dict] | None = None,
+    answer_tokens: int | None = None,
+) -> Cards:
     """Every card of the catalog for what is ``asked`` (``bakeoff size``); ``records``: this run's training records;
     ``answer_tokens``: the task's longest answer, the logits a labelled loss holds (None: every token's)."""
-    model, technique, seq_len, micro_batch, tokens = (asked.model, asked.technique, asked.seq_len, asked.micro_batch,
-                                                      asked.tokens)
+    model, technique, seq_len, micro_batch, tokens = (
+        asked.model,
+        asked.technique,
+        asked.seq_len,
+        asked.micro_batch,
+        asked.tokens,
+    )
     s = params.sizing
     shape, name, v = pick(params, model, technique)
     seq = int(seq_len or s.target_seq_len or v.train.max_seq_len)
     mb = int(micro_batch or s.target_micro_batch or v.train.micro_batch)
-    setup = Setup.from_variant(v, _resolved(v.train.precision), parent=params.variants.get(v.parent),
-                               answer_tokens=answer_tokens).at(seq, mb)
-    speed = speed_at(s, shape, setup.technique, setup.gradient_checkpointing,
-                     measured_speeds() if speeds is None else speeds)
+    setup = Setup.from_variant(
+        v, _resolved(v.train.precision), parent=params.variants.get(v.parent), answer_tokens=answer_tokens
+    ).at(seq, mb)
+    speed = speed_at(
+        s, shape, setup.technique, setup.gradient_checkpointing, measured_speeds() if speeds is None else speeds
+    )
     priced = train_tokens(params, records or {}, tokens)[name]  # the report's rule: the same tokens priced
-    source = ("--tokens" if tokens else "cost.train_tokens" if params.cost.train_tokens
-              else f"what `{name}` trained on in runs/" if priced else "none: pass --tokens to price the time")
+    source = (
+        "--tokens"
+        if tokens
+        else "cost.train_tokens"
+        if params.cost.train_tokens
+        else f"what `{name}` trained on in runs/"
+        if priced
+        else "none: pass --tokens to price the time"
+    )
     room, at = Headroom(s.margin, s.cuda_overhead_gb * GB), Priced(priced, speed.mfu, speed.mfu_low)
     rows = [(g, fit(shape, setup, [g], room, at, name)) for g in catalog(params)]
     return Cards(shape, name, setup.technique, seq, mb, priced, source, speed, rows)
@@ -108,23 +131,33 @@ def cards(params: Params, asked: Asked, records: dict | None = None, speeds: lis
 
 def lines(c: Cards, margin: float) -> list[str]:
     """The table in Markdown, with what it was projected for above it and how below it."""
-    head = (f"Projected, not measured: `{c.target.name}` trained with `{c.variant}` ({c.technique}), "
-            f"{c.micro_batch} × {c.seq_len} tokens per forward pass, one process per card, {margin:.0%} of each "
-            f"card kept free; {c.tokens:,.0f} training tokens priced ({c.tokens_from}).")
-    out = [head, "",
-           "| card | card GB | need GB | holds it | est. hours | est. $ | est. $ at the low utilisation |",
-           "|---|---|---|---|---|---|---|"]
+    head = (
+        f"Projected, not measured: `{c.target.name}` trained with `{c.variant}` ({c.technique}), "
+        f"{c.micro_batch} × {c.seq_len} tokens per forward pass, one process per card, {margin:.0%} of each "
+        f"card kept free; {c.tokens:,.0f} training tokens priced ({c.tokens_from})."
+    )
+    out = [
+        head,
+        "",
+        "| card | card GB | need GB | holds it | est. hours | est. $ | est. $ at the low utilisation |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for g, f in c.fits:
-        holds = ("no" if f.gpu is None else "yes" if f.gpus == 1 else f"{f.gpus} cards, sharded")
+        holds = "no" if f.gpu is None else "yes" if f.gpus == 1 else f"{f.gpus} cards, sharded"
         hours = "–" if f.hours is None else f"{f.hours:,.2f}"
         usd = "–" if f.usd is None else f"{f.usd:,.2f}"
         high = "–" if f.usd_high is None else f"{f.usd_high:,.2f}"
         out.append(f"| {g.name} | {g.memory_gb:g} | {f.need_gb:.1f} | {holds} | {hours} | {usd} | {high} |")
-    other = ("; on every other card assumed the same" if c.speed.how == "measured" else "")
-    out += ["", (f"Utilisation {c.speed.mfu:.1%}, {speed_words(c.speed.__dict__)}{other}; the low end "
-                 f"{c.speed.mfu_low:.1%}. "
-                 "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
-                 "bakeoff.core.measure.")]
+    other = "; on every other card assumed the same" if c.speed.how == "measured" else ""
+    out += [
+        "",
+        (
+            f"Utilisation {c.speed.mfu:.1%}, {speed_words(c.speed.__dict__)}{other}; the low end "
+            f"{c.speed.mfu_low:.1%}. "
+            "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
+            "bakeoff.core.measure."
+        ),
+    ]
     return out
 
 
@@ -134,25 +167,39 @@ def every_variant(params: Params, asked: Asked, records: dict, answer_tokens: in
     from dataclasses import replace
 
     s = params.sizing
-    params = replace(params, sizing=replace(s, target_seq_len=asked.seq_len or s.target_seq_len,
-                                            target_micro_batch=asked.micro_batch or s.target_micro_batch))
+    params = replace(
+        params,
+        sizing=replace(
+            s,
+            target_seq_len=asked.seq_len or s.target_seq_len,
+            target_micro_batch=asked.micro_batch or s.target_micro_batch,
+        ),
+    )
     return table(params, train_tokens(params, records, asked.tokens), answer_tokens=answer_tokens)
 
 
 def table_lines(fits: list[Fit], margin: float) -> list[str]:
     """Every target × variant in Markdown, with how it was projected below it."""
-    lines = [("| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent "
-              "| MFU |"),
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        ("| target | variant | technique | need GB | smallest GPU | est. hours | est. $ | est. $ with parent | MFU |"),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for f in fits:
         gpu = "none fits" if f.gpu is None else (f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu} (sharded)")
         hours = "–" if f.hours is None else f"{f.hours:.2f}"
         usd = "–" if f.usd is None else f"{f.usd:,.2f}"
         cum = f"{f.cumulative_usd:,.2f} (+ {f.parent})" if f.parent and f.cumulative_usd is not None else "–"
         speed = f"{f.mfu:.1%} {(f.mfu_source or {}).get('how', '')}" if f.mfu else "–"
-        lines.append(f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
-                     f"| {cum} | {speed} |")
-    return lines + ["", (f"Projected, not measured: one training process, {margin:.0%} of each card kept free; time "
-                         "at each technique's utilisation at the target (sizing.mfu_from; measured: the GPU check's "
-                         "nearest row, reports/bench/gpu.json; assumed: sizing.mfu). The memory model: "
-                         "bakeoff.decide.memory.")]
+        lines.append(
+            f"| {f.target} | {f.variant} | {f.technique} | {f.need_gb:.1f} | {gpu} | {hours} | {usd} "
+            f"| {cum} | {speed} |"
+        )
+    return lines + [
+        "",
+        (
+            f"Projected, not measured: one training process, {margin:.0%} of each card kept free; time "
+            "at each technique's utilisation at the target (sizing.mfu_from; measured: the GPU check's "
+            "nearest row, reports/bench/gpu.json; assumed: sizing.mfu). The memory model: "
+            "bakeoff.decide.memory."
+        ),
+    ]

@@ -29,34 +29,55 @@ WORK = Path("work")  # where `repro --params FILE` runs FILE, one folder per fil
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bakeoff", description="Do you need to fine-tune, with which technique, on "
-                                 "which card? Run in the project's folder (the one with dvc.yaml).")
+    ap = argparse.ArgumentParser(
+        prog="bakeoff",
+        description="Do you need to fine-tune, with which technique, on "
+        "which card? Run in the project's folder (the one with dvc.yaml).",
+    )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{quick,repro,size,report,ui}")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=text)
-        p.add_argument("--params", default="params.yaml", metavar="FILE",
-                       help="the configuration to run (default params.yaml)")
+        p.add_argument(
+            "--params", default="params.yaml", metavar="FILE", help="the configuration to run (default params.yaml)"
+        )
         return p
 
-    command("quick", "A first answer in minutes: the same stages on a small budget, in quick/ (quick/reports/"
-                     "comparison.md); about 6 minutes on 2 CPU cores after set-up.")
-    p = command("repro", "The whole bake-off: dvc repro with a clock, every variant and search (reports/comparison.md"
-                         "); with --params FILE other than params.yaml, in work/<FILE's name>/.")
+    command(
+        "quick",
+        "A first answer in minutes: the same stages on a small budget, in quick/ (quick/reports/"
+        "comparison.md); about 6 minutes on 2 CPU cores after set-up.",
+    )
+    p = command(
+        "repro",
+        "The whole bake-off: dvc repro with a clock, every variant and search (reports/comparison.md"
+        "); with --params FILE other than params.yaml, in work/<FILE's name>/.",
+    )
     p.add_argument("-f", "--force", action="store_true", help="run every stage, changed or not (dvc repro -f)")
-    p = command("size", "The GPU card table for a model you will really fine-tune, before any training: memory "
-                        "needed against each card, hours and dollars (projections; sizing: in params.yaml). "
-                        "Without --model and --technique: every target × every variant, one row each.")
+    p = command(
+        "size",
+        "The GPU card table for a model you will really fine-tune, before any training: memory "
+        "needed against each card, hours and dollars (projections; sizing: in params.yaml). "
+        "Without --model and --technique: every target × every variant, one row each.",
+    )
     p.add_argument("--model", help="a name in sizing.targets, e.g. llama-3.1-8b")
     p.add_argument("--technique", help="full, lora, qlora, dpo, or a variant's name")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per row (default sizing.target_seq_len)")
-    p.add_argument("--micro-batch", type=int, default=None, help="rows per forward pass (default "
-                   "sizing.target_micro_batch)")
-    p.add_argument("--tokens", type=float, default=None, help="training tokens to price (default cost.train_tokens, "
-                   "else what the variant trained on in runs/)")
-    command("report", "The report again from the runs' records (dvc repro compare): after a change to verdict:, "
-                      "cost: or sizing: only compare runs; a stage whose own inputs changed runs first, as DVC "
-                      "does (the plan is printed before anything runs).")
+    p.add_argument(
+        "--micro-batch", type=int, default=None, help="rows per forward pass (default sizing.target_micro_batch)"
+    )
+    p.add_argument(
+        "--tokens",
+        type=float,
+        default=None,
+        help="training tokens to price (default cost.train_tokens, else what the variant trained on in runs/)",
+    )
+    command(
+        "report",
+        "The report again from the runs' records (dvc repro compare): after a change to verdict:, "
+        "cost: or sizing: only compare runs; a stage whose own inputs changed runs first, as DVC "
+        "does (the plan is printed before anything runs).",
+    )
     p = command("ui", "The MLflow UI on this run's experiment (http://127.0.0.1:PORT).")
     p.add_argument("--port", type=int, default=5000)
     return ap
@@ -93,8 +114,10 @@ def _workspace(root: Path, params: Path) -> tuple[Path, dict]:
 
     if params.resolve() == (root / "params.yaml").resolve():
         return root, environment()
-    header = (f"# {params} as `bakeoff repro --params {params}` runs it (a copy: edit {params}, then run that "
-              "command again).\n")
+    header = (
+        f"# {params} as `bakeoff repro --params {params}` runs it (a copy: edit {params}, then run that "
+        "command again).\n"
+    )
     dest = quick.build(root, root / WORK / params.stem, source=params, transform=lambda raw: raw, header=header)
     return dest, environment(MLFLOW_TRACKING_URI=quick.absolute_uri(params))
 
@@ -103,12 +126,13 @@ def _clock(root: Path, params: Path, args: list[str]) -> int:
     where, env = _workspace(root, params)
     if where != root:
         print(f"[bakeoff] {params} in {where} (the project's own run is left as it is)", flush=True)
-    rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *args], cwd=where, env=env,
-                        check=False).returncode
+    rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock", *args], cwd=where, env=env, check=False).returncode
     if rc == 0:
         other = "" if where == root else f" --params {params}"
-        print(f"\nReport: {(where / 'reports' / 'comparison.md').relative_to(root)}   MLflow: bakeoff ui{other}",
-              flush=True)
+        print(
+            f"\nReport: {(where / 'reports' / 'comparison.md').relative_to(root)}   MLflow: bakeoff ui{other}",
+            flush=True,
+        )
     return rc
 
 
@@ -119,8 +143,9 @@ def size(args) -> int:
     from bakeoff.run.cards import Asked, cards, every_variant, lines, table_lines
 
     if bool(args.model) != bool(args.technique):
-        raise UserError("size: give --model and --technique together (one card table), or neither (every target × "
-                        "every variant)")
+        raise UserError(
+            "size: give --model and --technique together (one card table), or neither (every target × every variant)"
+        )
     params = load_params(_params(args.params))
     records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}  # after a run, if any
     answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage, if it ran
@@ -145,8 +170,7 @@ def ui(args) -> int:
     server = f"http://127.0.0.1:{args.port}"
     print("open", tracking.ui_url(params, server), flush=True)
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
-    return subprocess.run([mlflow, "ui", "--backend-store-uri", uri, "--port", str(args.port)],
-                          check=False).returncode
+    return subprocess.run([mlflow, "ui", "--backend-store-uri", uri, "--port", str(args.port)], check=False).returncode
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -170,8 +170,11 @@ def _say_plan(steps, will, estimates: dict, total: float, machine: str) -> None:
         print(f"[clock] nothing to run: all {len(steps)} stages match dvc.lock", flush=True)
         return
     bases = sorted({b for _, b in estimates.values()})
-    print(f"[clock] {len(will)} of {len(steps)} stages will run, about {about(total)} in all on {machine} "
-          f"(estimates from: {'; '.join(bases)})", flush=True)
+    print(
+        f"[clock] {len(will)} of {len(steps)} stages will run, about {about(total)} in all on {machine} "
+        f"(estimates from: {'; '.join(bases)})",
+        flush=True,
+    )
     for s in will:
         e, b = estimates[s.addressing]
         print(f"  {s.addressing:<28} about {about(e):>8}   ({b})", flush=True)
@@ -182,8 +185,15 @@ def _record_stage(clock: Clock, name: str, status: str, dt: float, estimate: tup
     not its real work, so not its next estimate)."""
     rec, (e, basis) = clock.rec, estimate
     entry = dict(rec["stages"].get(name) or {})
-    entry.update({"last_status": status, "last_s": round(dt, 1), "estimated_s": round(e, 1), "estimated_from": basis,
-                  "at": datetime.now(UTC).isoformat(timespec="seconds")})
+    entry.update(
+        {
+            "last_status": status,
+            "last_s": round(dt, 1),
+            "estimated_s": round(e, 1),
+            "estimated_from": basis,
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+    )
     if status == "ran":
         entry.update({"actual_s": round(dt, 1), "machine": clock.machine, "probe_s": clock.est.probe})
     rec["stages"][name] = entry
@@ -209,8 +219,14 @@ def _close_run(clock: Clock, run: dict, restored: int, ok: bool) -> None:
     stopped early (``ok`` false) is compared on the stages it ended (their estimates), not on the whole plan."""
     rec, record_path, ran, total, ended = clock.rec, clock.path, clock.ran, clock.total, clock.ended
     actual = time.perf_counter() - clock.t0
-    run.update({"actual_total_s": round(actual, 1), "stages_ran": ran, "completed": ok,
-                **({"stages_restored": restored} if restored else {})})
+    run.update(
+        {
+            "actual_total_s": round(actual, 1),
+            "stages_ran": ran,
+            "completed": ok,
+            **({"stages_restored": restored} if restored else {}),
+        }
+    )
     against = total if ok else ended
     if not ok:
         run["estimated_ended_s"] = round(ended, 1)
@@ -222,15 +238,25 @@ def _close_run(clock: Clock, run: dict, restored: int, ok: bool) -> None:
     off = f" ({abs(err):.0f}% too {'high' if err > 0 else 'low'})" if err is not None else ""
     back = f" ({restored} more restored from the cache)" if restored else ""
     if ok:
-        print(f"[clock] {ran} stages ran{back} in {human(actual)}; estimated before the first stage: "
-              f"{about(total)}{off}; the record: {record_path}", flush=True)
+        print(
+            f"[clock] {ran} stages ran{back} in {human(actual)}; estimated before the first stage: "
+            f"{about(total)}{off}; the record: {record_path}",
+            flush=True,
+        )
     else:
-        print(f"[clock] stopped: {ran} stages ran{back} in {human(actual)}; the stages it ended were estimated at "
-              f"{about(ended)}{off}; the record: {record_path}", flush=True)
+        print(
+            f"[clock] stopped: {ran} stages ran{back} in {human(actual)}; the stages it ended were estimated at "
+            f"{about(ended)}{off}; the record: {record_path}",
+            flush=True,
+        )
 
 
-DONE_WORDS = {"ran": "done", "unchanged": "unchanged, skipped", "failed": "FAILED",
-              "restored": "restored from the cache, not run,"}  # a stage's status, as its line says it
+DONE_WORDS = {
+    "ran": "done",
+    "unchanged": "unchanged, skipped",
+    "failed": "FAILED",
+    "restored": "restored from the cache, not run,",
+}  # a stage's status, as its line says it
 
 
 def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs) -> int:
@@ -246,9 +272,14 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
     estimates = {s.addressing: est(s.addressing) for s in will}
     clock.total = total = sum(e for e, _ in estimates.values())
     _say_plan(steps, will, estimates, total, clock.machine)
-    run = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": git_commit(),
-           "machine": clock.machine, "stages_planned": len(will), "estimated_total_s": round(total, 1),
-           "probe_s": est.probe}  # this run's line in reports/clock.json
+    run = {
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "machine": clock.machine,
+        "stages_planned": len(will),
+        "estimated_total_s": round(total, 1),
+        "probe_s": est.probe,
+    }  # this run's line in reports/clock.json
     clock.t0 = time.perf_counter()
     state = {"left": total}
     order = {s.addressing: i for i, s in enumerate(will, 1)}
@@ -263,8 +294,11 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
         t = time.perf_counter()
         status = "failed"
         try:
-            ret = (around(stage, lambda: _reproduce_stage(stage, **kwargs), restored) if around
-                   else _reproduce_stage(stage, **kwargs))
+            ret = (
+                around(stage, lambda: _reproduce_stage(stage, **kwargs), restored)
+                if around
+                else _reproduce_stage(stage, **kwargs)
+            )
             status = ("restored" if name in restored else "ran") if ret else "unchanged"
             return ret
         finally:

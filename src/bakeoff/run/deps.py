@@ -70,8 +70,9 @@ def closure(path: Path) -> set[Path]:
 def docstring_only(path: Path) -> bool:
     """A package's ``__init__.py`` that holds only its docstring: importing it changes nothing a stage computes."""
     body = ast.parse(path.read_text()).body
-    return path.name == "__init__.py" and all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
-                                              for n in body)
+    return path.name == "__init__.py" and all(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
+    )
 
 
 def code_files(folder: Path) -> set[Path]:
@@ -143,7 +144,7 @@ def rewritten(text: str) -> str:
             raise SystemExit(f"dvc.yaml: a deps list under {name!r}, which is not a stage")
         script, deps = found[name]
         head = f"{m.group(1)}deps: "
-        out += [text[at:m.start()], head + flow(wanted(deps, script), len(head))]
+        out += [text[at : m.start()], head + flow(wanted(deps, script), len(head))]
         at = m.end()
     return "".join(out) + text[at:]
 

@@ -16,19 +16,29 @@ if TYPE_CHECKING:
 # the last resort when nothing was measured here: seconds of each part of a stage for the default model
 # (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
 # `make repro` (every stage) and `make quick` (the small budget) and scaled by the probe here now
-COST = {"start": 10.0,         # a stage's process start, imports and model load
-        "model": 28.0, "data": 6.0, "compare": 12.0, "other": 30.0,
-        "answer": 0.28,        # an item answered by the base without shots (test or validation), greedy to its end
-        "shot": 0.08,          # each shot in the prompt adds this to an answer
-        "tuned_answer": 0.17,  # an item answered by a trained variant (short answers), with its loss on validation
-        "prefs": 9.0, "probe": 7.5, "lm_eval": 0.5,   # the side checks, when on
-        "latency": 16.0,       # eval.latency_requests timed one at a time (16 there), per timing
-        "interleaved": 7.5,    # the export's timing of each evaluated arm again, interleaved in one process
-        "row_step": 0.14,      # a row through one supervised optimizer step, and the validation passes at its rate
-        "dpo_row_step": 0.45,  # a preference pair through one DPO step (chosen, rejected, the reference model)
-        "trial": 8.0,          # a search trial's own start: its model load and its first validation pass
-        "dpo_trial": 20.0,     # a DPO trial's: the reference model too, and the task metric on validation
-        "merge": 3.0, "gguf": 11.0, "serve": 32.0, "rescore": 0.13}   # export's parts; rescore: a test item
+COST = {
+    "start": 10.0,  # a stage's process start, imports and model load
+    "model": 28.0,
+    "data": 6.0,
+    "compare": 12.0,
+    "other": 30.0,
+    "answer": 0.28,  # an item answered by the base without shots (test or validation), greedy to its end
+    "shot": 0.08,  # each shot in the prompt adds this to an answer
+    "tuned_answer": 0.17,  # an item answered by a trained variant (short answers), with its loss on validation
+    "prefs": 9.0,
+    "probe": 7.5,
+    "lm_eval": 0.5,  # the side checks, when on
+    "latency": 16.0,  # eval.latency_requests timed one at a time (16 there), per timing
+    "interleaved": 7.5,  # the export's timing of each evaluated arm again, interleaved in one process
+    "row_step": 0.14,  # a row through one supervised optimizer step, and the validation passes at its rate
+    "dpo_row_step": 0.45,  # a preference pair through one DPO step (chosen, rejected, the reference model)
+    "trial": 8.0,  # a search trial's own start: its model load and its first validation pass
+    "dpo_trial": 20.0,  # a DPO trial's: the reference model too, and the task metric on validation
+    "merge": 3.0,
+    "gguf": 11.0,
+    "serve": 32.0,
+    "rescore": 0.13,
+}  # export's parts; rescore: a test item
 LOWMEM_SLOWER = 2.6  # a row-step against LoRA's with checkpointing and an 8-bit optimizer (each technique's own:
 #                     bakeoff.core.techniques.FACTS' cpu_slower)
 
@@ -57,7 +67,7 @@ def _study_stored(tuned: dict, storage_url: str | None) -> bool | None:
         return None
     if storage_url and not storage_url.startswith("sqlite:///"):
         return None
-    db = Path(storage_url[len("sqlite:///"):]) if storage_url else Path(".bakeoff_tmp/tune.db")
+    db = Path(storage_url[len("sqlite:///") :]) if storage_url else Path(".bakeoff_tmp/tune.db")
     if not db.exists():
         return False
     try:
@@ -95,7 +105,8 @@ class Estimator:
             where = entry.get("machine")
             f, said = self.speed(entry)
             return float(entry["actual_s"]) * f, "last run" + (
-                f", on {where}" if where and where != self.record.get("machine") else "") + said
+                f", on {where}" if where and where != self.record.get("machine") else ""
+            ) + said
         f, said = self.speed({"probe_s": REFERENCE_PROBE})
         return self._throughput(kind, key) * f, "throughput estimate" + said.replace("speed now", "speed")
 
@@ -123,8 +134,10 @@ class Estimator:
         if stored is False and tuned.get("tune_wall_s"):
             overhead = 15.0
             f, said = self.speed(self.record["stages"].get(name) or {})
-            return (float(tuned["tune_wall_s"]) * f + overhead,
-                    "its trials' recorded time (its study is not stored here)" + said)
+            return (
+                float(tuned["tune_wall_s"]) * f + overhead,
+                "its trials' recorded time (its study is not stored here)" + said,
+            )
         if stored and name not in self.record["stages"]:
             return 10.0, "its study is stored here, so reused"
         return None
@@ -153,8 +166,12 @@ class Estimator:
         if p is None:
             return COST["probe"] + COST["lm_eval"] + COST["latency"] * timings + COST["prefs"]
         latency = COST["latency"] * timings * p.eval.latency_requests / 16.0
-        return (COST["probe"] * bool(p.eval.probe) + COST["lm_eval"] * (p.eval.lm_eval != "off")
-                + latency + COST["prefs"] * (bool(p.task.prefs) and zero_shot))
+        return (
+            COST["probe"] * bool(p.eval.probe)
+            + COST["lm_eval"] * (p.eval.lm_eval != "off")
+            + latency
+            + COST["prefs"] * (bool(p.task.prefs) and zero_shot)
+        )
 
     def _answers(self, shots: float, items: float) -> float:
         return items * (COST["answer"] + COST["shot"] * shots)
@@ -168,7 +185,7 @@ class Estimator:
         if kind == "export":
             return self._export() * self.size
         if kind in ("baseline", "tune_prompt"):
-            b = (p.baselines.get(key) if p is not None and key else None)
+            b = p.baselines.get(key) if p is not None and key else None
             if b is not None and getattr(b, "endpoint", None):
                 return COST["other"]
             if kind == "tune_prompt":
@@ -220,9 +237,14 @@ class Estimator:
         if p is None:
             return COST["start"] + COST["merge"] + COST["gguf"] + COST["serve"] + 60 * COST["rescore"]
         arms = sum(not self._skipped(n) for n in p.variants) + len(p.baselines)
-        return (COST["start"] + COST["merge"] + COST["gguf"] * bool(p.export.gguf)
-                + COST["serve"] * bool(p.export.serve) + self._rows("test") * COST["rescore"]
-                + COST["interleaved"] * arms * p.eval.latency_requests / 16.0)
+        return (
+            COST["start"]
+            + COST["merge"]
+            + COST["gguf"] * bool(p.export.gguf)
+            + COST["serve"] * bool(p.export.serve)
+            + self._rows("test") * COST["rescore"]
+            + COST["interleaved"] * arms * p.eval.latency_requests / 16.0
+        )
 
     def _curve(self, key: str) -> float:
         """A share's training run (its part of the arm's under curve.schedule epochs, at least curve.min_steps; the

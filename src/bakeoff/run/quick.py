@@ -77,6 +77,7 @@ def overlay(raw: dict, spec: dict = SPEC) -> dict:
 
 def pick_lora(variants: dict) -> tuple[str, dict]:
     """The one LoRA variant a quick look trains: ``lora``, else the first PEFT LoRA variant, else a default."""
+
     def is_peft_lora(v):
         return isinstance(v, dict) and v.get("technique") == "lora" and v.get("backend", "peft") == "peft"
 
@@ -122,14 +123,17 @@ def overrides(raw: dict) -> dict:
     v["eval_steps"] = max(1, v["max_steps"] // 2)  # two judgements a run: enough to stop early, half the cost
     # fewer, smaller steps: a batch of BATCH rows (no accumulation) and the rate it trains at raised to the
     # top of the technique's searched range (a short schedule wants the higher end; the full run searches lower)
-    v["effective_batch"] = v["micro_batch"] = min(int(v.get("effective_batch") or defaults.get("effective_batch")
-                                                      or BATCH), BATCH)
+    v["effective_batch"] = v["micro_batch"] = min(
+        int(v.get("effective_batch") or defaults.get("effective_batch") or BATCH), BATCH
+    )
     high = (((raw.get("tune") or {}).get("spaces") or {}).get("lora") or {}).get("lr", {}).get("high")
     lr = float(v.get("lr") or defaults.get("lr") or 1e-3)
     v["lr"] = float(high) if high and float(high) > lr else lr
     if v["lr"] != lr:
-        changes.append(f"`{name}`'s rate raised to {v['lr']:g} (your {lr:g}), the top of its searched range, for "
-                       f"its short schedule")
+        changes.append(
+            f"`{name}`'s rate raised to {v['lr']:g} (your {lr:g}), the top of its searched range, for "
+            f"its short schedule"
+        )
     changes.append(f"`{name}` at most {v['max_steps']} steps of {v['effective_batch']} rows")
     q["variants"] = {name: v}
     task = q["task"]
@@ -144,19 +148,26 @@ def overrides(raw: dict) -> dict:
 
 def _copy(src: Path, dest: Path) -> None:
     if src.is_dir():
-        shutil.copytree(src, dest, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "prepared", "prepared.tmp"))
+        shutil.copytree(
+            src,
+            dest,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "prepared", "prepared.tmp"),
+        )
     elif src.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest)
 
 
-HEADER = ("# The quick look's params (python -m bakeoff.run.quick wrote this from ../params.yaml; edit that one):\n"
-          "# the same pipeline on a small budget. The full bake-off: make repro in the project's root.\n")
+HEADER = (
+    "# The quick look's params (python -m bakeoff.run.quick wrote this from ../params.yaml; edit that one):\n"
+    "# the same pipeline on a small budget. The full bake-off: make repro in the project's root.\n"
+)
 
 
-def build(root: Path = Path("."), dest: Path | None = None, source: Path | None = None, transform=None,
-          header: str = HEADER) -> Path:
+def build(
+    root: Path = Path("."), dest: Path | None = None, source: Path | None = None, transform=None, header: str = HEADER
+) -> Path:
     """quick/ (or ``dest``) with the project's pipeline, code and data, and a params.yaml: ``source`` (default the
     project's params.yaml) through ``transform`` (default the quick look's ``overrides``); returns it."""
     from bakeoff.core.config import load_params
@@ -195,8 +206,8 @@ def absolute_uri(params_path: Path) -> str:
     from bakeoff.core.config import load_params
 
     uri = tracking.tracking_uri(load_params(params_path))
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_absolute():
-        uri = f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_absolute():
+        uri = f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
     return uri
 
 
@@ -207,14 +218,19 @@ def main(params: str | Path = "params.yaml") -> int:
     t0 = time.perf_counter()
     uri = absolute_uri(Path(params))
     dest = build(source=Path(params))
-    print(f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines (as written, "
-          f"no search) and one LoRA (≤ {STEPS} steps of {BATCH} rows, no search); MLflow: "
-          f"{without_secret(uri)}", flush=True)
+    print(
+        f"[quick] a quick look in {dest}: {EXAMPLES} test items, the base, your prompting baselines (as written, "
+        f"no search) and one LoRA (≤ {STEPS} steps of {BATCH} rows, no search); MLflow: "
+        f"{without_secret(uri)}",
+        flush=True,
+    )
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock"], cwd=dest, env=env, check=False).returncode
-    print(f"[quick] {'done' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s: "
-          f"{dest / 'reports' / 'comparison.md'}; the full bake-off (every technique, full searches): make repro",
-          flush=True)
+    print(
+        f"[quick] {'done' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s: "
+        f"{dest / 'reports' / 'comparison.md'}; the full bake-off (every technique, full searches): make repro",
+        flush=True,
+    )
     return rc
 
 

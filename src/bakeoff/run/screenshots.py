@@ -71,8 +71,10 @@ def _browser(p):
     try:
         return p.chromium.launch(executable_path=exe, args=["--no-sandbox"]) if exe else p.chromium.launch()
     except Exception as e:  # neither a system Chromium nor Playwright's: say how to get one
-        raise SystemExit(f"error: no browser for the screenshots ({type(e).__name__}): apt-get install chromium, "
-                         "or python -m playwright install chromium") from e
+        raise SystemExit(
+            f"error: no browser for the screenshots ({type(e).__name__}): apt-get install chromium, "
+            "or python -m playwright install chromium"
+        ) from e
 
 
 def report_picture(p, html: Path, out: Path) -> None:
@@ -91,8 +93,9 @@ def _free_port() -> int:
 
 
 def _newest_repro(client, experiment_id: str):
-    runs = client.search_runs([experiment_id], filter_string="tags.kind = 'repro'", order_by=["start_time DESC"],
-                              max_results=1)
+    runs = client.search_runs(
+        [experiment_id], filter_string="tags.kind = 'repro'", order_by=["start_time DESC"], max_results=1
+    )
     return runs[0] if runs else None
 
 
@@ -102,8 +105,11 @@ def _ui(uri: str):
     import requests
 
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host",
-                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(240):
             try:
@@ -133,12 +139,16 @@ def _repro_of(params: Params, commit: str):
     exp = client.get_experiment_by_name(tracking.experiment_name(params))
     repro = _newest_repro(client, exp.experiment_id) if exp else None
     if repro is None:
-        raise SystemExit(f"error: no repro run of {tracking.experiment_name(params)!r} in {without_secret(uri)}: "
-                         "run make repro first")
+        raise SystemExit(
+            f"error: no repro run of {tracking.experiment_name(params)!r} in {without_secret(uri)}: "
+            "run make repro first"
+        )
     made_at = repro.data.tags.get("git_commit") or repro.data.tags.get("mlflow.source.git.commit", "")
     if made_at != commit:
-        raise SystemExit(f"error: the store's newest repro run ({repro.info.run_name}) was made at {made_at[:12]}, the "
-                         f"report at {commit[:12]}: the picture would not show this report's run")
+        raise SystemExit(
+            f"error: the store's newest repro run ({repro.info.run_name}) was made at {made_at[:12]}, the "
+            f"report at {commit[:12]}: the picture would not show this report's run"
+        )
     return uri, client, exp, repro
 
 
@@ -178,8 +188,11 @@ def curves_picture(p, params: Params, commit: str, out: Path) -> str:
     if len(picked) < 2:
         raise SystemExit("error: the repro run names no recommended run")
     name = picked[1]
-    found = client.search_runs([exp.experiment_id], filter_string=f"tags.`bakeoff.name` = '{name}' and "
-                               f"tags.`mlflow.parentRunId` = '{repro.info.run_id}'", max_results=1)
+    found = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`bakeoff.name` = '{name}' and tags.`mlflow.parentRunId` = '{repro.info.run_id}'",
+        max_results=1,
+    )
     if not found:
         raise SystemExit(f"error: no run of `{name}` under the repro run")
     with _ui(uri) as server:

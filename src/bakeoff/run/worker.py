@@ -41,13 +41,19 @@ def _stage_hook(repo, url: str | None, experiment: str):
     sqlite = Path(".bakeoff_tmp/stages.db").resolve()
 
     def around(stage, run, restored: set):
-        lock = Lock(url if is_postgres(url) else None, lock_name(experiment, stage.addressing),
-                    sqlite_path=None if is_postgres(url) else sqlite,
-                    say=lambda m: print(m.replace("[lock]", "[worker]"), flush=True))
+        lock = Lock(
+            url if is_postgres(url) else None,
+            lock_name(experiment, stage.addressing),
+            sqlite_path=None if is_postgres(url) else sqlite,
+            say=lambda m: print(m.replace("[lock]", "[worker]"), flush=True),
+        )
         with lock:
             if lock.waited:
-                print(f"[worker] {stage.addressing}: the lock is free after {clock.human(lock.waited)}; "
-                      "restoring what its holder pushed, if it finished", flush=True)
+                print(
+                    f"[worker] {stage.addressing}: the lock is free after {clock.human(lock.waited)}; "
+                    "restoring what its holder pushed, if it finished",
+                    flush=True,
+                )
             try:
                 repo.stage_cache.pull(None)  # what others finished since this run began
             except Exception as e:  # an unreachable remote: DVC's own message, then run here
@@ -66,8 +72,10 @@ def _stage_hook(repo, url: str | None, experiment: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bakeoff.run.worker",
-                                 description="dvc repro --pull of some stages, sharing results through the DVC remote")
+    ap = argparse.ArgumentParser(
+        prog="python -m bakeoff.run.worker",
+        description="dvc repro --pull of some stages, sharing results through the DVC remote",
+    )
     ap.add_argument("targets", nargs="*", help="stages this machine runs (with what they need); none: every stage")
     ap.add_argument("--record", default="reports/clock.json", help="the clock's record of stage times")
     args = ap.parse_args(argv)
@@ -92,18 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     with Repo() as repo:
         remote = repo.config["core"].get("remote")
         if not remote:
-            raise UserError("bakeoff.run.worker shares results through a DVC default remote, and this project has "
-                            "none: "
-                            "add one that every machine reaches, e.g. `dvc remote add -d shared /mnt/shared/dvc` "
-                            "(or an s3:// URL), and commit .dvc/config")
+            raise UserError(
+                "bakeoff.run.worker shares results through a DVC default remote, and this project has "
+                "none: "
+                "add one that every machine reaches, e.g. `dvc remote add -d shared /mnt/shared/dvc` "
+                "(or an s3:// URL), and commit .dvc/config"
+            )
         if not is_postgres(url):
-            print("[worker] tune.storage is not a PostgreSQL URL: stages are locked on this machine only, and each "
-                  "machine keeps its own studies (docs/several-machines.md)", flush=True)
-        print(f"[worker] remote {remote!r}; MLflow {without_secret(tracking_uri(params))}; studies and locks "
-              f"{without_secret(url)}", flush=True)
+            print(
+                "[worker] tune.storage is not a PostgreSQL URL: stages are locked on this machine only, and each "
+                "machine keeps its own studies (docs/several-machines.md)",
+                flush=True,
+            )
+        print(
+            f"[worker] remote {remote!r}; MLflow {without_secret(tracking_uri(params))}; studies and locks "
+            f"{without_secret(url)}",
+            flush=True,
+        )
         around = _stage_hook(repo, url, experiment_name(params))
-        return clock._run(repo, args, clock.Clock.open(Path(args.record), params), _reproduce_stage, around=around,
-                          pull=True)
+        return clock._run(
+            repo, args, clock.Clock.open(Path(args.record), params), _reproduce_stage, around=around, pull=True
+        )
 
 
 if __name__ == "__main__":

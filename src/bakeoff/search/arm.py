@@ -25,8 +25,9 @@ def tune_arm(params: Params, name: str) -> None:
     target = params.tune.share.get(name, name)
     if not params.tune.trials or (baseline and not params.baseline(name).search):
         why = "tune.trials is 0" if not params.tune.trials else f"baselines.{name} has no search"
-        runs.write_json(runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "status": "off",
-                                                  "skipped": why})
+        runs.write_json(
+            runs.tuned_record(name), {"name": name, "values": {}, "trials": [], "status": "off", "skipped": why}
+        )
         print(f"[{name}] not tuned: {why}")
         return
     try:
@@ -35,12 +36,19 @@ def tune_arm(params: Params, name: str) -> None:
         raise
     except Exception as e:  # a search that cannot run is this arm's note, not the pipeline's end: it trains as written
         status, reason = runs.classify(e)
-        rec = {"name": name, "values": {}, "trials": [], "status": status, "error": reason,
-               "skipped": f"the search stopped ({status}: {reason.splitlines()[0][:300]}): params.yaml's values stand"}
+        rec = {
+            "name": name,
+            "values": {},
+            "trials": [],
+            "status": status,
+            "error": reason,
+            "skipped": f"the search stopped ({status}: {reason.splitlines()[0][:300]}): params.yaml's values stand",
+        }
     runs.write_json(runs.tuned_record(name), rec)
-    print(f"[{name}] {'shares ' + repr(target) + ': ' if target != name else ''}"
-          f"{rec.get('skipped') or rec['values']} ({len(rec['trials'])} trials, {rec.get('n_pruned', 0)} pruned)")
-
+    print(
+        f"[{name}] {'shares ' + repr(target) + ': ' if target != name else ''}"
+        f"{rec.get('skipped') or rec['values']} ({len(rec['trials'])} trials, {rec.get('n_pruned', 0)} pruned)"
+    )
 
 
 class TrialLog:
@@ -85,8 +93,9 @@ class TrialLog:
         from bakeoff.train.variant import live_curves
 
         held, stopped = {"callbacks": [], "result": {"state": "failed"}}, None
-        with mlflow.start_run(run_name=f"{self.name} trial {number}", nested=True, tags=self._tags("running"),
-                              log_system_metrics=True):
+        with mlflow.start_run(
+            run_name=f"{self.name} trial {number}", nested=True, tags=self._tags("running"), log_system_metrics=True
+        ):
             mlflow.log_params({k: str(v) for k, v in values.items()})
             held["callbacks"] = live_curves()
             try:
@@ -118,9 +127,16 @@ def tune_one(params: Params, name: str, target: str) -> dict:
     from bakeoff.search.space import SearchDirs, objective_of
 
     v = params.variant(target)
-    logged = {"tune": {"trials": params.tune.trials, "trial_steps": params.tune.trial_steps,
-                       "objective": objective_of(params.tune, v), "pruner": params.tune.pruner,
-                       "space": params.tune.spaces.get(v.technique)}, "shares": target}
+    logged = {
+        "tune": {
+            "trials": params.tune.trials,
+            "trial_steps": params.tune.trial_steps,
+            "objective": objective_of(params.tune, v),
+            "pruner": params.tune.pruner,
+            "space": params.tune.spaces.get(v.technique),
+        },
+        "shares": target,
+    }
     with tracking.run(params, tracking.RunTags(f"{name}.tune", "tune", v.technique), logged):
         dirs = SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{target}.tune"))
         rec = trials.search_variant(params, target, dirs, score_fn=val_metric(params), log_trial=trial_logger(name))
@@ -135,14 +151,19 @@ def tune_prompt(params: Params, name: str) -> dict:
 
     logged = {"tune": {"trials": params.tune.trials, "space": params.baseline(name).search}}
     with tracking.run(params, tracking.RunTags(f"{name}.tune", "tune", "prompting"), logged):
-        rec = prompt.search_prompt(params, name, SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune")),
-                                   log_trial=trial_logger(name))
+        rec = prompt.search_prompt(
+            params,
+            name,
+            SearchDirs(runs.BASE, runs.PREPARED, runs.work_dir(f"{name}.tune")),
+            log_trial=trial_logger(name),
+        )
         _summarise(rec)
     return rec
 
 
 def val_metric(params: Params):
     """``objective: metric``: the trial's model, served as the pipeline serves it, scored on the validation split."""
+
     def score_fn(variant, out_dir) -> float:
         from bakeoff.core import runs
         from bakeoff.core.models import load_tokenizer, resolve_precision
@@ -152,10 +173,11 @@ def val_metric(params: Params):
         from bakeoff.train.techniques import get_technique
 
         inputs = EvalInputs.load(runs.PREPARED, params)
-        model = get_technique(variant.technique).load_for_eval(runs.BASE, out_dir, variant,
-                                                               resolve_precision(params.eval.dtype))
+        model = get_technique(variant.technique).load_for_eval(
+            runs.BASE, out_dir, variant, resolve_precision(params.eval.dtype)
+        )
         tok = load_tokenizer(runs.BASE)
         preds, _ = generate(model, tok, [e.messages for e in inputs.val], inputs.plan.decoding, desc="trial val")
         return score(params.task.metric, preds, [e.completion for e in inputs.val], inputs.plan.labels)[0]
-    return score_fn
 
+    return score_fn

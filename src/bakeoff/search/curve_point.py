@@ -53,8 +53,9 @@ def run_point(params: Params, arm: str, share: float, name: str | None, why: str
     record = {"arm": arm, "share": share, "run": name, "chosen_as": why}
     own = runs.read_json(runs.eval_record(name)) if name else None
     if not own or own.get("status") != "ok":
-        record.update(status="skipped", metrics={},
-                      error=f"no finished run to draw the curve of ({why}: {name or 'none'})")
+        record.update(
+            status="skipped", metrics={}, error=f"no finished run to draw the curve of ({why}: {name or 'none'})"
+        )
     else:
         record["kind"] = own.get("kind")
         runs.guarded(record, lambda: _measure(params, name, share, record, out))
@@ -62,9 +63,13 @@ def run_point(params: Params, arm: str, share: float, name: str | None, why: str
         if parent:
             try:  # a child of the arm's MLflow run; its failure (the run gone from the store) is the point's note
                 record["mlflow_run_id"] = tracking.child_of(
-                    params, parent, f"{name} curve {share:g}",
+                    params,
+                    parent,
+                    f"{name} curve {share:g}",
                     {"kind": "curve_point", "curve_of": name, "curve.share": share, "curve.arm": arm},
-                    record.get("metrics") or {}, ok=record["status"] == "ok")
+                    record.get("metrics") or {},
+                    ok=record["status"] == "ok",
+                )
             except tracking.TrackingUnreachable:
                 raise
             except Exception as e:  # the point stands without its MLflow run
@@ -132,10 +137,18 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
     """A prompt without shots reads no training row: at every share it is its own run, whose answers it takes."""
     shutil.copy(runs.predictions(name), out / "predictions.jsonl")
     own = (runs.read_json(runs.eval_record(name)) or {}).get("metrics") or {}
-    return {"rows": max(1, round(share * len(inputs.train))), "rows_full": len(inputs.train), "shots": 0,
-            "train_steps": 0, "tokens_seen": 0, "train_wall_s": 0.0, "eval_wall_s": 0.0,
-            "quality": own.get("quality"), "n_test": own.get("n_test"),
-            "reused": "no shots: the same prompt at every share, its own run's answers"}
+    return {
+        "rows": max(1, round(share * len(inputs.train))),
+        "rows_full": len(inputs.train),
+        "shots": 0,
+        "train_steps": 0,
+        "tokens_seen": 0,
+        "train_wall_s": 0.0,
+        "eval_wall_s": 0.0,
+        "quality": own.get("quality"),
+        "n_test": own.get("n_test"),
+        "reused": "no shots: the same prompt at every share, its own run's answers",
+    }
 
 
 def _trained(params: Params, name: str, share: float, labels, serving: str):
@@ -158,14 +171,30 @@ def _trained(params: Params, name: str, share: float, labels, serving: str):
     steps = steps_at(v.train.max_steps, share, params.curve.min_steps, params.curve.schedule)
     pv = apply(v, {}, max_steps=steps, checkpoint_steps=0, seeds=1)
     work = runs.fresh_dir(runs.work_dir(f"curve.{name}-{share}"))
-    got = train(Job.of_variant(technique, pv, work / "model", work / "train"), rows,
-                val_rows=technique.val_rows(runs.PREPARED))
+    got = train(
+        Job.of_variant(technique, pv, work / "model", work / "train"), rows, val_rows=technique.val_rows(runs.PREPARED)
+    )
     model = technique.load_for_eval(runs.BASE, work / "model", pv, serving)
     shutil.rmtree(work, ignore_errors=True)  # loaded: the point keeps its answers, not its weights
-    keep = ("train_steps", "tokens_seen", "rows_seen", "train_wall_s", "train_tokens_per_s", "train_loss_final",
-            "stopped_at_step", "best_step", "convergence")
-    m = {"rows": len(rows), "rows_full": len(every), "rows_digest": digest(rows), "max_steps": steps, "lr": pv.train.lr,
-         **{k: got[k] for k in keep if k in got}}
+    keep = (
+        "train_steps",
+        "tokens_seen",
+        "rows_seen",
+        "train_wall_s",
+        "train_tokens_per_s",
+        "train_loss_final",
+        "stopped_at_step",
+        "best_step",
+        "convergence",
+    )
+    m = {
+        "rows": len(rows),
+        "rows_full": len(every),
+        "rows_digest": digest(rows),
+        "max_steps": steps,
+        "lr": pv.train.lr,
+        **{k: got[k] for k in keep if k in got},
+    }
     return model, (lambda e: e.messages), m
 
 
@@ -182,7 +211,14 @@ def _prompted(params: Params, name: str, share: float, train_rows: list, labels,
     rows = nested_subset(train_rows, share, params.task.seed, labels)
     pick = shot_picker(rows, b.shots, b.selection, params.task.seed)
     model = load_for_eval(runs.BASE, precision=serving)
-    m = {"rows": len(rows), "rows_full": len(train_rows), "rows_digest": digest(rows), "shots": b.shots,
-         "selection": b.selection,
-         "train_steps": 0, "tokens_seen": 0, "train_wall_s": 0.0}
+    m = {
+        "rows": len(rows),
+        "rows_full": len(train_rows),
+        "rows_digest": digest(rows),
+        "shots": b.shots,
+        "selection": b.selection,
+        "train_steps": 0,
+        "tokens_seen": 0,
+        "train_wall_s": 0.0,
+    }
     return model, (lambda e: few_shot_messages(e, pick(e), b.instruction)), m

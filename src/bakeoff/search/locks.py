@@ -36,7 +36,7 @@ def driver_url(url: str) -> str:
     (SQLAlchemy's default for a bare ``postgresql://`` is psycopg2). Any other URL is returned as it is."""
     for bare in ("postgresql://", "postgres://"):
         if url.startswith(bare):
-            return "postgresql+psycopg://" + url[len(bare):]
+            return "postgresql+psycopg://" + url[len(bare) :]
     return url
 
 
@@ -72,8 +72,11 @@ class Lock:
         # the server probes an idle session after 30 s and drops it after 3 unanswered probes 10 s apart: a machine
         # that vanished (no FIN, power or network gone) loses its locks in about a minute, not TCP's two hours
         keepalive = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3"
-        self._engine = sa.create_engine(driver_url(self.url), poolclass=sa.pool.NullPool,
-                                        connect_args={"application_name": app, "options": keepalive})
+        self._engine = sa.create_engine(
+            driver_url(self.url),
+            poolclass=sa.pool.NullPool,
+            connect_args={"application_name": app, "options": keepalive},
+        )
         self._conn = self._engine.connect()
         self._conn.execution_options(isolation_level="AUTOCOMMIT")
 
@@ -83,10 +86,13 @@ class Lock:
 
         if self._conn is None:
             return None
-        row = self._conn.execute(sa.text(
-            "select a.application_name, a.client_addr from pg_locks l join pg_stat_activity a on a.pid = l.pid "
-            "where l.locktype = 'advisory' and l.classid = :ns and l.objid = :k and l.objsubid = 2 and l.granted"),
-            {"ns": NAMESPACE, "k": key_of(self.name)}).fetchone()
+        row = self._conn.execute(
+            sa.text(
+                "select a.application_name, a.client_addr from pg_locks l join pg_stat_activity a on a.pid = l.pid "
+                "where l.locktype = 'advisory' and l.classid = :ns and l.objid = :k and l.objsubid = 2 and l.granted"
+            ),
+            {"ns": NAMESPACE, "k": key_of(self.name)},
+        ).fetchone()
         if row is None:
             return None
         app, addr = row
@@ -127,7 +133,7 @@ class Lock:
             self._pg_acquire()
         elif self.sqlite_path is not None or (self.url or "").startswith("sqlite:///"):
             if self.sqlite_path is None:
-                self.sqlite_path = Path(self.url[len("sqlite:///"):])
+                self.sqlite_path = Path(self.url[len("sqlite:///") :])
             self._file_acquire()
         elif self.url:  # an in-memory study (no URL) has one process: nothing to lock
             log.warning("no lock for %s: two workers on it may race", self.url.split(":", 1)[0])
@@ -139,8 +145,9 @@ class Lock:
             import sqlalchemy as sa
 
             try:
-                self._conn.execute(sa.text("select pg_advisory_unlock(:ns, :k)"),
-                                   {"ns": NAMESPACE, "k": key_of(self.name)})
+                self._conn.execute(
+                    sa.text("select pg_advisory_unlock(:ns, :k)"), {"ns": NAMESPACE, "k": key_of(self.name)}
+                )
             finally:
                 self._conn.close()
                 self._engine.dispose()

@@ -23,17 +23,30 @@ def search_prompt(params: Params, name: str, dirs: SearchDirs, log_trial=None) -
     recipe = {k: getattr(b, k, None) for k in b.search or {}}  # trial 0: the baseline as params.yaml writes it
     space = with_recipe({k: {"choices": v} for k, v in (b.search or {}).items()}, recipe)
     if not tc.trials or not space:
-        return {"baseline": name, "values": {}, "trials": [], "searched": b.search,
-                "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search"}
+        return {
+            "baseline": name,
+            "values": {},
+            "trials": [],
+            "searched": b.search,
+            "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search",
+        }
     s = PromptSearch(params, name, space, dirs, log_trial)
     study, storage = open_study(params, name, space, dirs, "maximize")
-    rec = run_study(study, s.objective, tc.trials, draws=Draws(
-        storage, sampler_for=seeded(tc, space), recipe=recipe,
-        grid=grid_order(space, tc.seed, recipe)))
+    rec = run_study(
+        study,
+        s.objective,
+        tc.trials,
+        draws=Draws(storage, sampler_for=seeded(tc, space), recipe=recipe, grid=grid_order(space, tc.seed, recipe)),
+    )
     twin = next((t for t in rec["trials"] if t.get("recipe")), None)
-    return {"baseline": name, "storage": storage.split("://")[0], "searched": b.search, "objective": params.task.metric,
-            **rec, **({"recipe": {"values": recipe, "state": twin["state"], "value": twin.get("value")}} if twin
-                      else {})}
+    return {
+        "baseline": name,
+        "storage": storage.split("://")[0],
+        "searched": b.search,
+        "objective": params.task.metric,
+        **rec,
+        **({"recipe": {"values": recipe, "state": twin["state"], "value": twin.get("value")}} if twin else {}),
+    }
 
 
 class PromptSearch:
@@ -48,7 +61,7 @@ class PromptSearch:
         self.inputs = EvalInputs.load(dirs.data, params)
         self.model = load_for_eval(dirs.base, precision=resolve_precision(params.eval.dtype))
         self.tok = load_tokenizer(dirs.base)
-        self.context = getattr(self.model.config, "max_position_embeddings", None) or 10 ** 9
+        self.context = getattr(self.model.config, "max_position_embeddings", None) or 10**9
 
     def prompts(self, cfg: dict) -> list[list[dict]]:
         """The validation prompts at this trial's shots, selection and instruction."""
@@ -74,8 +87,9 @@ class PromptSearch:
         try:
             if max(tokens) + self.inputs.plan.max_new_tokens > self.context:
                 shots = cfg.get("shots", self.b.shots)
-                raise optuna.TrialPruned(f"{shots} shots do not fit the context ({max(tokens)} prompt tokens, "
-                                         f"{self.context} at most)")
+                raise optuna.TrialPruned(
+                    f"{shots} shots do not fit the context ({max(tokens)} prompt tokens, {self.context} at most)"
+                )
             value = self.score(trial, prompts)
             result = {"state": "complete", "value": value}
             return value
@@ -99,8 +113,7 @@ class PromptSearch:
         from bakeoff.evaluate.logprobs import choose_labels
 
         plan, metric, refs = self.inputs.plan, self.params.task.metric, [e.completion for e in self.inputs.val]
-        preds, _ = generate(self.model, self.tok, prompts, plan.decoding,
-                            desc=f"{self.name} trial")
+        preds, _ = generate(self.model, self.tok, prompts, plan.decoding, desc=f"{self.name} trial")
         value = free = score(metric, preds, refs, plan.labels)[0]
         if plan.labels:
             choice = score(metric, choose_labels(self.model, self.tok, prompts, plan.labels), refs, plan.labels)[0]

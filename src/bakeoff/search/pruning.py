@@ -11,8 +11,9 @@ from transformers import TrainerCallback
 from bakeoff.train.stopping import row_stats
 
 
-def beyond_noise(value: float, others: list[tuple[float, list | None]], rows: list | None, z: float,
-                 minimize: bool = True) -> bool:
+def beyond_noise(
+    value: float, others: list[tuple[float, list | None]], rows: list | None, z: float, minimize: bool = True
+) -> bool:
     """Whether ``value`` (this trial's validation loss at a step, ``rows`` its per-row losses) is worse than the best
     of ``others`` (the other trials' (loss, per-row losses) at the same step) by more than ``z`` standard errors of
     the gap. Both are scored on the same validation rows, so the gap's noise is the standard error of the per-row
@@ -48,7 +49,10 @@ class PruningReport(TrainerCallback):
         if not trial.should_prune():
             return
         done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-        others = [(t.intermediate_values[step], t.user_attrs.get(f"rows@{step}"))
-                  for t in trial.study.get_trials(deepcopy=False, states=done) if step in t.intermediate_values]
+        others = [
+            (t.intermediate_values[step], t.user_attrs.get(f"rows@{step}"))
+            for t in trial.study.get_trials(deepcopy=False, states=done)
+            if step in t.intermediate_values
+        ]
         if beyond_noise(value, others, rows, self.noise_z):
             raise optuna.TrialPruned(f"validation loss {value:.4f} at step {step}")

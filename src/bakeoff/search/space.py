@@ -69,8 +69,18 @@ def objective_of(tc: TuneConfig, run) -> str:
 
 # the library code a trial's outcome depends on (training, its stopping, the search and its pruning, the model's
 # loading, the prompts, the metrics that judge it): an edit there starts a new study instead of reusing old trials
-TRIAL_CODE = ("train", "search", "core/models.py", "core/spaces.py", "core/techniques.py", "core/scoring.py",
-              "data/prompts.py", "data/examples.py", "evaluate/logprobs.py", "evaluate/local.py")
+TRIAL_CODE = (
+    "train",
+    "search",
+    "core/models.py",
+    "core/spaces.py",
+    "core/techniques.py",
+    "core/scoring.py",
+    "data/prompts.py",
+    "data/examples.py",
+    "evaluate/logprobs.py",
+    "evaluate/local.py",
+)
 
 
 def trial_code_hash(root=None) -> str:
@@ -89,10 +99,22 @@ def study_name(params: Params, name: str, space: dict, data_hash: str) -> str:
     """One study per (task, variant, its configuration, search space, data, budget, pruner, seed, the code that runs
     a trial): a change to any of them starts a new one, so no trial of other settings or code is reused."""
     run = params.variants[name] if name in params.variants else params.baseline(name)
-    blob = json.dumps([run, space, data_hash, params.tune.trials, params.tune.trial_steps,
-                       objective_of(params.tune, run), params.tune.pruner, params.tune.seed, trial_code_hash()]
-                      + ([params.tune.budget, params.tune.budget_tokens] if params.tune.budget != "trials" else []),
-                      sort_keys=True, default=str)
+    blob = json.dumps(
+        [
+            run,
+            space,
+            data_hash,
+            params.tune.trials,
+            params.tune.trial_steps,
+            objective_of(params.tune, run),
+            params.tune.pruner,
+            params.tune.seed,
+            trial_code_hash(),
+        ]
+        + ([params.tune.budget, params.tune.budget_tokens] if params.tune.budget != "trials" else []),
+        sort_keys=True,
+        default=str,
+    )
     return f"{params.task.name}.{name}.{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 

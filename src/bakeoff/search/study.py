@@ -32,12 +32,15 @@ def _sampler_and_pruner(tc, space: dict, rung_steps: int | None = None, number: 
     if finite(space):  # every trial's values are queued (grid_order): the sampler draws nothing
         sampler = optuna.samplers.RandomSampler(seed=tc.seed + number)
     else:  # constant liar: a trial still running elsewhere counts as a poor one, so a parallel worker draws away
-        sampler = optuna.samplers.TPESampler(seed=tc.seed + number, n_startup_trials=max(1, tc.trials // 2),
-                                             constant_liar=True)
-    pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
-              # rungs at rung_steps × 2^k: a trial goes on to the next only while it is in the better half there
-              "halving": optuna.pruners.SuccessiveHalvingPruner(min_resource=rung_steps or "auto", reduction_factor=2),
-              "none": optuna.pruners.NopPruner()}[tc.pruner]
+        sampler = optuna.samplers.TPESampler(
+            seed=tc.seed + number, n_startup_trials=max(1, tc.trials // 2), constant_liar=True
+        )
+    pruner = {
+        "median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
+        # rungs at rung_steps × 2^k: a trial goes on to the next only while it is in the better half there
+        "halving": optuna.pruners.SuccessiveHalvingPruner(min_resource=rung_steps or "auto", reduction_factor=2),
+        "none": optuna.pruners.NopPruner(),
+    }[tc.pruner]
     return sampler, pruner
 
 
@@ -83,8 +86,14 @@ def open_study(params: Params, name: str, space: dict, dirs: SearchDirs, directi
     # for the second, found by tests/test_machines.py under CI's load): one at a time
     with Lock(url, "optuna:open-study", say=lambda m: None):
         storage = storage_of(url)
-        study = optuna.create_study(study_name=study_name(params, name, space, data_hash), storage=storage,
-                                    load_if_exists=True, direction=direction, sampler=sampler, pruner=pruner)
+        study = optuna.create_study(
+            study_name=study_name(params, name, space, data_hash),
+            storage=storage,
+            load_if_exists=True,
+            direction=direction,
+            sampler=sampler,
+            pruner=pruner,
+        )
     return study, url
 
 
@@ -97,8 +106,10 @@ def values_drawn() -> None:
         _HELD.pop().release()
 
 
-LOST = ("its process was lost with no word (killed, likely by the host's out-of-memory killer, or its machine "
-        "stopped) after the study had already drawn one lost trial again: counted as failed, not drawn again")
+LOST = (
+    "its process was lost with no word (killed, likely by the host's out-of-memory killer, or its machine "
+    "stopped) after the study had already drawn one lost trial again: counted as failed, not drawn again"
+)
 
 
 def lost(t) -> bool:
@@ -239,9 +250,11 @@ def _draw_until_full(study, guarded, full, draws: Draws) -> None:
             try:
                 study.optimize(guarded, n_trials=1, gc_after_trial=True, catch=(Exception,))
             except optuna.exceptions.UpdateFinishedTrialError:  # another worker saw no heartbeat and marked it lost
-                print(f"[tune] {study.study_name}: a trial here was marked lost by another worker (no heartbeat for "
-                      f"{GRACE_S} s: an overloaded machine?); its result is dropped and its place drawn again",
-                      flush=True)
+                print(
+                    f"[tune] {study.study_name}: a trial here was marked lost by another worker (no heartbeat for "
+                    f"{GRACE_S} s: an overloaded machine?); its result is dropped and its place drawn again",
+                    flush=True,
+                )
         finally:
             values_drawn()
             lock.release()
@@ -254,23 +267,33 @@ def _record(study) -> dict:
     S = optuna.trial.TrialState
     done = study.get_trials(deepcopy=False, states=(S.COMPLETE, S.PRUNED, S.FAIL))
     every = study.get_trials(deepcopy=False)
-    listed = [{"number": t.number, "values": t.params, "value": t.value,
-               "val_curve": t.user_attrs.get("val_curve") or [{"step": k, "loss": round(x, 5)}
-                                                              for k, x in sorted(t.intermediate_values.items())],
-               **{k: x for k, x in t.user_attrs.items() if not k.startswith("rows@")},  # per-row losses: the pruner's
-               "state": t.user_attrs.get("status") or t.state.name.lower(),
-               **({"error": LOST} if lost(t) else {})}
-              for t in done if counts(t, every)]
+    listed = [
+        {
+            "number": t.number,
+            "values": t.params,
+            "value": t.value,
+            "val_curve": t.user_attrs.get("val_curve")
+            or [{"step": k, "loss": round(x, 5)} for k, x in sorted(t.intermediate_values.items())],
+            **{k: x for k, x in t.user_attrs.items() if not k.startswith("rows@")},  # per-row losses: the pruner's
+            "state": t.user_attrs.get("status") or t.state.name.lower(),
+            **({"error": LOST} if lost(t) else {}),
+        }
+        for t in done
+        if counts(t, every)
+    ]
     given_back = [t.number for t in done if not counts(t, every)]
     failed = [t for t in listed if t["state"] not in ("complete", "pruned")]
-    common = {"study": study.study_name, "trials": listed,
-              "n_pruned": sum(t.state == S.PRUNED for t in done),
-              "n_failed": len(failed),
-              # trials whose worker stopped mid-trial: marked failed, not counted, drawn again
-              **({"lost_trials": given_back} if given_back else {}),
-              # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
-              "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
-              "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1)}
+    common = {
+        "study": study.study_name,
+        "trials": listed,
+        "n_pruned": sum(t.state == S.PRUNED for t in done),
+        "n_failed": len(failed),
+        # trials whose worker stopped mid-trial: marked failed, not counted, drawn again
+        **({"lost_trials": given_back} if given_back else {}),
+        # the whole study's cost, trials of earlier or parallel workers included: the verdict's cost adds it
+        "tune_tokens": sum(t.user_attrs.get("tokens_seen") or 0 for t in done),
+        "tune_wall_s": round(sum(t.user_attrs.get("wall_s") or 0 for t in done), 1),
+    }
     complete = [t for t in done if t.state == S.COMPLETE]
     if not complete:
         counts_by = {}
@@ -290,8 +313,11 @@ def _wait_for_others(study) -> None:
     said = False
     while running := study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         if not said:
-            print(f"[tune] {study.study_name}: trial {', '.join(str(t.number) for t in running)} still running on "
-                  f"another worker; waiting for it, so the choice is the whole study's", flush=True)
+            print(
+                f"[tune] {study.study_name}: trial {', '.join(str(t.number) for t in running)} still running on "
+                f"another worker; waiting for it, so the choice is the whole study's",
+                flush=True,
+            )
             said = True
         time.sleep(POLL_S)
         _fail_stale(study)

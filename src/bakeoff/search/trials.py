@@ -37,15 +37,24 @@ def recipe_values(variant, space: dict) -> dict:
 def with_recipe(space: dict, recipe: dict) -> dict:
     """``space`` with the recipe's value added to each list of choices that lacks it: trial 0, the plain recipe,
     is a point of every search, so the choice is never worse on validation than what params.yaml writes."""
-    return {k: ({**spec, "choices": [recipe[k], *spec["choices"]]} if "choices" in spec and recipe.get(k)
-                not in spec["choices"] else spec) for k, spec in space.items()}
+    return {
+        k: (
+            {**spec, "choices": [recipe[k], *spec["choices"]]}
+            if "choices" in spec and recipe.get(k) not in spec["choices"]
+            else spec
+        )
+        for k, spec in space.items()
+    }
 
 
 def suggest(trial, name: str, spec: dict):
     if "choices" in spec:
         return trial.suggest_categorical(name, spec["choices"])
-    kind = trial.suggest_int if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log") \
+    kind = (
+        trial.suggest_int
+        if isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log")
         else trial.suggest_float
+    )
     return kind(name, spec["low"], spec["high"], log=bool(spec.get("log")))
 
 
@@ -70,8 +79,13 @@ def search_variant(params: Params, name: str, dirs: SearchDirs, score_fn=None, l
     technique = get_technique(v.technique)
     rows, val = technique.load_rows(dirs.data), technique.val_rows(dirs.data)
     if not tc.trials or not space or not val:
-        why = ("tune.trials is 0" if not tc.trials else f"tune.spaces has no {v.technique!r} space" if not space
-               else f"{v.technique} has no validation rows to judge trials on")
+        why = (
+            "tune.trials is 0"
+            if not tc.trials
+            else f"tune.spaces has no {v.technique!r} space"
+            if not space
+            else f"{v.technique} has no validation rows to judge trials on"
+        )
         return {"variant": name, "values": {}, "trials": [], "searched": space, "skipped": why}
     return VariantSearch(params, name, (technique, rows, val, space), dirs, score_fn, log_trial).run()
 
@@ -113,7 +127,7 @@ class VariantSearch:
             return None
         study.set_user_attr("space", current)
         study.set_user_attr("widened", widenings)
-        return into_new_region(best.params, widenings[len(before):], current)  # the next trial tries it
+        return into_new_region(best.params, widenings[len(before) :], current)  # the next trial tries it
 
     def objective(self, trial):
         """One trial: the variant at the drawn values, trained at full length unless pruned, its score; inside its
@@ -124,7 +138,7 @@ class VariantSearch:
         values_drawn()
         tv = trial_variant(v, self.tc, values)
         opened = getattr(self.log_trial, "opened", None)
-        with (opened(trial.number, values) if opened else nullcontext({"callbacks": [], "result": {}})) as held:
+        with opened(trial.number, values) if opened else nullcontext({"callbacks": [], "result": {}}) as held:
             return self._trial(trial, v, tv, values, held)
 
     def _judged(self, trial, v, tv, rec: dict, out: Path) -> float:
@@ -147,13 +161,32 @@ class VariantSearch:
         t_start = time.perf_counter()
         kept = False
         try:
-            job = Job(self.technique, tv, self.base_dir, out / "model", self.precision, out / "work",
-                      parent_dir=self.parent, judge_patience=v.train.early_stopping_patience, keep_best=keeps_best(v))
-            rec = train(job, self.rows, val_rows=self.val,
-                        extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]])
+            job = Job(
+                self.technique,
+                tv,
+                self.base_dir,
+                out / "model",
+                self.precision,
+                out / "work",
+                parent_dir=self.parent,
+                judge_patience=v.train.early_stopping_patience,
+                keep_best=keeps_best(v),
+            )
+            rec = train(
+                job,
+                self.rows,
+                val_rows=self.val,
+                extra_callbacks=[pruning_callback(trial, v.train.early_stopping_noise), *held["callbacks"]],
+            )
             value = self._judged(trial, v, tv, rec, out)
-            result.update({"state": "complete", "value": value, "tokens_seen": rec.get("tokens_seen"),
-                           "val_curve": rec["val_curve"]})
+            result.update(
+                {
+                    "state": "complete",
+                    "value": value,
+                    "tokens_seen": rec.get("tokens_seen"),
+                    "val_curve": rec["val_curve"],
+                }
+            )
             kept = _keep_if_best(study, self.direction, value, out, rec, self.work_dir)
             return value
         except optuna.TrialPruned as e:  # the tokens it saw before the pruner stopped it still count
@@ -178,15 +211,32 @@ class VariantSearch:
         """The study's trials (across every worker), then the record: the choice, the recipe's trial, adoption."""
         tc, space, study, recipe = self.tc, self.space, self.study, self.recipe
         budget, budget_from = token_budget(tc, self.v)
-        rec = run_study(study, self.objective, tc.trials, budget, Draws(
-            self.storage, sampler_for=seeded(tc, space, self.rung), recipe=recipe,
-            grid=grid_order(space, tc.seed, recipe) if finite(space) else None, propose=self.widen))
+        rec = run_study(
+            study,
+            self.objective,
+            tc.trials,
+            budget,
+            Draws(
+                self.storage,
+                sampler_for=seeded(tc, space, self.rung),
+                recipe=recipe,
+                grid=grid_order(space, tc.seed, recipe) if finite(space) else None,
+                propose=self.widen,
+            ),
+        )
         twin = next((t for t in rec["trials"] if t.get("recipe")), None)
-        out = {"variant": self.name, "storage": self.storage.split("://")[0],
-               "searched": study.user_attrs.get("space") or space, "space_written": space,
-               "widened": outside(study.user_attrs.get("widened") or [], rec["trials"]), "objective": self.judged_by,
-               "trial_steps": self.v.train.max_steps, "rung_steps": self.rung, **rec,
-               **({"token_budget": budget, "token_budget_from": budget_from} if budget else {})}
+        out = {
+            "variant": self.name,
+            "storage": self.storage.split("://")[0],
+            "searched": study.user_attrs.get("space") or space,
+            "space_written": space,
+            "widened": outside(study.user_attrs.get("widened") or [], rec["trials"]),
+            "objective": self.judged_by,
+            "trial_steps": self.v.train.max_steps,
+            "rung_steps": self.rung,
+            **rec,
+            **({"token_budget": budget, "token_budget_from": budget_from} if budget else {}),
+        }
         if twin is not None:  # the floor: the plain recipe at full length, judged on validation like every trial
             out["recipe"] = {"values": recipe, "state": twin["state"], "value": twin.get("value")}
             out["beat_recipe"] = bool(rec.get("values")) and rec.get("best_trial") != twin["number"]
@@ -203,8 +253,13 @@ def trial_failure(e: BaseException) -> dict:
     status, reason = runs.classify(e)
     partial = getattr(e, "partial_metrics", None) or {}
     peaks = [partial[k] for k in ("train_peak_reserved_mb", "train_peak_rss_mb") if partial.get(k)]
-    return {"state": status, "status": status, "error": reason.split("\n")[0][:500],
-            "tokens_seen": partial.get("tokens_seen") or 0, "peak_mb": peaks[0] if peaks else None}
+    return {
+        "state": status,
+        "status": status,
+        "error": reason.split("\n")[0][:500],
+        "tokens_seen": partial.get("tokens_seen") or 0,
+        "peak_mb": peaks[0] if peaks else None,
+    }
 
 
 def _keep_if_best(study, direction: str, value: float, out: Path, rec: dict, work_dir: Path) -> bool:

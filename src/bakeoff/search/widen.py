@@ -49,7 +49,9 @@ def into_new_region(best: dict, new: list, space: dict) -> dict:
 def outside(widenings: list, trials: list) -> list:
     """Each widening with ``trials_outside``: how many of the search's trials (the recipe, written by hand, aside)
     ran beyond the range's old edge."""
+
     def beyond(t, w):
         x = (t.get("values") or {}).get(w["param"])
         return not t.get("recipe") and x is not None and (x > w["from"] if w["side"] == "high" else x < w["from"])
+
     return [{**w, "trials_outside": sum(beyond(t, w) for t in trials)} for w in widenings]

@@ -30,8 +30,10 @@ def converter() -> Path:
     root = Path(os.environ.get("BAKEOFF_LLAMA_CPP") or Path(sys.prefix) / "share" / "llama.cpp")
     script = root / "convert_hf_to_gguf.py"
     if not script.exists():
-        raise UserError(f"llama.cpp's converter is not at {script}: run `make setup` (it unpacks it from "
-                        "llama-cpp-python's source) or set BAKEOFF_LLAMA_CPP to a llama.cpp checkout")
+        raise UserError(
+            f"llama.cpp's converter is not at {script}: run `make setup` (it unpacks it from "
+            "llama-cpp-python's source) or set BAKEOFF_LLAMA_CPP to a llama.cpp checkout"
+        )
     return script
 
 
@@ -86,9 +88,11 @@ def to_gguf(merged: Path, out: Path, outtype: str = "f16", trust_remote_code: bo
     folder with code of its own is refused unless ``model.trust_remote_code`` allows it (``own_code``)."""
     code = own_code(merged)
     if code and not trust_remote_code:
-        raise UserError(f"{merged} carries code of its own ({', '.join(code)}), which llama.cpp's converter would run "
-                        "(it loads some tokenizers with trust_remote_code=True): set model.trust_remote_code: true "
-                        "if you trust it, or export without GGUF")
+        raise UserError(
+            f"{merged} carries code of its own ({', '.join(code)}), which llama.cpp's converter would run "
+            "(it loads some tokenizers with trust_remote_code=True): set model.trust_remote_code: true "
+            "if you trust it, or export without GGUF"
+        )
     script = converter()
     cmd = [sys.executable, str(script), str(merged), "--outfile", str(out), "--outtype", outtype]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -119,12 +123,14 @@ def with_tokenizer_of(converted: Path, source: Path, out: Path, name: str) -> Pa
 
     conv, src = gguf.GGUFReader(converted), gguf.GGUFReader(source)
     arr = gguf.GGUFValueType.ARRAY
-    new = {f.name: MetadataDetails(f.types[0], f.contents(), sub_type=f.types[-1] if f.types[0] == arr else None)
-           for f in src.fields.values() if f.name.startswith("tokenizer.")}
+    new = {
+        f.name: MetadataDetails(f.types[0], f.contents(), sub_type=f.types[-1] if f.types[0] == arr else None)
+        for f in src.fields.values()
+        if f.name.startswith("tokenizer.")
+    }
     new[gguf.Keys.General.NAME] = MetadataDetails(gguf.GGUFValueType.STRING, name)
     drop = [k for k in conv.fields if k.startswith("tokenizer.") and k not in new]
-    writer = gguf.GGUFWriter(out, arch=conv.fields[gguf.Keys.General.ARCHITECTURE].contents(),
-                             endianess=conv.endianess)
+    writer = gguf.GGUFWriter(out, arch=conv.fields[gguf.Keys.General.ARCHITECTURE].contents(), endianess=conv.endianess)
     copy_with_new_metadata(conv, writer, new, drop)
     return out
 
@@ -141,8 +147,15 @@ class LlamaServer:
 
     ENGINE = "llama.cpp (llama-cpp-python server)"
 
-    def __init__(self, gguf: Path, alias: str = "bakeoff", threads: int | None = None, n_ctx: int = 4096,
-                 api_key: str | None = None, log: Path | None = None):
+    def __init__(
+        self,
+        gguf: Path,
+        alias: str = "bakeoff",
+        threads: int | None = None,
+        n_ctx: int = 4096,
+        api_key: str | None = None,
+        log: Path | None = None,
+    ):
         self.gguf, self.alias, self.n_ctx, self.api_key = Path(gguf), alias, n_ctx, api_key
         self.threads = threads or max(1, (os.cpu_count() or 2))
         self.port = free_port()
@@ -154,9 +167,25 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "bakeoff.ship.llama_server", "--model", str(self.gguf),
-               "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bakeoff.ship.llama_server",
+            "--model",
+            str(self.gguf),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            "--n_threads_batch",
+            str(self.threads),
+        ]
         return cmd + (["--api_key", self.api_key] if self.api_key else [])
 
     def __enter__(self) -> Self:
@@ -169,12 +198,15 @@ class LlamaServer:
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama.cpp's server exited ({self.proc.returncode}) on {self.gguf}"
-                                   + (f"; see {self.log}" if self.log else ""))
+                raise RuntimeError(
+                    f"llama.cpp's server exited ({self.proc.returncode}) on {self.gguf}"
+                    + (f"; see {self.log}" if self.log else "")
+                )
             try:
-                req = urllib.request.Request(f"{self.base_url}/models",
-                                             headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key
-                                             else {})
+                req = urllib.request.Request(
+                    f"{self.base_url}/models",
+                    headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
+                )
                 urllib.request.urlopen(req, timeout=2).read()
                 return self
             except Exception:  # not up yet
@@ -202,9 +234,14 @@ def modelfile(gguf_name: str, stop: list[str]) -> str:
 def serve_md(variant: str, files: dict, gguf_name: str | None, alias: str) -> str:
     """SERVE.md: the exact commands for vLLM (adapter on its base), llama.cpp and Ollama (with a GGUF), run from this
     folder."""
-    vllm = ("vllm serve <the base model: the hub id or folder you trained on> --enable-lora "
-            f"--lora-modules {alias}=./adapter --max-lora-rank <r or more>") if files.get("adapter") else \
-        "vllm serve ./merged"
+    vllm = (
+        (
+            "vllm serve <the base model: the hub id or folder you trained on> --enable-lora "
+            f"--lora-modules {alias}=./adapter --max-lora-rank <r or more>"
+        )
+        if files.get("adapter")
+        else "vllm serve ./merged"
+    )
     return f"""# Serving `{variant}`
 
 Made by bakeoff's `export` stage. Every command runs from this folder (`exports/{variant}/`).
@@ -246,6 +283,9 @@ ollama run {alias}
 """
 
 
-LOADERS = {"adapter": "vLLM `--lora-modules`, PEFT `PeftModel.from_pretrained`",
-           "merged": "vLLM, transformers `from_pretrained`", "gguf": "llama.cpp, llama-cpp-python, Ollama",
-           "modelfile": "`ollama create`"}
+LOADERS = {
+    "adapter": "vLLM `--lora-modules`, PEFT `PeftModel.from_pretrained`",
+    "merged": "vLLM, transformers `from_pretrained`",
+    "gguf": "llama.cpp, llama-cpp-python, Ollama",
+    "modelfile": "`ollama create`",
+}

@@ -36,27 +36,45 @@ def agreement(preds: list[str], items: list, evaluated: list[dict], metric: str,
     ours = figure(items)
     b = sum(correctness(a) > correctness(t) for a, t in zip(items, theirs))
     c = sum(correctness(a) < correctness(t) for a, t in zip(items, theirs))
-    return {"n": len(preds), "identical": same, "identical_share": round(same / max(len(preds), 1), 4),
-            "quality": round(ours, 4), "evaluated_quality": round(q, 4), "evaluated_ci": [round(lo, 4), round(hi, 4)],
-            "inside_ci": bool(lo <= ours <= hi), "mcnemar_p": round(mcnemar_exact(b, c), 4),
-            "better_items": b, "worse_items": c}
+    return {
+        "n": len(preds),
+        "identical": same,
+        "identical_share": round(same / max(len(preds), 1), 4),
+        "quality": round(ours, 4),
+        "evaluated_quality": round(q, 4),
+        "evaluated_ci": [round(lo, 4), round(hi, 4)],
+        "inside_ci": bool(lo <= ours <= hi),
+        "mcnemar_p": round(mcnemar_exact(b, c), 4),
+        "better_items": b,
+        "worse_items": c,
+    }
 
 
-def serving_figures(ep: endpoint.Endpoint, prompts: list[list[dict]], max_tokens: int, requests: int,
-                    concurrency: int) -> list[dict]:
+def serving_figures(
+    ep: endpoint.Endpoint, prompts: list[list[dict]], max_tokens: int, requests: int, concurrency: int
+) -> list[dict]:
     """Latency and throughput through the server (nothing cached): ``requests`` prompts one at a time, then the
     same prompts ``concurrency`` at a time."""
     rows = []
     for c in (1, concurrency):
         t0 = time.perf_counter()
-        got = ep.complete(prompts[:requests], max_tokens, sequential=requests if c == 1 else 0,
-                          desc=f"serve c={c}", concurrency=c)
+        got = ep.complete(
+            prompts[:requests], max_tokens, sequential=requests if c == 1 else 0, desc=f"serve c={c}", concurrency=c
+        )
         wall = time.perf_counter() - t0
         m = endpoint.answer_metrics(got, len(got), None)
         tokens = sum(a.completion_tokens or 0 for a in got if not a.error)
-        rows.append({"concurrency": c, "requests": len(got), "latency_p50_s": m.get("latency_p50_s"),
-                     "latency_p95_s": m.get("latency_p95_s"), "tokens_per_s": round(tokens / wall, 2),
-                     "requests_per_s": round(len(got) / wall, 3), "failed": m["n_failed_items"]})
+        rows.append(
+            {
+                "concurrency": c,
+                "requests": len(got),
+                "latency_p50_s": m.get("latency_p50_s"),
+                "latency_p95_s": m.get("latency_p95_s"),
+                "tokens_per_s": round(tokens / wall, 2),
+                "requests_per_s": round(len(got) / wall, 3),
+                "failed": m["n_failed_items"],
+            }
+        )
     return rows
 
 
@@ -69,8 +87,10 @@ def ship(params: Params, name: str, dest: Path, inputs: EvalInputs) -> dict:
     t, t0 = {}, time.perf_counter()
     out = _checks(params, name, dest, inputs, _Made(*_artifacts(params, name, vdir, dest, t, t0), t, t0))
     m = rec.get("metrics") or {}
-    out["in_framework"] = {k: m.get(k) for k in ("latency_p50_s", "latency_p95_s", "latency_tokens_per_s",
-                                                  "gen_tokens_per_s", "serving_dtype")}
+    out["in_framework"] = {
+        k: m.get(k)
+        for k in ("latency_p50_s", "latency_p95_s", "latency_tokens_per_s", "gen_tokens_per_s", "serving_dtype")
+    }
     out["wall_s"] = {k: round(v, 1) for k, v in t.items()}
     return out
 
@@ -88,8 +108,12 @@ def _artifacts(params: Params, name: str, vdir: Path, dest: Path, t: dict, t0: f
         return files, None, None
     gguf = dest / f"{name}-{params.export.gguf}.gguf"
     source = export.source_gguf(runs.BASE)
-    export.to_gguf(dest / "merged", gguf.with_suffix(".converted") if source else gguf, params.export.gguf,
-                   params.model.trust_remote_code)
+    export.to_gguf(
+        dest / "merged",
+        gguf.with_suffix(".converted") if source else gguf,
+        params.export.gguf,
+        params.model.trust_remote_code,
+    )
     if source:  # the base came from a GGUF: its tokenizer keys, not the converter's reading of transformers' copy
         export.with_tokenizer_of(gguf.with_suffix(".converted"), source, gguf, name)
         gguf.with_suffix(".converted").unlink()
@@ -122,18 +146,27 @@ def _checks(params: Params, name: str, dest: Path, inputs: EvalInputs, made: _Ma
     serving, plan = resolve_precision(params.eval.dtype), inputs.plan
     tok = load_tokenizer(runs.BASE)
     prompts = [e.messages for e in inputs.test]
-    out = {"status": "ok", "files": files, "sizes_mb": {k: round(_size(dest / v) / 1e6, 1) for k, v in files.items()},
-           "gguf_type": params.export.gguf, "serving_dtype": serving,
-           "gguf_tokenizer": f"from the base's GGUF ({source.name})" if source else "llama.cpp's converter"}
+    out = {
+        "status": "ok",
+        "files": files,
+        "sizes_mb": {k: round(_size(dest / v) / 1e6, 1) for k, v in files.items()},
+        "gguf_type": params.export.gguf,
+        "serving_dtype": serving,
+        "gguf_tokenizer": f"from the base's GGUF ({source.name})" if source else "llama.cpp's converter",
+    }
     if gguf is None:
         out.pop("gguf_tokenizer")
     # merge fidelity: the merged files, loaded as a user would, answer the test split in-framework
     model = load_for_eval(dest / "merged", precision=serving)
     preds, _ = generate(model, tok, prompts, plan.decoding, desc=f"{name} merged")
     del model
-    out["merged"] = agreement(preds, score(plan.metric, preds, [e.completion for e in inputs.test],
-                                                 plan.labels)[1], evaluated, plan.metric,
-                              params.eval.bootstrap_resamples)
+    out["merged"] = agreement(
+        preds,
+        score(plan.metric, preds, [e.completion for e in inputs.test], plan.labels)[1],
+        evaluated,
+        plan.metric,
+        params.eval.bootstrap_resamples,
+    )
     t["merged_rescore_s"] = time.perf_counter() - t0 - sum(t.values())
     if params.export.serve:
         with export.LlamaServer(gguf, alias=name, log=runs.work_dir("export") / f"{name}-server.log") as srv:
@@ -141,12 +174,19 @@ def _checks(params: Params, name: str, dest: Path, inputs: EvalInputs, made: _Ma
             got = ep.complete(prompts, plan.max_new_tokens, desc=f"{name} served")
             served = [a.text for a in got]
             items = score(plan.metric, served, [e.completion for e in inputs.test], plan.labels)[1]
-            out["served"] = {"engine": export.LlamaServer.ENGINE, "threads": srv.threads,
-                             "failed_items": sum(a.error is not None for a in got),
-                             **agreement(served, items, evaluated, plan.metric, params.eval.bootstrap_resamples)}
-            out["serving"] = {"engine": export.LlamaServer.ENGINE, "gguf_type": params.export.gguf,
-                              "rows": serving_figures(ep, prompts, plan.max_new_tokens,
-                                                      max(params.eval.latency_requests, 4), params.export.concurrency)}
+            out["served"] = {
+                "engine": export.LlamaServer.ENGINE,
+                "threads": srv.threads,
+                "failed_items": sum(a.error is not None for a in got),
+                **agreement(served, items, evaluated, plan.metric, params.eval.bootstrap_resamples),
+            }
+            out["serving"] = {
+                "engine": export.LlamaServer.ENGINE,
+                "gguf_type": params.export.gguf,
+                "rows": serving_figures(
+                    ep, prompts, plan.max_new_tokens, max(params.eval.latency_requests, 4), params.export.concurrency
+                ),
+            }
         t["served_s"] = time.perf_counter() - t0 - sum(t.values())
     return out
 
@@ -169,8 +209,7 @@ def export_all(params: Params, out: Path, shipped: dict) -> None:
         # one failure is that variant's status
         runs.guarded(rec, lambda name=name: ship(params, name, out / name, inputs))
         got = shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
-        flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got
-                for f in ("identical_share", "quality")}
+        flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got for f in ("identical_share", "quality")}
         ev = runs.read_json(runs.eval_record(name)) or {}
         if ev.get("run_id") and flat:
             tracking.log_to_run(ev["run_id"], {f"shipped_{k}": v for k, v in flat.items()}, params)
@@ -180,8 +219,11 @@ def export_all(params: Params, out: Path, shipped: dict) -> None:
         print(f"[export] {shipped['note']}")
     if params.eval.latency_requests:  # a side figure: its failure is its own, the export stands
         rec = runs.guarded({}, lambda: time_interleaved(params, inputs))
-        shipped["latency_interleaved"] = rec["metrics"] if rec["status"] == "ok" else {
-            "status": rec["status"], "error": rec["error"].splitlines()[0]}
+        shipped["latency_interleaved"] = (
+            rec["metrics"]
+            if rec["status"] == "ok"
+            else {"status": rec["status"], "error": rec["error"].splitlines()[0]}
+        )
 
 
 def time_interleaved(params: Params, inputs: EvalInputs) -> dict:
@@ -196,8 +238,15 @@ def time_interleaved(params: Params, inputs: EvalInputs) -> dict:
             models[name] = get_technique(v.technique).load_for_eval(runs.BASE, runs.variant_dir(name), v, serving)
     if len(models) < 2:
         return {}
-    logs = interleaved_latency(models, load_tokenizer(runs.BASE), [e.messages for e in inputs.test],
-                               inputs.plan.max_new_tokens, params.eval.latency_requests)
-    print(f"[export] serving latency of {len(models)} variants timed interleaved ({params.eval.latency_requests} "
-          "rounds)", flush=True)
+    logs = interleaved_latency(
+        models,
+        load_tokenizer(runs.BASE),
+        [e.messages for e in inputs.test],
+        inputs.plan.max_new_tokens,
+        params.eval.latency_requests,
+    )
+    print(
+        f"[export] serving latency of {len(models)} variants timed interleaved ({params.eval.latency_requests} rounds)",
+        flush=True,
+    )
     return {n: log.metrics() for n, log in logs.items()}

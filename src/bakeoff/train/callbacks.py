@@ -28,8 +28,10 @@ class BudgetSteps(TrainerCallback):
 
     def check_budget(self) -> None:
         if self.budget_gb is not None and self.mem.peak_now_bytes() > self.budget_gb * 1024 * MB:
-            raise MemoryBudgetExceeded(f"peak memory {self.mem.peak_now_bytes() / MB:.0f} MB passed "
-                                       f"memory_budget_gb {self.budget_gb} (out of memory on a card of that size)")
+            raise MemoryBudgetExceeded(
+                f"peak memory {self.mem.peak_now_bytes() / MB:.0f} MB passed "
+                f"memory_budget_gb {self.budget_gb} (out of memory on a card of that size)"
+            )
 
     def on_step_begin(self, args, state, control, **kw):
         self.log.begin_step()
@@ -71,8 +73,9 @@ class MeasuredLoss:
                 loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
             return (loss, {"loss": loss}) if return_outputs else loss
         if torch.cuda.is_available() or not sft:
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
         # On CPU, SFT uses the model's own loss: it sums over completion tokens and divides by the tokens of the
         # whole accumulated batch (num_items_in_batch), as TRL's does, without TRL's per-step entropy and token
         # accuracy over the full logits, which cost a CPU dearly (huggingface/trl#7066).

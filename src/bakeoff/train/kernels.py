@@ -45,7 +45,7 @@ def eager_fp32_attention(module, query, key, value, attention_mask, scaling: flo
         v = value.float().repeat_interleave(groups, dim=1) if groups > 1 else value.float()
         w = torch.matmul(q, k.transpose(2, 3)) * scaling
         if attention_mask is not None:
-            w = w + attention_mask[:, :, :, :k.shape[-2]].float()
+            w = w + attention_mask[:, :, :, : k.shape[-2]].float()
         w = torch.softmax(w, dim=-1)
         w = torch.nn.functional.dropout(w, p=dropout, training=module.training)
         out = torch.matmul(w, v).to(query.dtype)
@@ -74,16 +74,24 @@ def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> d
     inner = _inner(model)
     current = str(getattr(inner.config, "_attn_implementation", "") or "sdpa")
     if backend == "unsloth":  # Unsloth brings its own attention and loss; leave them as it set them
-        return {"attention": current, "loss_logits": "unsloth's own", "adapter_input_cast": True,
-                "optimizer": t.optimizer}
+        return {
+            "attention": current,
+            "loss_logits": "unsloth's own",
+            "adapter_input_cast": True,
+            "optimizer": t.optimizer,
+        }
     attention = t.attention
     if attention == "auto":
         attention = "eager_fp32" if not cuda and t.max_seq_len <= EAGER_MAX_LEN else current
     # auto, or labelled asked for where this model's head or this run cannot use it: the model's own loss
     loss = "labelled" if t.labelled_loss(sft, plain_head(model)) else "all"
     adapters = any(getattr(m, "cast_input_dtype_enabled", None) is not None for m in model.modules())
-    return {"attention": attention, "loss_logits": loss,
-            "adapter_input_cast": not (adapters and precision in ("bf16", "fp16")), "optimizer": t.optimizer}
+    return {
+        "attention": attention,
+        "loss_logits": loss,
+        "adapter_input_cast": not (adapters and precision in ("bf16", "fp16")),
+        "optimizer": t.optimizer,
+    }
 
 
 def apply(model, k: dict) -> None:
@@ -110,8 +118,11 @@ def summary(k: dict) -> str:
 def plain_head(model) -> bool:
     """Whether ``model``'s logits are its plain output head over the decoder's last hidden state."""
     inner = _inner(model)
-    return (getattr(inner.config, "model_type", "") in PLAIN_HEAD and hasattr(inner, "get_decoder")
-            and inner.get_output_embeddings() is not None)
+    return (
+        getattr(inner.config, "model_type", "") in PLAIN_HEAD
+        and hasattr(inner, "get_decoder")
+        and inner.get_output_embeddings() is not None
+    )
 
 
 def labelled_loss(model, inputs: dict, num_items_in_batch=None, rows: list | None = None):
@@ -153,16 +164,21 @@ def weight_dtypes(model) -> dict:
     quantized = [p for p in model.parameters() if type(p).__name__ in ("Params4bit", "Int8Params")]
     qc = getattr(inner.config, "quantization_config", None)
     qc = qc.to_dict() if hasattr(qc, "to_dict") else (qc or {})
-    frozen = [p for p in model.parameters() if not p.requires_grad and p.is_floating_point()
-              and type(p).__name__ not in ("Params4bit", "Int8Params")]
+    frozen = [
+        p
+        for p in model.parameters()
+        if not p.requires_grad and p.is_floating_point() and type(p).__name__ not in ("Params4bit", "Int8Params")
+    ]
     trainable = {_name(p.dtype) for p in model.parameters() if p.requires_grad}
     head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
-    out = {"base": (f"{qc.get('bnb_4bit_quant_type', 'nf4')} 4-bit" if qc.get("load_in_4bit") else "int8")
-           if quantized else (_name(max(frozen, key=lambda p: p.numel()).dtype) if frozen else
-                              "/".join(sorted(trainable))),
-           "unquantized": "/".join(sorted({_name(p.dtype) for p in frozen})) or "-",
-           "head": _name(head.weight.dtype) if head is not None and hasattr(head, "weight") else "?",
-           "trainable": "/".join(sorted(trainable)) or "-"}
+    out = {
+        "base": (f"{qc.get('bnb_4bit_quant_type', 'nf4')} 4-bit" if qc.get("load_in_4bit") else "int8")
+        if quantized
+        else (_name(max(frozen, key=lambda p: p.numel()).dtype) if frozen else "/".join(sorted(trainable))),
+        "unquantized": "/".join(sorted({_name(p.dtype) for p in frozen})) or "-",
+        "head": _name(head.weight.dtype) if head is not None and hasattr(head, "weight") else "?",
+        "trainable": "/".join(sorted(trainable)) or "-",
+    }
     if quantized and qc.get("bnb_4bit_compute_dtype"):
         out["compute"] = str(qc["bnb_4bit_compute_dtype"]).removeprefix("torch.")
     return out

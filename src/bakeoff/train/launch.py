@@ -60,15 +60,22 @@ def record_failed_launch(params: Params, name: str, v, rc: int, t0: float) -> di
     from bakeoff.core import runs, tracking
 
     failures = [runs.read_json(f) for f in sorted(rank_failure_path(name, 0).parent.glob("rank-*.json"))]
-    said = ("; ".join(f"rank {f['rank']} {f['status']}: {f['error'].splitlines()[0]}" for f in failures) or
-            f"the {v.train.processes}-process launch exited with code {rc} before a rank could say why")
+    said = (
+        "; ".join(f"rank {f['rank']} {f['status']}: {f['error'].splitlines()[0]}" for f in failures)
+        or f"the {v.train.processes}-process launch exited with code {rc} before a rank could say why"
+    )
     own = runs.read_json(runs.train_record(name))  # rank 0's, written by this launch (launch() removed older ones)
     if own and own.get("status") != "ok":  # rank 0 failed too: its reason first, the other ranks' after it
         status, error = own["status"], f"{own.get('error', '')}\n{said}".strip()
     else:
         status, error = (failures[0]["status"] if failures else "failed"), said
-    record = own or {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend,
-                     "parent": v.parent}
+    record = own or {
+        "name": name,
+        "kind": "variant",
+        "technique": v.technique,
+        "backend": v.backend,
+        "parent": v.parent,
+    }
     record.update(status=status, error=error, metrics={}, ranks_failed=failures)
     out = runs.fresh_dir(runs.variant_dir(name))
     (out / "NOT_TRAINED").write_text(f"{status}: {error}\n")

@@ -94,8 +94,13 @@ class EarlyStop:
         return self.real_drop(self.smoothed(earlier[-1]), self.smoothed())[0]
 
 
-def convergence(history: list[dict], val_curve: list[dict], stopped_early: bool, improving_drop: float,
-                improving: bool | None = None) -> str:
+def convergence(
+    history: list[dict],
+    val_curve: list[dict],
+    stopped_early: bool,
+    improving_drop: float,
+    improving: bool | None = None,
+) -> str:
     """The run's state when it ended: ``stopped early`` (no real improvement of the validation loss within the
     patience; the best weights were kept), ``still improving`` (by ``EarlyStop.still_improving``, given as
     ``improving``, where per-row validation losses exist; else its last validation loss is its lowest and the

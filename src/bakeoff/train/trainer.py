@@ -98,8 +98,15 @@ class Job:
         from bakeoff.core import runs
         from bakeoff.core.models import resolve_precision
 
-        return cls(technique, v, runs.BASE, out_dir, resolve_precision(v.train.precision), work_dir,
-                   parent_dir=runs.variant_dir(v.parent) if v.parent else None)
+        return cls(
+            technique,
+            v,
+            runs.BASE,
+            out_dir,
+            resolve_precision(v.train.precision),
+            work_dir,
+            parent_dir=runs.variant_dir(v.parent) if v.parent else None,
+        )
 
 
 @dataclass
@@ -115,8 +122,9 @@ class _Window:
     resume: Path | None
 
 
-def train(job: Job, rows: list, val_rows: list | None = None, resume: Path | None = None,
-          extra_callbacks: list = ()) -> dict:
+def train(
+    job: Job, rows: list, val_rows: list | None = None, resume: Path | None = None, extra_callbacks: list = ()
+) -> dict:
     """Train ``job`` on ``rows``, save into ``job.out_dir``; return the measured record.
 
     ``val_rows``: validation loss every ``eval_steps`` and at the last step, early stopping on it (the best
@@ -175,17 +183,21 @@ def _build(job: Job, evaluate: bool) -> _Built:
     variant, precision = job.variant, job.precision
     t = variant.train
     tok = load_tokenizer(job.base_dir)
-    trainer_cls, args = job.technique.trainer_parts(variant, precision, job.work_dir, evaluate=evaluate,
-                                                    keep_best=job.keep_best and evaluate)
+    trainer_cls, args = job.technique.trainer_parts(
+        variant, precision, job.work_dir, evaluate=evaluate, keep_best=job.keep_best and evaluate
+    )
     model = job.technique.build(job.base_dir, variant, precision, job.parent_dir)
-    chosen = job.kernel_choice or kernels.choose(t, model, precision, sft=issubclass(trainer_cls, SFTTrainer),
-                                                 backend=variant.backend)
+    chosen = job.kernel_choice or kernels.choose(
+        t, model, precision, sft=issubclass(trainer_cls, SFTTrainer), backend=variant.backend
+    )
     kernels.apply(model, chosen)
     activations = kernels.ActivationDtype(model)
     attn = str(getattr(model.config, "_attn_implementation", ""))
     if t.batching == "padding_free" and "flash" not in attn:
-        raise Skipped(f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
-                      f"which would let packed rows attend to each other (use group_by_length instead)")
+        raise Skipped(
+            f"padding_free batching needs a flash-attention implementation; this model uses {attn!r}, "
+            f"which would let packed rows attend to each other (use group_by_length instead)"
+        )
     # the stopping rule reads each evaluation's per-row validation losses, else each evaluation's mean alone
     per_row = evaluate and kernels.plain_head(model) and variant.backend != "unsloth"
     return _Built(tok, trainer_cls, args, model, chosen, activations, count_params(model), per_row)
@@ -201,14 +213,23 @@ def _run(built: _Built, job: Job, w: _Window) -> _Ran:
     with PeakMemory() as mem:
         try:
             # the stopping rule first: it puts the evaluation's standard error in the metrics the pruner reads
-            callbacks = [BudgetSteps(log, mem, t.memory_budget_gb, evaluate),
-                         *([StopOnRule(w.rule, row_losses, bool(t.early_stopping_patience), _gather)] if evaluate
-                           else []), *w.callbacks]
+            callbacks = [
+                BudgetSteps(log, mem, t.memory_budget_gb, evaluate),
+                *([StopOnRule(w.rule, row_losses, bool(t.early_stopping_patience), _gather)] if evaluate else []),
+                *w.callbacks,
+            ]
             t0 = time.perf_counter()  # from the trainer's setup: DPO's reference pass is part of its training
             trainer = measured(built.trainer_cls)(
-                model=built.model, args=built.args, train_dataset=technique.dataset(w.rows), processing_class=built.tok,
-                eval_dataset=technique.dataset(w.val_rows) if evaluate else None, callbacks=callbacks, step_log=log,
-                loss_logits=built.chosen["loss_logits"], val_rows=row_losses if built.per_row else None)
+                model=built.model,
+                args=built.args,
+                train_dataset=technique.dataset(w.rows),
+                processing_class=built.tok,
+                eval_dataset=technique.dataset(w.val_rows) if evaluate else None,
+                callbacks=callbacks,
+                step_log=log,
+                loss_logits=built.chosen["loss_logits"],
+                val_rows=row_losses if built.per_row else None,
+            )
             quiet_trainer(trainer)  # in a piped log, no per-step dicts or bars (MLflow has the curves)
             held = kernels.weight_dtypes(trainer.model)  # as the trainer holds them (TRL casts QLoRA's adapters)
             result = trainer.train(resume_from_checkpoint=str(w.resume) if w.resume else None)
@@ -222,11 +243,16 @@ def _run(built: _Built, job: Job, w: _Window) -> _Ran:
 
 def _record(built: _Built, run: _Ran, job: Job, w: _Window) -> dict:
     """The measured record of a finished run: sizes, speed and memory, curves, where it stopped and how it ended."""
-    state, model, t, rule, precision, resume = (run.trainer.state, built.model, job.variant.train, w.rule,
-                                                job.precision, w.resume)
+    state, model, t, rule, precision, resume = (
+        run.trainer.state,
+        built.model,
+        job.variant.train,
+        w.rule,
+        job.precision,
+        w.resume,
+    )
     history = [{"step": h["step"], "loss": h["loss"]} for h in state.log_history if "loss" in h]
-    val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in state.log_history
-                 if "eval_loss" in h]
+    val_curve = [{"step": h["step"], "loss": round(h["eval_loss"], 5)} for h in state.log_history if "eval_loss" in h]
     for point, (_, rows_) in zip(val_curve, rule.evals):
         if len(rows_) > 1:
             point["se"] = round(row_stats(rows_)[1], 5)
@@ -255,8 +281,13 @@ def _record(built: _Built, run: _Ran, job: Job, w: _Window) -> dict:
         "kept_best": bool(getattr(built.args, "load_best_model_at_end", False)),  # ended on the best evaluation's
         "best_step": min(val_curve, key=lambda v: v["loss"])["step"] if val_curve else state.global_step,
         "train_loss_drop_last_quarter": round(drop, 4) if drop is not None else None,
-        "convergence": convergence(history, val_curve, stopped_early, t.improving_drop,
-                                   rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None),
+        "convergence": convergence(
+            history,
+            val_curve,
+            stopped_early,
+            t.improving_drop,
+            rule.still_improving() if rule.evals and len(rule.evals[0][1]) > 1 else None,
+        ),
         "patience_steps": patience_steps(w.judged),
         "would_stop_at": rule.first_stop,
         "val_curve": val_curve,

@@ -66,16 +66,24 @@ def link_trial(name: str, trial: int) -> str | None:
     import mlflow
 
     client, run = mlflow.MlflowClient(), mlflow.active_run()
-    found = client.search_runs([run.info.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
-                               filter_string=f"tags.`bakeoff.name` = '{name}.tune' and tags.kind = 'trial' and "
-                                             f"attributes.run_name = '{name} trial {trial}'")
+    found = client.search_runs(
+        [run.info.experiment_id],
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+        filter_string=f"tags.`bakeoff.name` = '{name}.tune' and tags.kind = 'trial' and "
+        f"attributes.run_name = '{name} trial {trial}'",
+    )
     if not found:
         return None
     trial_run = found[0].info.run_id
-    mlflow.set_tags({"bakeoff.adopted_run_id": trial_run,
-                     "mlflow.note.content": f"Adopted: trial {trial} of the search trained this very run (the same "
-                                            f"values, seed, data and schedule); it was measured in run {trial_run} "
-                                            f"({name} trial {trial}, under {name}.tune)."})
+    mlflow.set_tags(
+        {
+            "bakeoff.adopted_run_id": trial_run,
+            "mlflow.note.content": f"Adopted: trial {trial} of the search trained this very run (the same "
+            f"values, seed, data and schedule); it was measured in run {trial_run} "
+            f"({name} trial {trial}, under {name}.tune).",
+        }
+    )
     return trial_run
 
 
@@ -118,8 +126,9 @@ class Job:
         fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
         resume, resume_run_id = resumable(runs.work_dir(name), fp, v.train.checkpoint_steps)
         adopt = read_search(name).adopt
-        adopt = adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() \
-            else {}
+        adopt = (
+            adopt if adopt.get("fingerprint") == fp and resume is None and Path(adopt["dir"], "model").exists() else {}
+        )
         return cls(params, name, v, no_unsloth, logged, data_hash, parent_rec, fp, resume, resume_run_id, adopt)
 
     def produce(self) -> dict:
@@ -137,12 +146,20 @@ class Job:
             print(f"[{name}] adopting trial {trial} of its search (the same run; not trained again)", flush=True)
             shutil.copytree(Path(self.adopt["dir"]) / "model", self.out, dirs_exist_ok=True)
             rec = runs.read_json(Path(self.adopt["dir"]) / "record.json")
-            return {**rec, "adopted_from_trial": trial,
-                    "measured_in": f"tune@{name} (trial {trial}, the search's process)"}
+            return {
+                **rec,
+                "adopted_from_trial": trial,
+                "measured_in": f"tune@{name} (trial {trial}, the search's process)",
+            }
         technique = get_technique(v.technique)
         job = Job.of_variant(technique, v, self.out, runs.work_dir(name))
-        got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED),
-                    resume=self.resume, extra_callbacks=live_curves())
+        got = train(
+            job,
+            technique.load_rows(runs.PREPARED),
+            val_rows=technique.val_rows(runs.PREPARED),
+            resume=self.resume,
+            extra_callbacks=live_curves(),
+        )
         return {**got, "curves_logged": True}
 
     def run(self) -> dict:
@@ -155,8 +172,11 @@ class Job:
             shutil.rmtree(work, ignore_errors=True)
         record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend, "parent": v.parent}
         tags = tracking.RunTags(name, "variant", v.technique)
-        opened = (tracking.resume(self.params, self.resume_run_id, tags, self.logged) if self.resume
-                  else tracking.run(self.params, tags, self.logged, data_hash=self.data_hash, system_metrics=True))
+        opened = (
+            tracking.resume(self.params, self.resume_run_id, tags, self.logged)
+            if self.resume
+            else tracking.run(self.params, tags, self.logged, data_hash=self.data_hash, system_metrics=True)
+        )
         with opened as run:
             record["run_id"] = run.info.run_id
             runs.write_json(work / "resume.json", {"fingerprint": self.fp, "run_id": run.info.run_id})
@@ -190,8 +210,13 @@ class Job:
                 tracking.log_metrics({"val_loss_during_training": h["loss"]}, step=h["step"])
             link_trial(self.name, m["adopted_from_trial"])
         record["kernel_choice"] = m.pop("kernel_choice")  # what ran the step (bakeoff.train.kernels)
-        tracking.set_tags({"convergence": m["convergence"], "kernels": m["kernels"],
-                           **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()}})
+        tracking.set_tags(
+            {
+                "convergence": m["convergence"],
+                "kernels": m["kernels"],
+                **{f"kernel.{k}": val for k, val in record["kernel_choice"].items()},
+            }
+        )
         t = self.v.train
         if t.seeds > 1:  # the same variant again under other seeds, each a child run of this one
             record["seeds"] = [self.train_seed(seed) for seed in range(t.seed + 1, t.seed + t.seeds)]
@@ -203,15 +228,22 @@ class Job:
 
         v, name = self.v, self.name
         rec = {"seed": seed}
-        with tracking.child_run(f"{name} seed {seed}", {"bakeoff.name": name, "kind": "seed", "seed": seed,
-                                                        "technique": v.technique}) as child:
-            runs.guarded(rec, lambda: self._seed_run(replace(v, train=replace(v.train, seed=seed, checkpoint_steps=0)),
-                                                     seed))
+        with tracking.child_run(
+            f"{name} seed {seed}", {"bakeoff.name": name, "kind": "seed", "seed": seed, "technique": v.technique}
+        ) as child:
+            runs.guarded(
+                rec, lambda: self._seed_run(replace(v, train=replace(v.train, seed=seed, checkpoint_steps=0)), seed)
+            )
             tracking.log_metrics(rec["metrics"])
             tracking.mark(rec)
         keep = ("train_loss_final", "best_step", "stopped_at_step", "tokens_seen", "train_wall_s", "convergence")
-        return {"seed": seed, "run_id": child.info.run_id, "status": rec["status"], "error": rec.get("error"),
-                **{k: rec["metrics"][k] for k in keep if k in rec["metrics"]}}
+        return {
+            "seed": seed,
+            "run_id": child.info.run_id,
+            "status": rec["status"],
+            "error": rec.get("error"),
+            **{k: rec["metrics"][k] for k in keep if k in rec["metrics"]},
+        }
 
     def _seed_run(self, sv, seed: int) -> dict:
         from bakeoff.core import tracking

@@ -29,8 +29,9 @@ _IMPORT_ERROR: str | None = None
 
 def linear_targets(model) -> list[str]:
     """Names of the linear layers 'all-linear' means (every nn.Linear but the output head)."""
-    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
-             if isinstance(m, torch.nn.Linear) and "lm_head" not in n}
+    names = {
+        n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "lm_head" not in n
+    }
     return sorted(names)
 
 
@@ -58,12 +59,22 @@ def build(base_dir, variant, precision: str, load_in_4bit: bool):
 
         o, t = variant.options, variant.train
         model, _ = FastLanguageModel.from_pretrained(
-            model_name=str(base_dir), max_seq_length=t.max_seq_len, dtype=DTYPES[precision],
-            load_in_4bit=load_in_4bit, use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False)
+            model_name=str(base_dir),
+            max_seq_length=t.max_seq_len,
+            dtype=DTYPES[precision],
+            load_in_4bit=load_in_4bit,
+            use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False,
+        )
         targets = linear_targets(model) if o["targets"] == "all-linear" else o["targets"]
         model = FastLanguageModel.get_peft_model(
-            model, r=o["r"], lora_alpha=o["alpha"], lora_dropout=o["dropout"], target_modules=targets,
-            use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False, random_state=t.seed)
+            model,
+            r=o["r"],
+            lora_alpha=o["alpha"],
+            lora_dropout=o["dropout"],
+            target_modules=targets,
+            use_gradient_checkpointing="unsloth" if t.gradient_checkpointing else False,
+            random_state=t.seed,
+        )
         model.bakeoff_backend_evidence = evidence(model)  # into the run record (bakeoff.train.trainer.train)
         return model
     except Exception as e:
@@ -72,8 +83,17 @@ def build(base_dir, variant, precision: str, load_in_4bit: bool):
         raise  # anything else is a failure (status failed, with its traceback), not "unsupported"
 
 
-UNSUPPORTED = ("not supported", "unsupported", "does not support", "not yet support", "only supports",
-               "cannot find any torch accelerator", "requires a gpu", "no gpu", "not available on")
+UNSUPPORTED = (
+    "not supported",
+    "unsupported",
+    "does not support",
+    "not yet support",
+    "only supports",
+    "cannot find any torch accelerator",
+    "requires a gpu",
+    "no gpu",
+    "not available on",
+)
 
 
 def unsupported(e: BaseException) -> bool:
@@ -81,13 +101,18 @@ def unsupported(e: BaseException) -> bool:
     a crash: NotImplementedError or ImportError, or Unsloth's words for it."""
     if isinstance(e, (NotImplementedError, ImportError)):
         return True
-    return isinstance(e, (ValueError, RuntimeError, TypeError)) and any(w in str(e).lower() for w in UNSUPPORTED) \
+    return (
+        isinstance(e, (ValueError, RuntimeError, TypeError))
+        and any(w in str(e).lower() for w in UNSUPPORTED)
         and not isinstance(e, torch.OutOfMemoryError)
+    )
 
 
 def cpu_reason() -> str | None:
     """Why ``backend: unsloth`` does not run on this machine (no CUDA GPU), or None where it does."""
     if torch.cuda.is_available():
         return None
-    return ("Unsloth's kernels need a CUDA GPU and this machine has none; its CPU fallback would measure nothing of "
-            "them. On a GPU this variant trains with no edit")
+    return (
+        "Unsloth's kernels need a CUDA GPU and this machine has none; its CPU fallback would measure nothing of "
+        "them. On a GPU this variant trains with no edit"
+    )

@@ -73,8 +73,9 @@ class Technique:
         """Conversational prompt-completion rows: TRL applies the chat template and masks the prompt."""
         from datasets import Dataset
 
-        return Dataset.from_list([{"prompt": e.messages,
-                                   "completion": [{"role": "assistant", "content": e.completion}]} for e in rows])
+        return Dataset.from_list(
+            [{"prompt": e.messages, "completion": [{"role": "assistant", "content": e.completion}]} for e in rows]
+        )
 
     def val_rows(self, data_dir: Path) -> list | None:
         """The validation rows that early stopping and the convergence judgement read (None: none for this
@@ -84,15 +85,17 @@ class Technique:
         path = Path(data_dir) / "val.jsonl"
         return load_examples(path) if path.exists() else None
 
-    def trainer_parts(self, variant, precision: str, output_dir: Path, evaluate: bool = False,
-                      keep_best: bool = False):
+    def trainer_parts(self, variant, precision: str, output_dir: Path, evaluate: bool = False, keep_best: bool = False):
         """(TRL trainer class, its config) for this technique; ``evaluate``: validation loss every ``eval_steps``;
         ``keep_best``: end on the best evaluation's weights even without early stopping (``common_args``)."""
         from trl import SFTConfig, SFTTrainer
 
-        return SFTTrainer, SFTConfig(**common_args(variant.train, precision, output_dir, evaluate, keep_best),
-                                     max_length=variant.train.max_seq_len, completion_only_loss=True,
-                                     padding_free=variant.train.batching == "padding_free")
+        return SFTTrainer, SFTConfig(
+            **common_args(variant.train, precision, output_dir, evaluate, keep_best),
+            max_length=variant.train.max_seq_len,
+            completion_only_loss=True,
+            padding_free=variant.train.batching == "padding_free",
+        )
 
 
 def common_args(train, precision: str, output_dir: Path, evaluate: bool = False, keep_best: bool = False) -> dict:
@@ -105,12 +108,23 @@ def common_args(train, precision: str, output_dir: Path, evaluate: bool = False,
 
     evaluating = evaluate and train.eval_steps > 0
     stopping = evaluating and (train.early_stopping_patience > 0 or keep_best)
-    saves = ({"save_strategy": "steps", "save_steps": train.eval_steps, "load_best_model_at_end": True,
-              "metric_for_best_model": "eval_loss", "greater_is_better": False, "save_total_limit": 2,
-              "save_only_model": not train.checkpoint_steps}  # resuming needs the optimizer's state too
-             if stopping else
-             {"save_strategy": "steps" if train.checkpoint_steps else "no", "save_steps": train.checkpoint_steps or 500,
-              "save_total_limit": 1 if train.checkpoint_steps else None})  # the newest checkpoint: all a resume needs
+    saves = (
+        {
+            "save_strategy": "steps",
+            "save_steps": train.eval_steps,
+            "load_best_model_at_end": True,
+            "metric_for_best_model": "eval_loss",
+            "greater_is_better": False,
+            "save_total_limit": 2,
+            "save_only_model": not train.checkpoint_steps,
+        }  # resuming needs the optimizer's state too
+        if stopping
+        else {
+            "save_strategy": "steps" if train.checkpoint_steps else "no",
+            "save_steps": train.checkpoint_steps or 500,
+            "save_total_limit": 1 if train.checkpoint_steps else None,
+        }
+    )  # the newest checkpoint: all a resume needs
     return dict(
         output_dir=str(output_dir),
         max_steps=train.max_steps,
@@ -123,8 +137,9 @@ def common_args(train, precision: str, output_dir: Path, evaluate: bool = False,
         optim=train.optimizer,
         gradient_checkpointing=train.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False},
-        train_sampling_strategy={"group_by_length": "group_by_length", "sequential": "sequential"}.get(train.batching,
-                                                                                                    "random"),
+        train_sampling_strategy={"group_by_length": "group_by_length", "sequential": "sequential"}.get(
+            train.batching, "random"
+        ),
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         use_cpu=not torch.cuda.is_available(),

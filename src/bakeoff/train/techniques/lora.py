@@ -18,8 +18,14 @@ class Lora(Technique):
     def lora_config(self, options: dict):
         from peft import LoraConfig
 
-        return LoraConfig(r=options["r"], lora_alpha=options["alpha"], lora_dropout=options["dropout"],
-                          target_modules=options["targets"], task_type="CAUSAL_LM", bias="none")
+        return LoraConfig(
+            r=options["r"],
+            lora_alpha=options["alpha"],
+            lora_dropout=options["dropout"],
+            target_modules=options["targets"],
+            task_type="CAUSAL_LM",
+            bias="none",
+        )
 
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import get_peft_model

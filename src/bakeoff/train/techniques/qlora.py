@@ -30,9 +30,12 @@ class QLora(Lora):
 
         if options["bits"] == 8:
             return BitsAndBytesConfig(load_in_8bit=True)
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=options["quant_type"],
-                                  bnb_4bit_use_double_quant=options["double_quant"],
-                                  bnb_4bit_compute_dtype=DTYPES[precision])
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type=options["quant_type"],
+            bnb_4bit_use_double_quant=options["double_quant"],
+            bnb_4bit_compute_dtype=DTYPES[precision],
+        )
 
     def _load_quantized(self, base_dir, variant, precision: str):
         """The base quantized by bitsandbytes, on this process's GPU when there is one (``LOCAL_RANK`` under
@@ -41,8 +44,12 @@ class QLora(Lora):
         in fp32."""
         from bakeoff.core.models import DTYPES, load_model
 
-        return load_model(base_dir, dtype=DTYPES[precision], device_map=device_map(),
-                          quantization_config=self.quantization_config(variant.options, precision))
+        return load_model(
+            base_dir,
+            dtype=DTYPES[precision],
+            device_map=device_map(),
+            quantization_config=self.quantization_config(variant.options, precision),
+        )
 
     def build(self, base_dir, variant, precision, parent_dir=None):
         from peft import get_peft_model
