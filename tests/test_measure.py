@@ -190,3 +190,23 @@ def test_the_old_patience_of_two_evaluations_would_have_stopped_the_noisy_curve(
                 stopped += 1
                 break
     assert stopped >= 1
+
+
+def test_the_speed_probe_multiplies_in_fp32_on_a_cpu_without_bf16_units(monkeypatch):
+    """Without bf16 units torch emulates bf16 (a 2048² matmul took 56 s on an AVX2-only CPU): the probe casts its
+    operands to fp32 there, and still returns a time."""
+    import torch
+
+    from bakeoff.core import measure, models
+
+    cast = []
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kw):
+        cast.extend(x for x in (*args, *kw.values()) if isinstance(x, torch.dtype))
+        return real_to(self, *args, **kw)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(models, "cpu_bf16_fast", lambda: False)
+    assert measure.speed_probe() > 0
+    assert cast == [torch.float32, torch.float32]
