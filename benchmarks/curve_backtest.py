@@ -59,7 +59,8 @@ TASKS = {  # the shipped tasks (docs/tasks.md): task params and training shape
 }
 FIT = (
     "import json, sys; from bakeoff.core.config import load_params; from bakeoff.decide.decision import decide; "
-    "json.dump(decide(load_params(), curve=True).curve, sys.stdout, default=str)"
+    "from bakeoff.decide.data_value import report_data; p = load_params(); c = report_data(p, decide(p).runs); "
+    "json.dump(c and c.to_dict(), sys.stdout, default=str)"
 )
 
 

@@ -28,7 +28,7 @@ def main() -> None:
     shipped = runs.read_json(out / "shipped.json")
     d = with_curve(params, decide(params, runs.fresh_dir(out / "flips"), shipped))
     images = report.plots(
-        d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve, d.verdict.get("scope")
+        d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve, d.verdict.scope
     )
     images.update(decision_plots(params, d, out / "plots"))
     paths = report.write_all(out, params, d, images, shipped)

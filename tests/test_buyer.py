@@ -10,7 +10,9 @@ from bakeoff.decide import recommend as ranking
 from bakeoff.decide.memory import Setup, Shape
 from bakeoff.decide.rule import shortfall
 from bakeoff.decide.sizing import GPU, Headroom, Priced, fit
+from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.statistics import latency_separated, round_sig
+from bakeoff.decide.verdict_record import Recommendation, Verdict
 from bakeoff.report.verdict import projected_words, recommendation_words, serving_words, sig, usd_range
 
 
@@ -111,7 +113,7 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
     assert q["usd"] == pytest.approx(2.0 + 2.0 * 30 / 60) and q["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60)
     assert q["search_users"] == 3 and q["lender"] == "lora"
 
-    said = projected_words("qlora", ["qlora"], {"qlora": q})[0]
+    said = projected_words("qlora", ["qlora"], {"qlora": AllIn.from_dict(q)})[0]
     assert "$5.0–10 all in, bought alone (training, `lora`'s whole search)" in said, said
     assert "$3.0–6.0 when its search is split among the 3 arms that use it" in said, said
 
@@ -182,7 +184,12 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
     rec = ranking.recommend(df, v, costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
     scope = {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}
-    said = recommendation_words(rec, df, {**v, "scope": scope}, costs)
+    said = recommendation_words(
+        Recommendation.from_dict(rec),
+        df,
+        Verdict.from_dict({**v, "scope": scope}),
+        {n: AllIn.from_dict(c) for n, c in costs.items()},
+    )
     measured, projected = " ".join(said["measured"]), " ".join(said["projected"])
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
     assert "as good as" not in measured + said["line"] and "equivalent" not in measured + said["line"]

@@ -8,6 +8,7 @@ from bakeoff.data.examples import Example
 from bakeoff.data.subsets import nested_subset
 from bakeoff.decide.crossover import crossover, verdict_at
 from bakeoff.decide.curve import Points, fit_arm, fit_points, predict, resample_indices
+from bakeoff.decide.curve_record import Arm, Curve, Point
 
 
 def rows(n_per_label: dict) -> list[Example]:
@@ -113,7 +114,7 @@ def test_backtest_at_the_ceiling_reads_the_observed_points_binomial_interval():
         "figure": "generation",
         **near,
     }
-    said = " ".join(arm_lines(arm, True))
+    said = " ".join(arm_lines(Arm.from_dict(arm), True))
     assert (
         "**inside** (it would accept 97.6%–100.0%, the observed point's 95% interval; no gain from the last "
         "size, 99.3%, lies in it too: it cannot tell flat from growth)" in said
@@ -155,7 +156,7 @@ def test_the_curve_reads_only_what_its_points_hold():
         "figure": "generation",
         **fit,
     }
-    said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
+    said = " ".join(headline(Curve.from_dict({"arms": {"recommended": arm}, "reliable": True}), "fine-tune"))
     assert "`lora`: the last doubling (207 → 414 rows) bought nothing measurable (-1.7 points, 95% interval" in said
     assert "the data cannot tell flat from +" in said and "projected" not in said, said
 
@@ -176,7 +177,7 @@ def test_a_measured_gain_gives_a_projection_with_its_forms_spread():
         "figure": "generation",
         **fit,
     }
-    said = " ".join(headline({"arms": {"recommended": arm}, "reliable": True}, "fine-tune"))
+    said = " ".join(headline(Curve.from_dict({"arms": {"recommended": arm}, "reliable": True}), "fine-tune"))
     assert "projected to twice the training rows, 800, assuming they are trained on at the same epochs" in said
     assert "across 3 forms" in said and f"over its measured {fit['quality'][-1]:.1%}" in said, said
 
@@ -255,10 +256,10 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
             "figure": "generation",
             **fit_arm(pts, draws=draws),
         }
-        return {"arms": {"recommended": arm}, "reliable": arm["backtest"]["inside"], "crossover": None}
+        return Curve.from_dict({"arms": {"recommended": arm}, "reliable": arm["backtest"]["inside"], "crossover": None})
 
     missed, held = curve(bent), curve(smooth)
-    assert missed["reliable"] is False and held["reliable"] is True
+    assert missed.reliable is False and held.reliable is True
     said = " ".join(report_curve.headline(missed, "fine-tune") + report_curve.lines(missed, None))
     assert "unreliable on this task" in said and "no projection is given" in said
     assert "projected at" not in said and "(×2, projected)" not in said and "gain per doubling" not in said
@@ -271,7 +272,7 @@ def test_a_missed_backtest_withholds_every_projection_in_the_report():
         {"share": 0.5, "train_steps": 40, "convergence": "still improving"},  # as long as its own run
         {"share": 1.0, "own_run": True, "train_steps": 40},
     ]
-    held["arms"]["recommended"]["points"] = points
+    held.arms["recommended"] = held.arms["recommended"].with_(points=[Point.from_dict(p) for p in points])
     said = " ".join(report_curve.lines(held, None))
     assert "Still improving at its last step: 0.125 (10 steps)" in said and "0.25 (" not in said
     assert "0.5 (" not in said  # still improving after the arm's own steps: the own run's matter, not the curve's
@@ -341,7 +342,7 @@ def test_the_report_words_every_code_of_the_curve_and_keeps_an_older_records_wor
         },
         "crossover": {"rows": 120, "where": "projected"},
     }
-    w = worded(curve)
+    w = worded(Curve.from_dict(curve)).to_dict()
     a = w["arms"]
     assert list(a["recommended"]) == ["run", "chosen_as", "points", "status", "reason"]
     assert (

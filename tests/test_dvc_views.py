@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.sizing_record import AllIn
 from bakeoff.report import dvc_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,11 +68,11 @@ RECORDS = {
     },
     "unsloth": {"status": "skipped"},
 }
-CURVE = {"arms": {"recommended": {"run": "lora", "rows": [50, 100, 200], "quality": [0.5, 0.6, 0.8]}}}
+CURVE = Curve.from_dict({"arms": {"recommended": {"run": "lora", "rows": [50, 100, 200], "quality": [0.5, 0.6, 0.8]}}})
 
 
 def test_each_arm_is_at_most_ten_numbers_with_its_status_as_one():
-    m = dvc_files.arm_metrics(table(), {"lora": {"usd": 6.954}})
+    m = dvc_files.arm_metrics(table(), {"lora": AllIn(usd=6.954)})
     assert m["unsloth"] == {"ok": 0}  # skipped: no figure, its reason is in the report
     assert m["lora"] == {
         "ok": 1,
@@ -137,7 +139,7 @@ def repo(tmp_path) -> Path:
     shutil.copytree(ROOT / "configs" / "dvc_plots", tmp_path / "configs" / "dvc_plots")
     spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"metrics": ["reports/arms"], "plots": spec["plots"]}))
-    dvc_files.write(tmp_path / "reports", table(), RECORDS, {"lora": {"usd": 7.0}}, CURVE)
+    dvc_files.write(tmp_path / "reports", table(), RECORDS, {"lora": AllIn(usd=7.0)}, CURVE)
     subprocess.run("git add -A && git commit -qm one", shell=True, cwd=tmp_path, check=True)
     return tmp_path
 
@@ -158,7 +160,7 @@ def test_dvc_plots_show_and_diff_render_the_loss_quality_and_curve(repo):
     assert loss["facet"]["row"]["field"] == "split" and loss["spec"]["encoding"]["color"]["field"] == "arm"
     assert {(p["arm"], p["split"]) for p in loss["data"]["values"]} == {("lora", "train"), ("lora", "validation")}
     assert "measured" in loss["title"]
-    dvc_files.write(repo / "reports", table(lora_quality=0.85), RECORDS, {"lora": {"usd": 7.0}}, CURVE)
+    dvc_files.write(repo / "reports", table(lora_quality=0.85), RECORDS, {"lora": AllIn(usd=7.0)}, CURVE)
     subprocess.run("git commit -qam two", shell=True, cwd=repo, check=True)
     diff = json.loads(dvc(repo, "plots", "diff", "HEAD~1", "HEAD", "--json").stdout)["data"]
     quality = diff["reports/dvc/quality.csv"][0]["content"]["data"]["values"]

@@ -10,15 +10,20 @@ import pytest
 
 from bakeoff.core import runs
 from bakeoff.decide import evidence
+from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.sizing_record import AllIn, SizedFit
+from bakeoff.decide.verdict_record import Scope, Verdict
 from bakeoff.report.evidence import cell, prompt_lines, sample_lines, where_lines
 from bakeoff.report.html import html
 
-V = {
-    "baseline": "prompt",
-    "variant": "lora",
-    "recommendation": {"run": "lora", "kind": "variant"},
-    "scope": {"model": "tiny", "n": 4},
-}
+V = Verdict.from_dict(
+    {
+        "baseline": "prompt",
+        "variant": "lora",
+        "recommendation": {"run": "lora", "kind": "variant"},
+        "scope": {"model": "tiny", "n": 4},
+    }
+)
 
 
 def _preds(tmp_path, name: str, rows: list[tuple[str, str, float]]) -> None:
@@ -44,7 +49,7 @@ def test_a_planted_field_gap_is_named_with_both_figures():
     )
     w = evidence.by_field(df, ["prompt", "lora"], ["colour", "size"], "prompt", "lora")
     assert w["largest"]["field"] == "size" and w["largest"]["gap"] == pytest.approx(0.65)
-    text = "\n".join(where_lines({"prompt": "prompt", "run": "lora", "where": w}, V["scope"]))
+    text = "\n".join(where_lines({"prompt": "prompt", "run": "lora", "where": w}, V.scope))
     assert "is in the field `size`: 20% against 85% right (+65 points)" in text, text
     assert "| prompt | 90% | 20% |" in text and "| lora | 95% | 85% |" in text
 
@@ -94,7 +99,7 @@ def test_samples_follow_the_rule_and_markup_in_an_answer_stays_text(tmp_path, mo
     got = evidence.samples({"prompt": evidence._rows("prompt"), "lora": evidence._rows("lora")}, "prompt", "lora")
     assert [s["id"] for s in got] == [0, 2, 1, 4, 3]  # lora's wins, its loss, a fourth difference, both worst
     assert [s["why"] for s in got] == ["run_better", "run_better", "prompt_better", "run_better", "worst"]
-    md = "\n".join(sample_lines({"samples": got, "rule": evidence.RULE, "prompt": "prompt", "run": "lora"}, V["scope"]))
+    md = "\n".join(sample_lines({"samples": got, "rule": evidence.RULE, "prompt": "prompt", "run": "lora"}, V.scope))
     assert "(t.jsonl:1; `lora` better)" in md and "(t.jsonl:2; `prompt` better)" in md
     assert "(t.jsonl:4; both answer it worst)" in md
     assert "differ most in score, its wins and its losses alike" in md
@@ -139,8 +144,10 @@ def _df():
 def test_quality_against_cost_draws_the_projected_all_in_cost(tmp_path):
     from bakeoff.report.buyer_plots import Canvas, quality_vs_cost
 
-    costs = {"lora": {"usd": 4.0, "usd_high": 8.0}, "full": {"usd": 30.0, "usd_high": 60.0}}
-    fig = quality_vs_cost(_df(), costs, "lora", Canvas(tmp_path, {}, "exact_match", {"model": "tiny"}, "llama-3.1-8b"))
+    costs = {"lora": AllIn(usd=4.0, usd_high=8.0), "full": AllIn(usd=30.0, usd_high=60.0)}
+    fig = quality_vs_cost(
+        _df(), costs, "lora", Canvas(tmp_path, {}, "exact_match", Scope(model="tiny"), "llama-3.1-8b")
+    )
     ax = fig.axes[0]
     drawn = {c.get_label(): tuple(c.lines[0].get_xydata()[0]) for c in ax.containers}
     assert drawn == {"lora": (4.0, 0.8), "full": (30.0, 0.85)}  # x: the projected USD, not CPU seconds
@@ -161,7 +168,7 @@ def test_memory_at_target_draws_the_projection_against_each_cards_capacity(tmp_p
         {"target": "other", "variant": "lora", "parts": {**parts, "weights": 99.0}},
     ]
     cards = [GPU("L4", 24, 0.8, 121), GPU("A100", 40, 1.8, 312), GPU("H100", 80, 3.5, 989)]
-    fig = memory_at_target(fits, cards, 0.1, "llama-3.1-8b", tmp_path, {})
+    fig = memory_at_target([SizedFit.from_dict(f) for f in fits], cards, 0.1, "llama-3.1-8b", tmp_path, {})
     ax = fig.axes[0]
     tops = [p.get_y() + p.get_height() for p in ax.patches]
     assert max(tops) == pytest.approx(20.6)  # this target's parts, stacked
@@ -169,7 +176,7 @@ def test_memory_at_target_draws_the_projection_against_each_cards_capacity(tmp_p
     # cards would flatten the bars
     assert [line.get_ydata()[0] for line in ax.lines] == pytest.approx([21.6])
     fits[0]["parts"]["weights"] = 30.0  # 34.6 GB: the A100 (36 GB usable) holds it
-    ax = memory_at_target(fits, cards, 0.1, "llama-3.1-8b", tmp_path, {}).axes[0]
+    ax = memory_at_target([SizedFit.from_dict(f) for f in fits], cards, 0.1, "llama-3.1-8b", tmp_path, {}).axes[0]
     assert [line.get_ydata()[0] for line in ax.lines] == pytest.approx([21.6, 36.0])
 
 
@@ -177,7 +184,7 @@ def test_loss_curves_draw_validation_beside_training_in_distinct_styles(tmp_path
     from bakeoff.report.buyer_plots import loss_curves
 
     h = [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5}]
-    fig = loss_curves({"a": h, "b": h}, {"a": [{"step": 2, "loss": 0.6}]}, {}, tmp_path, {})
+    fig = loss_curves({"a": h, "b": h}, {"a": [{"step": 2, "loss": 0.6}]}, Scope(), tmp_path, {})
     lines = {line.get_label(): line for line in fig.axes[0].lines}
     assert set(lines) == {"a training", "a validation", "b training"}
     assert lines["a training"].get_linestyle() != lines["b training"].get_linestyle()  # identical curves both show
@@ -203,7 +210,9 @@ def test_the_data_value_curve_is_ticked_at_the_row_counts_measured(tmp_path):
     real_close = plt.close
     plt.close = kept.append  # keep the figure to read it back
     try:
-        plots._data_curve({"arms": {"lora": arm}, "reliable": False}, tmp_path, {}, {"model": "tiny"})
+        plots._data_curve(
+            Curve.from_dict({"arms": {"lora": arm}, "reliable": False}), tmp_path, {}, Scope(model="tiny")
+        )
     finally:
         plt.close = real_close
     ax = kept[0].axes[0]
@@ -249,8 +258,15 @@ def test_every_figure_of_the_runs_names_what_it_was_measured_on_in_its_title(tmp
     kept, real_close = [], plt.close
     plt.close = kept.append
     try:
+        from bakeoff.decide.verdict_record import Scope
+
         paths = plots.plots(
-            df, tmp_path, "exact_match", pw, None, {"model": "tiny-model", "split": "test", "n": 60, "machine": "a CPU"}
+            df,
+            tmp_path,
+            "exact_match",
+            pw,
+            None,
+            Scope(model="tiny-model", split="test", n=60, machine="a CPU"),
         )
     finally:
         plt.close = real_close

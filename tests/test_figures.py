@@ -17,6 +17,8 @@ import torch
 from bakeoff.core.config import load_params
 from bakeoff.data.examples import Example, read_examples, write_jsonl
 from bakeoff.decide import verdict
+from bakeoff.decide.sizing_record import Money
+from bakeoff.decide.verdict_record import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,7 +158,7 @@ def test_no_break_even_when_prompting_is_enough():
     v = {"decision": "prompting is enough", "variant": "lora", "baseline": "nearest", "reason": "x"}
     c = verdict.cost(_df(0.38, 110.0), v, 0.0001, {}, CARD)
     assert not any(k.startswith("break_even") for k in c)
-    text = "\n".join(verdict_lines(v, c))
+    text = "\n".join(verdict_lines(Verdict.from_dict(v), Money.from_dict(c)))
     assert "costs less above" not in text and "No break-even: fine-tuning does not beat prompting" in text
 
 
@@ -167,7 +169,7 @@ def test_inconclusive_break_even_is_what_it_would_be_if_the_gain_held():
     c = verdict.cost(_df(0.55, 110.0), v, 0.0001, {}, CARD)  # 450 tokens × $0.0001/1k; $19.20 a day → 426,667
     assert c["break_even_if_gain_held_requests_per_day"] == pytest.approx(19.2 / 0.000045)
     assert "break_even_requests_per_day" not in c
-    text = "\n".join(verdict_lines(v, c))
+    text = "\n".join(verdict_lines(Verdict.from_dict(v), Money.from_dict(c)))
     assert "~430,000 requests a day" in text and "only if the gain held" in text
     c = verdict.cost(_df(0.9, 110.0), {**v, "decision": "fine-tune"}, 0.0001, {}, CARD)
     assert c["break_even_requests_per_day"] == pytest.approx(19.2 / 0.000045)

@@ -7,6 +7,8 @@ import pandas as pd
 import yaml
 
 from bakeoff.core.config import Source, parse_params
+from bakeoff.decide.sizing_record import Money
+from bakeoff.decide.verdict_record import Verdict
 from bakeoff.report import opening_lines, quick_look_lines
 from bakeoff.run import quick
 
@@ -45,7 +47,7 @@ def test_a_users_params_keep_their_own_lora_and_drop_paid_endpoints():
 def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     p = parse_params(quick.overrides(raw), Source("quick/params.yaml", {}))
-    lines = quick_look_lines(p, pd.DataFrame({"n_test": [30, 30]}), {"ci_low": 0.3, "ci_high": 0.8})
+    lines = quick_look_lines(p, pd.DataFrame({"n_test": [30, 30]}), Verdict(ci_low=0.3, ci_high=0.8))
     text = " ".join(lines)
     assert "Quick look" in text and "30 test items" in text and "[+30.0, +80.0]" in text and "make repro" in text
     assert "`zero_shot`, `prompt_search`, `lora` only" in text and "only, no search: each arm as written" in text
@@ -55,20 +57,22 @@ def test_the_report_says_quick_look_with_its_interval_and_the_full_command():
     assert f"`lora`'s rate raised to {high:g} (your {lr:g})" in text, text
     assert f"`lora` at most {quick.STEPS} steps of {quick.BATCH} rows" in text
     full = parse_params(raw, Source("params.yaml", {}))
-    assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), {"ci_low": 0.3, "ci_high": 0.8}) == []
+    assert quick_look_lines(full, pd.DataFrame({"n_test": [60]}), Verdict(ci_low=0.3, ci_high=0.8)) == []
     # a quick look's reader sees that it is one before its answer; a full run opens with the answer
-    v = {
-        "decision": "fine-tune",
-        "gain": 0.5,
-        "ci_low": 0.3,
-        "ci_high": 0.8,
-        "variant": "lora",
-        "baseline": "b",
-        "recommendation": {"action": "fine-tune", "run": "lora"},
-    }
-    quick_first = opening_lines(p, pd.DataFrame({"n_test": [30, 30]}), v, {}, {}, {})
+    v = Verdict.from_dict(
+        {
+            "decision": "fine-tune",
+            "gain": 0.5,
+            "ci_low": 0.3,
+            "ci_high": 0.8,
+            "variant": "lora",
+            "baseline": "b",
+            "recommendation": {"action": "fine-tune", "run": "lora"},
+        }
+    )
+    quick_first = opening_lines(p, pd.DataFrame({"n_test": [30, 30]}), v, Money(), {}, {})
     assert quick_first[0].startswith("> **Quick look, not the full bake-off**") and "## Answer" in quick_first
-    assert opening_lines(full, pd.DataFrame({"n_test": [60]}), v, {}, {}, {})[0] == "## Answer"
+    assert opening_lines(full, pd.DataFrame({"n_test": [60]}), v, Money(), {}, {})[0] == "## Answer"
 
 
 def test_build_makes_a_workspace_dvc_runs_as_the_small_pipeline(tmp_path):

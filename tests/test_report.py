@@ -10,12 +10,27 @@ import pytest
 from bakeoff import report
 from bakeoff.decide import figures, verdict
 from bakeoff.decide.decision import eval_records, search_records
+from bakeoff.decide.sizing_record import AllIn, Money, Sizing
+from bakeoff.decide.verdict_record import Finding, Verdict
 from bakeoff.report import searches, sections
 from bakeoff.report import sizing as report_sizing
 from bakeoff.report.forgetting import forgetting
 from bakeoff.report.verdict import format_line, reason, worded, worded_finding
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _words(finding: dict) -> dict:
+    """A finding as the report words it, as the JSON it writes."""
+    return worded_finding(Finding.from_dict(finding)).to_dict()
+
+
+def _all_in(costs: dict) -> dict[str, AllIn]:
+    return {n: AllIn.from_dict(c) for n, c in costs.items()}
+
+
+def _line(words: dict) -> str:
+    return format_line(Finding.from_dict(words))
 
 
 def _write(tmp_path, name: str, scores: list[float], prompt_tokens: float, kind: str):
@@ -73,7 +88,7 @@ def test_verdict_inconclusive_says_how_many_examples_would_settle_it(tmp_path, m
     # 2 discordant items of 20, both wrong → right: the seeded bootstrap interval is [0, +25] points, half-width 12.5;
     # it clears min_gain once 12.5·sqrt(20/n) < 10 − 5, i.e. n = 20 · (12.5 / 5)² = 125 examples
     assert v["decision"] == "inconclusive" and (v["ci_low"], v["ci_high"]) == pytest.approx((0.0, 0.25))
-    assert v["examples_needed"] == 125 and "about 125 would settle it" in reason(v)
+    assert v["examples_needed"] == 125 and "about 125 would settle it" in reason(Verdict.from_dict(v))
 
 
 def test_verdict_without_a_finished_variant_is_inconclusive():
@@ -91,7 +106,11 @@ def test_verdict_without_a_finished_variant_is_inconclusive():
     )
     v = verdict.verdict(df, 0.05)
     assert v == {"decision": "inconclusive", "missing": "variant", "min_gain": 0.05}
-    assert worded(v, df) == {"decision": "inconclusive", "reason": "no fine-tuned variant finished", "min_gain": 0.05}
+    assert worded(Verdict.from_dict(v), df).to_dict() == {
+        "decision": "inconclusive",
+        "reason": "no fine-tuned variant finished",
+        "min_gain": 0.05,
+    }
 
 
 def test_cost_break_even(tmp_path, monkeypatch):
@@ -104,7 +123,7 @@ def test_cost_break_even(tmp_path, monkeypatch):
     # a day: it costs less above 96 requests a day
     assert c["prompt_tokens_saved_per_request"] == 300 and c["usd_saved_per_request"] == pytest.approx(0.15)
     assert c["break_even_requests_per_day"] == pytest.approx(96) and c["all_in"]["usd"] == 3.0
-    lines = "\n".join(report.verdict_lines(worded(v, df), c))
+    lines = "\n".join(report.verdict_lines(worded(Verdict.from_dict(v), df), Money.from_dict(c)))
     assert "**fine-tune**" in lines and "~96 requests a day" in lines and "all-in $3.0–6.0" in lines
 
 
@@ -157,16 +176,16 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
         df, {"zero_shot": BaselineConfig("zero_shot"), "few_shot": BaselineConfig("few_shot", shots=3)}
     )
     assert [d["baseline"] for d in found] == ["zero_shot"]
-    d = worded_finding(found[0])  # the report's words for the finding
+    d = _words(found[0])  # the report's words for the finding
     assert (d["contains_reference"], d["quality"]) == (1.0, 0.0)
-    line = format_line(d)  # the report's words for the finding
+    line = _line(d)  # the report's words for the finding
     assert "fails on format, not knowledge" in line and "100% of its answers contain the reference" in line
     assert "no instruction" in d["tried"] and any("baselines.zero_shot.instruction" in x for x in d["left"])
     # with an instruction and a label set tried, neither is offered again
     again = verdict.diagnose(
         df, {"zero_shot": BaselineConfig("zero_shot", instruction="Answer with the city only.")}, labels=refs
     )
-    again = [worded_finding(x) for x in again]
+    again = [_words(x) for x in again]
     assert not any("instruction" in x or "task.labels" in x for x in again[0]["left"])
     assert any("Answer with the city only." in x for x in again[0]["tried"])
 
@@ -181,12 +200,11 @@ def test_sentences_that_contain_the_answer_are_diagnosed_as_format_not_knowledge
         },
     )
     third = [
-        worded_finding(x)
-        for x in verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
+        _words(x) for x in verdict.diagnose(df, {"zero_shot": BaselineConfig("zero_shot"), "prompt_search": searched})
     ]
     assert third[0]["tried_elsewhere"] == ["an instruction (prompt_search)", "8 or more nearest shots (prompt_search)"]
     assert not any("instruction" in x or "shots" in x for x in third[0]["left"])
-    assert "Tried by other prompting arms: an instruction (prompt_search)" in format_line(third[0])
+    assert "Tried by other prompting arms: an instruction (prompt_search)" in _line(third[0])
 
 
 def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, monkeypatch):
@@ -221,16 +239,16 @@ def test_the_diagnosis_names_the_prompt_a_searched_baseline_ran_with(tmp_path, m
     assert as_run(params, "prompt_search")[1] == {"shots": 8, "selection": "nearest", "instruction": "City only."}
     chatty = all_metrics(["The capital of Peru is Lima.", "It is Paris."], ["Lima", "Paris"], labels=None)
     df = pd.DataFrame([{"name": "prompt_search", "kind": "baseline", "status": "ok", "quality": 0.0, **chatty}])
-    d = worded_finding(verdict.diagnose(df, ran)[0])
+    d = _words(verdict.diagnose(df, ran)[0])
     assert d["tried"] == ["8 shots (nearest)", "instruction 'City only.'"]
-    assert "Tried: 8 shots (nearest)" in format_line(d)
+    assert "Tried: 8 shots (nearest)" in _line(d)
     assert not any("instruction" in x or "shots" in x for x in d["left"])
 
     # the search chose 3 fixed shots and no instruction: what it tried and left is its own, not another arm's
     runs.write_json(
         runs.tuned_record("prompt_search"), {"values": {"shots": 3, "selection": "fixed", "instruction": None}}
     )
-    d = worded_finding(verdict.diagnose(df, decision.baselines_as_run(params))[0])
+    d = _words(verdict.diagnose(df, decision.baselines_as_run(params))[0])
     assert d["tried"] == [
         "3 shots (fixed)",
         "no instruction",
@@ -370,7 +388,10 @@ def test_each_interval_sits_beside_the_figure_it_belongs_to(tmp_path, monkeypatc
     main = "\n".join(tables._table(df, columns.QUALITY))
     assert "| zero_shot | ok | 0.0% | 0.0%–0.0% | 50.0% by label choice |" in main, main
     v = verdict.verdict(df, 0.05)
-    assert "over `zero_shot` (50.0% by label choice)" in reason(v) and v["baseline_figure"] == "50.0% by label choice"
+    assert (
+        "over `zero_shot` (50.0% by label choice)" in reason(Verdict.from_dict(v))
+        and v["baseline_figure"] == "50.0% by label choice"
+    )
 
 
 def test_the_report_says_when_the_search_did_not_beat_the_plain_recipe_and_what_it_widened(tmp_path, monkeypatch):
@@ -464,7 +485,9 @@ def test_a_derived_run_equal_to_its_parent_is_said_not_to_have_moved(tmp_path, m
     got = verdict.did_not_move(df, {"dpo": "lora", "dpo_moved": "lora", "dpo_loss": "lora"})
     assert list(got) == ["dpo"] and got["dpo"]["identical"] == 40
     assert df.set_index("name")["convergence"]["dpo"] == "unmoved"
-    conv = report.columns.worded_runs(df, got).set_index("name")["convergence"]  # as the report shows it
+    conv = report.columns.worded_runs(df, Verdict.from_dict({"unmoved": got}).unmoved).set_index("name")[
+        "convergence"
+    ]  # as the report shows it
     assert conv["dpo"] == "did not move from `lora`" and conv["dpo_moved"] == conv["dpo_loss"] == "converged"
 
 
@@ -487,10 +510,10 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
         "split": "validation",
         "rule": "params_order",
     }
-    assert reason(v).startswith(
+    assert reason(Verdict.from_dict(v)).startswith(
         "`full` (it ties `lora` at 90.0% on validation; the first listed in params.yaml "
         "leads) beats `few_shot` (10.0% generated)"
-    ), reason(v)
+    ), reason(Verdict.from_dict(v))
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
@@ -577,7 +600,9 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
             "alone_usd_high": 10.0,
         }
     }
-    lines = answer_lines(v, {"break_even_requests_per_day": 191044.8, "serve_card": "L4"}, costs)
+    lines = answer_lines(
+        Verdict.from_dict(v), Money(break_even_requests_per_day=191044.8, serve_card="L4"), _all_in(costs)
+    )
     text = "\n".join(lines)
     assert lines[:4] == ["## Answer", "", "| question | answer |", "|---|---|"] and len(lines) == 9
     assert "**fine-tune**: `full` gains +61.7 points [+48.3, +73.4]" in text and "60 test items" in text
@@ -587,14 +612,20 @@ def test_the_report_opens_with_the_answer_one_name_and_one_price():
     ), text
     assert "A100-40GB, the [smallest](#glossary)" in text and "H100-80GB the cheapest" in text and "(~25 GB)" in text
     two = answer_lines(
-        v, {}, {"lora": {**costs["lora"], "smallest_gpus": 2, "smallest_card": "H200", "need_gb": 136.4}}
+        Verdict.from_dict(v),
+        Money(),
+        _all_in({"lora": {**costs["lora"], "smallest_gpus": 2, "smallest_card": "H200", "need_gb": 136.4}}),
     )
     said = "\n".join(two)
     assert "| Card | 2× H200, the [smallest](#glossary) that holds `lora` for `llama-3.1-8b` (~140 GB)" in said
     assert "$5.0–10 all in to buy `lora`" in text and "$3.5" not in text  # bought alone, the one price
     assert "~190,000 requests a day" in text  # two significant figures, as the serving sentence below says it
     prompting = answer_lines(
-        {"decision": "prompting is enough", "recommendation": {"action": "prompt", "run": "few_shot"}}, {}, {}
+        Verdict.from_dict(
+            {"decision": "prompting is enough", "recommendation": {"action": "prompt", "run": "few_shot"}}
+        ),
+        Money(),
+        {},
     )
     assert "| Technique | prompting: `few_shot`, no fine-tuning |" in prompting
 
@@ -692,7 +723,7 @@ def test_the_sizing_table_gives_the_cheapest_card_its_own_column():
         "calibration": {"rows": [], "measured_on": "peak resident memory (RSS) on this machine's CPU"},
         "fits": [{**fit, "variant": "lora"}, {**none, "variant": "full"}],
     }
-    lines = report_sizing.sizing_lines(load_params(ROOT / "params.yaml"), sized)
+    lines = report_sizing.sizing_lines(load_params(ROOT / "params.yaml"), Sizing.from_dict(sized))
     assert "| target | variant | needs | smallest card | cheapest card | training there |" in lines
     assert "| llama-3.1-8b | `lora` | 25 GB | A100-40GB | H100-80GB | $2.0–3.9 |" in lines
     assert "| llama-3.1-70b | `full` | 1,200 GB | none fits | – | – |" in lines

@@ -10,6 +10,8 @@ import pytest
 
 from bakeoff.decide import recommend
 from bakeoff.decide.rule import choose
+from bakeoff.decide.sizing_record import AllIn, Money
+from bakeoff.decide.verdict_record import Recommendation, Verdict
 from bakeoff.report.choice import against_best_lines
 from bakeoff.report.sections import answer_lines
 from bakeoff.report.verdict import worded_recommendation as worded
@@ -106,6 +108,10 @@ COSTS = {
 }
 
 
+def _all_in(costs: dict) -> dict[str, AllIn]:
+    return {n: AllIn.from_dict(c) for n, c in costs.items()}
+
+
 def test_the_committed_runs_8_point_loss_is_not_hidden_the_best_is_recommended_with_the_trade_off():
     """lora lost 6 items to full and won 1 of 60; the old rule recommended lora ("cannot be told apart")."""
     full = [1] * 6 + [0] + [1] * 46 + [0] * 7
@@ -128,14 +134,14 @@ def test_the_committed_runs_8_point_loss_is_not_hidden_the_best_is_recommended_w
     s = {x["run"]: x for x in rec["choice"]["considered"]}
     assert set(s) == {"prompt", "lora"} and not any(x["shown"] for x in s.values())
     assert s["lora"]["saving"] == pytest.approx(15.0) and s["prompt"]["saving"] == pytest.approx(20.0)
-    row = _row(answer_lines({**v, "recommendation": rec}, {}, COSTS))
+    row = _row(answer_lines(Verdict.from_dict({**v, "recommendation": rec}), Money(), _all_in(COSTS)))
     # the nearest cheaper run is named (lora), not the prompt that saves more but trails by 60 points
     assert (
         "`full`: the best on validation; no cheaper run is shown within 2 points of it (`lora`: $15 less "
         "(projected, bought alone), -8.3 points [-15.4, -0.8] against `full`; not shown within 2 points: the "
         "measured shortfall is itself beyond it)"
     ) in row, row
-    table = "\n".join(against_best_lines(rec))
+    table = "\n".join(against_best_lines(Recommendation.from_dict(rec)))
     assert "| `lora` | $15 | -8.3 | [-15.4, -0.8] |" in table and "not shown |" in table
 
 
@@ -147,15 +153,19 @@ def test_a_prompt_in_the_top_rank_group_is_not_the_recommendation_unless_shown_w
     v = {"decision": "inconclusive", "variant": "lora", "baseline": "p", "examples_needed": 900}
     rec = recommend.recommend(df, v, {"lora": COSTS["lora"]}, 0.02, items)
     assert rec["action"] == "inconclusive" and rec["run"] == "lora" and rec["kind"] == "variant"
-    line = worded(rec, df, {**v, "scope": {"model": "m", "n": 60}})["line"]  # the report's words for it
+    line = worded(
+        Recommendation.from_dict(rec), df, Verdict.from_dict({**v, "scope": {"model": "m", "n": 60}})
+    ).line  # the report's words for it
     assert "none yet" in line and "about 900 test items would settle it" in line
-    row = _row(answer_lines({**v, "recommendation": rec}, {}, {}))
+    row = _row(answer_lines(Verdict.from_dict({**v, "recommendation": rec}), Money(), {}))
     assert "none yet: the gain is inconclusive; `lora` leads, about 900 test items would settle it" in row
     # the same prompt, identical to the variant on 600 items: shown within, and it trains nothing
     same = [1] * 400 + [0] * 200
     df, items = _frame({"p": same, "lora": same}, {"p": "baseline"}, prompt_tokens_per_request={"p": 300})
     rec = recommend.recommend(df, {**v, "decision": "fine-tune"}, {"lora": COSTS["lora"]}, 0.02, items)
-    line = worded(rec, df, {**v, "decision": "fine-tune", "scope": {"n": 600}})["line"]
+    line = worded(
+        Recommendation.from_dict(rec), df, Verdict.from_dict({**v, "decision": "fine-tune", "scope": {"n": 600}})
+    ).line
     assert (rec["action"], rec["run"]) == ("prompt", "p") and "shown within 2 points of `lora`" in line
 
 
@@ -166,7 +176,7 @@ def test_a_cheaper_run_shown_within_the_margin_replaces_the_best_and_says_by_how
     v = {"decision": "fine-tune", "variant": "full", "baseline": "p"}
     rec = recommend.recommend(df, v, COSTS, 0.02, items)
     assert (rec["action"], rec["run"], rec["best"]) == ("fine-tune", "lora", "full")
-    row = _row(answer_lines({**v, "recommendation": rec}, {}, COSTS))
+    row = _row(answer_lines(Verdict.from_dict({**v, "recommendation": rec}), Money(), _all_in(COSTS)))
     assert "`lora`: $15 less (projected, bought alone), -0.2 points" in row and "shown within 2 points" in row
     assert "(`full` led on validation)" in row
 
@@ -201,7 +211,7 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
         "serve_card": "L4",
         "serve_usd_per_hour": 0.8,
     }
-    money = " ".join(cost_lines(v, c))
+    money = " ".join(cost_lines(Verdict.from_dict(v), Money.from_dict(c)))
     assert "about 5 requests a second of `llama-3.1-8b`, a serving throughput assumed, not measured" in money, money
     assert not any("training seeds" in x for x in glossary_lines())
     s = {
@@ -238,6 +248,7 @@ def test_a_bad_max_loss_names_its_key(tmp_path, value, said):
 
 
 def test_the_items_that_would_settle_a_shortfall_are_given_to_two_significant_figures():
+    from bakeoff.decide.verdict_record import Considered
     from bakeoff.report.choice import shortfall_words
 
     s = {
@@ -251,5 +262,5 @@ def test_the_items_that_would_settle_a_shortfall_are_given_to_two_significant_fi
         "shown": False,
         "items_needed": 37076,
     }
-    said = shortfall_words(s, "usd")
+    said = shortfall_words(Considered.from_dict(s), "usd")
     assert said.endswith("not shown within 2 points: about 37,000 test items would settle it"), said

@@ -9,6 +9,7 @@ import pytest
 
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
 from bakeoff.decide.sizing import GPU, Headroom, Priced, fit, smallest_fit
+from bakeoff.decide.sizing_record import MfuSource, Sizing
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA2_7B = Shape("llama-2-7b", 32, 4096, 11008, 32, 32, 32000)
@@ -197,16 +198,22 @@ def test_time_estimates_take_each_techniques_utilisation_at_the_targets_shape():
         f, v = fits[("llama-3.1-8b", variant)], p.variants[variant]
         assert f.mfu == pytest.approx(mfu, abs=0.001), variant
         assert f.mfu_source["row"] == row and f.mfu_source["how"] == ("measured" if row else "assumed"), variant
-        assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in speed_words(f.mfu_source)
+        assert f.mfu_source["how"] == "assumed" or "7.5B parameters, 1 × 1024 tokens" in speed_words(
+            MfuSource.from_dict(f.mfu_source)
+        )
         want = train_hours(
             LLAMA3_8B, v.technique, 1e7, cards[f.gpu], f.mfu_source["mfu"], bool(v.train.gradient_checkpointing)
         )
         assert f.hours == pytest.approx(want / f.gpus, abs=0.001), variant
         assert f.hours_high == pytest.approx(f.hours * 2, rel=0.01), variant
-    assert "DPO was never measured; LoRA's figure at this size" in speed_words(fits[("llama-3.1-8b", "dpo")].mfu_source)
-    assert "assumed the same on H100-80GB" in card_words(fits[("llama-3.1-8b", "lora")].mfu_source)
+    assert "DPO was never measured; LoRA's figure at this size" in speed_words(
+        MfuSource.from_dict(fits[("llama-3.1-8b", "dpo")].mfu_source)
+    )
+    assert "assumed the same on H100-80GB" in card_words(MfuSource.from_dict(fits[("llama-3.1-8b", "lora")].mfu_source))
     assert fits[("llama-3.2-1b", "full")].mfu_source["row"] == "mfu full"  # the 1B rows for a 1B target
-    assert "unscaled" in speed_words(fits[("llama-3.1-70b", "lora")].mfu_source)  # 70B from the 8B row, said so
+    assert "unscaled" in speed_words(
+        MfuSource.from_dict(fits[("llama-3.1-70b", "lora")].mfu_source)
+    )  # 70B from the 8B row, said so
     # the 8B estimate at the 8B rows costs 1.3-1.7x what the 1B rows' figures gave
     old = {
         (f.target, f.variant): f
@@ -258,7 +265,7 @@ def test_the_report_says_where_each_figure_comes_from_and_the_memory_models_out_
     assert (got["out_of_sample"]["within_10"], got["out_of_sample"]["peaks"]) == (3, 9)
     fits = [f.__dict__ for f in table(p, {n: 1e7 for n in p.variants}, speeds=measured_speeds(record))]
     sized = {"calibration": {"rows": [], "measured_on": "CUDA peak reserved"}, "fits": fits, "gpu_check": got}
-    text = "\n".join(sizing_lines(p, sized))
+    text = "\n".join(sizing_lines(p, Sizing.from_dict(sized)))
     assert (
         f"(`sizing.cuda_overhead_gb`, measured on an NVIDIA H200 by benchmarks/gpu_check.py at {got['commit']})" in text
     )
@@ -275,6 +282,6 @@ def test_the_report_says_where_each_figure_comes_from_and_the_memory_models_out_
     assert "within 10% of 3 of 9, largest error 139%" in text
     mine = replace(p, sizing=replace(p.sizing, cuda_overhead_gb=2.0))
     assert "(`sizing.cuda_overhead_gb`, assumed)" in "\n".join(
-        sizing_lines(mine, {**sized, "gpu_check": measured_on(mine, record)})
+        sizing_lines(mine, Sizing.from_dict({**sized, "gpu_check": measured_on(mine, record)}))
     )
     assert measured_on(p, str(tmp_path / "none.json")) == {}

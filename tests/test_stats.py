@@ -6,7 +6,9 @@ import pytest
 
 from bakeoff.core.scoring import METRICS
 from bakeoff.decide import recommend
+from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.statistics import holm, mcnemar_exact, paired_permutation_p
+from bakeoff.decide.verdict_record import Recommendation, Verdict
 from bakeoff.report.verdict import worded_recommendation as worded
 
 
@@ -114,12 +116,14 @@ def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_los
     # qlora is 2 items behind on 60 and $36 cheaper: not shown within 2 points, so the best stays the answer
     assert rec["action"] == "fine-tune" and rec["run"] == "full"
     assert [(s["run"], s["shown"]) for s in rec["choice"]["considered"]] == [("few_shot", False), ("qlora", False)]
-    said = worded(rec, df, v, fits)  # the report's words for it
-    projected = " ".join(said["projected"])
+    said = worded(
+        Recommendation.from_dict(rec), df, Verdict.from_dict(v), {n: AllIn.from_dict(c) for n, c in fits.items()}
+    )  # the report's words for it
+    projected = " ".join(said.projected)
     assert "~130 GB" in projected and "$40–80 all in" in projected
     assert "Least memory projected among the finished variants: `qlora` (~5.4 GB" in projected
     # latency measured without its spread: no run is called fastest
-    assert "Fastest" not in " ".join(said["measured"])
+    assert "Fastest" not in " ".join(said.measured)
     rec = recommend.recommend(df, {**v, "decision": "inconclusive", "examples_needed": 300}, fits, items=items)
     assert (rec["action"], rec["run"]) == ("inconclusive", "full")
     # "prompting is enough" prompts even when the variants lead the groups

@@ -16,6 +16,7 @@ from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
 from bakeoff.decide.crossover import crossover, verdict_at
 from bakeoff.decide.curve import Points, fit_arm, resample_indices
+from bakeoff.decide.curve_record import Curve
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -44,7 +45,8 @@ def with_curve(params: Params, d):
     )
 
 
-def report_data(params: Params, df) -> dict | None:
+def report_data(params: Params, df) -> Curve | None:
+    """The curve from the curve stage's points and each arm's own run (None when `curve: null`)."""
     from bakeoff.core.scoring import METRICS
 
     c = params.curve
@@ -83,7 +85,7 @@ def report_data(params: Params, df) -> dict | None:
     errs = [abs(a["backtest"]["error"]) for a in ok if "error" in a["backtest"]]
     out["backtest_mae"] = round(sum(errs) / len(errs), 4) if errs else None
     out["budget"] = {a["run"]: spent(a["points"]) for a in out["arms"].values() if a.get("run")}
-    return out
+    return Curve.from_dict(out)
 
 
 def spent(points: list[dict]) -> dict:

@@ -20,9 +20,12 @@ from bakeoff.core import runs
 from bakeoff.core.records import read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
+from bakeoff.decide.sizing_record import AllIn, Money, Sizing
+from bakeoff.decide.verdict_record import Recommendation, Verdict
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
+    from bakeoff.decide.curve_record import Curve
 
 
 def baselines_as_run(params: Params) -> dict:
@@ -35,17 +38,17 @@ class Decision:
     """Everything the compare stage reports and the export stage ships, computed once by ``decide``."""
 
     runs: pd.DataFrame  # one row per run: its figures, intervals, gains over the best prompt, rank group
-    verdict: dict  # the verdict, its diagnosis, scope, equivalence and the recommendation
+    verdict: Verdict  # the verdict, its diagnosis, scope, equivalence and the recommendation
     pairwise: pd.DataFrame  # every pair of runs tested on the same test items
     records: dict  # each variant's training record (runs/<name>/train.json)
-    sizing: dict  # the memory model's calibration and every fit (reports/sizing.json)
+    sizing: Sizing  # the memory model's calibration and every fit (reports/sizing.json)
     data_stats: dict  # the data stage's record (data/prepared/stats.json)
     budget: dict  # every arm's search as spent (a shared search split among its users)
-    costs: dict  # each variant all in on the sizing target, and bought alone
+    costs: dict[str, AllIn]  # each variant all in on the sizing target, and bought alone
     serving_card: object | None  # the card that would serve the fine-tuned target
-    money: dict  # the recommendation's serving cost against prompting, and the break-even
+    money: Money  # the recommendation's serving cost against prompting, and the break-even
     provenance: dict  # data hash, commit, versions, the machine
-    curve: dict | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
+    curve: Curve | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
     evidence: dict | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
     searches: dict = field(default_factory=dict)  # each run's search (runs/<name>/tuned.json), a Search
     evaluations: dict = field(default_factory=dict)  # each run's evaluation record (runs/<name>/eval.json)
@@ -64,7 +67,8 @@ def decide(params: Params, flips_dir: Path | None = None, shipped: dict | None =
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
     pw, prov = _recommend(params, df, v, priced, stats, target)
-    rec = picked(v)
+    typed = Verdict.from_dict(v)
+    rec = picked(typed)
     money = verdict.cost(
         df,
         {**v, **({"variant": rec} if rec else {})},
@@ -75,15 +79,15 @@ def decide(params: Params, flips_dir: Path | None = None, shipped: dict | None =
     names = list(df["name"])
     return Decision(
         runs=df,
-        verdict=v,
+        verdict=typed,
         pairwise=pw,
         records=records,
-        sizing=sized,
+        sizing=Sizing.from_dict(sized),
         data_stats=stats,
         budget=spent,
-        costs=priced,
+        costs={n: AllIn.from_dict(c) for n, c in priced.items()},
         serving_card=card,
-        money=money,
+        money=Money.from_dict(money),
         provenance=prov,
         searches=search_records(names),
         evaluations=eval_records(names),
@@ -168,13 +172,13 @@ def _recommend(params: Params, df, v, priced, stats, target):
     return pw, prov
 
 
-def picked(v: dict) -> str | None:
+def picked(v: Verdict) -> str | None:
     """The fine-tuned variant the recommendation names: its pick, or the leading variant of an inconclusive one
     (shipped so it can be tried; the report says the decision is open). None when it recommends prompting."""
-    rec = v.get("recommendation") or {}
-    if rec.get("action") == "inconclusive":
-        return rec.get("run") if rec.get("kind") == "variant" else None
-    return rec.get("run") if rec.get("action") == "fine-tune" else None
+    rec = v.recommendation or Recommendation()
+    if rec.action == "inconclusive":
+        return rec.run if rec.kind == "variant" else None
+    return rec.run if rec.action == "fine-tune" else None
 
 
 def curve_arm(params: Params, arm: str) -> tuple[str | None, str]:
@@ -192,4 +196,4 @@ def curve_arm(params: Params, arm: str) -> tuple[str | None, str]:
         return None, f"no_recommendation ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
     if d.picked:
         return d.picked, "recommended"
-    return d.verdict.get("variant"), "best_variant"  # the recommendation is not to fine-tune
+    return d.verdict.variant, "best_variant"  # the recommendation is not to fine-tune

@@ -19,20 +19,22 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.decide.verdict_record import Recommendation
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
+    from bakeoff.decide.verdict_record import Verdict
 
 SAMPLES = 5  # test items shown side by side
 RULE = "largest_gaps_then_worst"  # the items the two differ most on, its wins and losses alike, then the worst
 
 
-def pair(v: dict) -> tuple[str | None, str | None]:
+def pair(v: Verdict) -> tuple[str | None, str | None]:
     """(best prompt, the run it is set against): the recommended run, or the best fine-tuned one where the
     recommendation is to prompt."""
-    rec = v.get("recommendation") or {}
-    run = rec.get("run") if rec.get("kind") == "variant" else v.get("variant")
-    return v.get("baseline"), run
+    rec = v.recommendation or Recommendation()
+    run = rec.run if rec.kind == "variant" else v.variant
+    return v.baseline, run
 
 
 def _rows(name: str) -> dict[int, dict]:
@@ -42,7 +44,7 @@ def _rows(name: str) -> dict[int, dict]:
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
-def gather(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
+def gather(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
     """Everything the report's evidence sections show, as plain data (also written to reports/metrics.json)."""
     a, b = pair(v)
     ok = [str(n) for n in df.loc[df["status"] == "ok", "name"]]
@@ -62,7 +64,7 @@ def gather(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
     return out
 
 
-def guarded(params: Params, df: pd.DataFrame, v: dict, stats: dict) -> dict:
+def guarded(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
     """``gather``, or what stopped it (a predictions file the compare stage cannot read): the report says so and is
     written all the same."""
     try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report import curve as data_curve
 from bakeoff.report.columns import worded_runs
 from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
@@ -33,6 +34,9 @@ from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
+    from bakeoff.decide.curve_record import Curve
+    from bakeoff.decide.sizing_record import AllIn, Money
+    from bakeoff.decide.verdict_record import Verdict
 
 __all__ = [
     "forgetting",
@@ -69,20 +73,20 @@ def warning_lines(stats: dict) -> list[str]:
 
 
 def opening_lines(
-    params: Params, df: pd.DataFrame, v: dict, c: dict, costs: dict | None, stats: dict | None
+    params: Params, df: pd.DataFrame, v: Verdict, c: Money, costs: dict[str, AllIn] | None, stats: dict | None
 ) -> list[str]:
     """The report's first lines: a quick look's banner before anything (its answer is only that), then the four-row
     answer, then what the data stage found that makes figures mislead."""
     return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or {})
 
 
-def quick_look_lines(params: Params, df: pd.DataFrame, v: dict) -> list[str]:
+def quick_look_lines(params: Params, df: pd.DataFrame, v: Verdict) -> list[str]:
     """A quick look says so first: what it ran, the interval that shows why it is only that, and the full command."""
     if not params.verdict.quick_look:
         return []
     n = df["n_test"].max() if "n_test" in df.columns and len(df) else None
     items = f"{n:.0f} test items" if n is not None and n == n else "its test items"
-    lo, hi = v.get("ci_low"), v.get("ci_high")
+    lo, hi = v.ci_low, v.ci_high
     width = (
         f" The gain's 95% interval here is [{lo * 100:+.1f}, {hi * 100:+.1f}] points, {(hi - lo) * 100:.0f} "
         "points wide: with few test items an interval is wide, and more items narrow it."
@@ -107,7 +111,7 @@ def searched(trials: int) -> str:
     return f"each search {trials} trial{'s' if trials != 1 else ''}" if trials else "no search: each arm as written"
 
 
-def caveats(df: pd.DataFrame, v: dict, prov: dict, searches: dict) -> list[str]:
+def caveats(df: pd.DataFrame, v: Verdict, prov: dict, searches: dict) -> list[str]:
     """At most three things a buyer must know before acting on the first screen: first, any run that did not
     finish (an endpoint that did not answer, an arm that ran out of memory), since the verdict is then on the rest;
     ``searches``: each run's search record (``Decision.searches``)."""
@@ -126,30 +130,30 @@ def caveats(df: pd.DataFrame, v: dict, prov: dict, searches: dict) -> list[str]:
             + ", ".join(f"`{n}` ({s})" for n, s in unsearched)
             + ": those arms trained on params.yaml's values, unsearched (why: Searches and their budget)."
         )
-    still = (v.get("recommendation") or {}).get("still_improving") or []
+    still = (v.recommendation or Recommendation()).still_improving or []
     if still:
         out.append(
             f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "
             "more steps (raise `train_defaults.max_steps`)."
         )
     note = ((prov.get("base_model") or {}).get("note") or "").rstrip(".")
-    scope = v.get("scope") or {}
-    if scope.get("model") and scope.get("target"):
+    scope = v.scope or Scope()
+    if scope.model and scope.target:
         out.append(
-            f"Quality was measured on `{scope['model']}` only"
+            f"Quality was measured on `{scope.model}` only"
             + (f" ({note})" if note else "")
-            + f"; at `{scope['target']}` prompting may do far better, and no gain there was measured."
+            + f"; at `{scope.target}` prompting may do far better, and no gain there was measured."
         )
-    if v.get("decision") == "inconclusive" and v.get("examples_needed"):
-        out.append(f"The gain is not established: about {v['examples_needed']} test items would settle it.")
+    if v.decision == "inconclusive" and v.examples_needed:
+        out.append(f"The gain is not established: about {v.examples_needed} test items would settle it.")
     return out[:3]
 
 
-def said(d) -> dict:
+def said(d) -> Verdict:
     """The decision's verdict as the report writes it: its facts with their words (``report.verdict``)."""
     from bakeoff.report.verdict import worded
 
-    return worded(d.verdict, worded_runs(d.runs, d.verdict.get("unmoved")), d.costs)
+    return worded(d.verdict, worded_runs(d.runs, d.verdict.unmoved), d.costs)
 
 
 def write_all(
@@ -157,54 +161,55 @@ def write_all(
 ) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
-    df, v, c, sized = worded_runs(d.runs, d.verdict.get("unmoved")), said(d), d.money, worded(d.sizing)
+    df, v, c, sized = worded_runs(d.runs, d.verdict.unmoved), said(d), d.money, worded(d.sizing)
     prov, stats, pw = d.provenance, d.data_stats, d.pairwise
     curve = data_curve.worded(d.curve)
     extra = {
         "budget": d.budget,
-        "costs": d.costs,
+        "costs": {n: x.to_dict() for n, x in d.costs.items()},
         "serve_card": d.serving_card.__dict__ if d.serving_card else None,
         "shipped": shipped,
     }
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
-    target = next(iter(d.costs.values()))["target"] if d.costs else params.sizing.target
+    target = next(iter(d.costs.values())).target if d.costs else params.sizing.target
     middle = (
-        cost_plot_lines(images, v.get("scope"), target)
-        + where_lines(d.evidence, v.get("scope"))
-        + pairwise_lines(pw, v.get("recommendation"), images)
+        cost_plot_lines(images, v.scope, target)
+        + where_lines(d.evidence, v.scope)
+        + pairwise_lines(pw, v.recommendation, images)
         + data_curve.lines(curve, images)
         + dpo_lines(df, pw, parents, d)
         + budget_lines(df, extra.get("budget") or {}, params.tune, curve, d.searches)
         + endpoint_lines(df)
-        + shipped_lines(extra.get("shipped"), v.get("scope"))
-        + sample_lines(d.evidence, v.get("scope"))
+        + shipped_lines(extra.get("shipped"), v.scope)
+        + sample_lines(d.evidence, v.scope)
         + prompt_lines(d.evidence)
     )
     tail = (
-        sizing_lines(params, sized, extra.get("costs"), images)
+        sizing_lines(params, sized, d.costs, images)
         + forgetting(list(df["name"]), df, images, d.evaluations)
         + glossary_lines()
         + provenance_lines(prov)
     )
+    facts = v.to_dict()
     record = {
         "quick_look": bool(params.verdict.quick_look),
         "provenance": prov,
         "curve": data_curve.summary(curve),
-        "verdict": {k: v[k] for k in VERDICT_KEYS if k in v},
+        "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
         "costs": extra.get("costs"),
         "where": (d.evidence or {}).get("where"),
     }
     head = (
         opening_lines(params, df, v, c, d.costs, stats)
         + verdict_lines(v, c, caveats(df, v, prov, d.searches))
-        + data_curve.headline(curve, v.get("decision"))
+        + data_curve.headline(curve, v.decision)
     )
-    paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.get("scope")), extra=record)
-    _write_data(out_dir, paths, pw, {**sized, "verdict": v, "cost": c, **extra}, curve)
+    paths = write(df, params.task.metric, out_dir, Page(head, middle, tail, images, v.scope), extra=record)
+    _write_data(out_dir, paths, pw, {**sized.to_dict(), "verdict": facts, "cost": c.to_dict(), **extra}, curve)
     return _html(paths, images)
 
 
-def _write_data(out_dir: Path, paths: dict, pw, sizing: dict, curve: dict | None) -> dict[str, Path]:
+def _write_data(out_dir: Path, paths: dict, pw, sizing: dict, curve: Curve | None) -> dict[str, Path]:
     """The report's data files beside the page: the pairwise tests, sizing.json and curve.json."""
     if pw is not None:
         paths["pairwise"] = out_dir / "pairwise.csv"
@@ -214,7 +219,7 @@ def _write_data(out_dir: Path, paths: dict, pw, sizing: dict, curve: dict | None
     paths["curve"] = out_dir / "curve.json"  # a DVC output: written when the curve is off too, saying so
     paths["curve"].write_text(
         json.dumps(
-            curve
+            curve.to_dict()
             if curve is not None
             else {"status": "off", "reason": "curve.fractions is empty: no data-value curve"},
             indent=2,

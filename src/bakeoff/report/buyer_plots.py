@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.decide.sizing_record import AllIn, SizedFit
+from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report.plots import _pyplot, pareto
 
 if TYPE_CHECKING:
@@ -39,11 +41,11 @@ class Canvas:
     out_dir: Path
     paths: dict
     metric: str
-    scope: dict
+    scope: Scope
     target: str | None
 
 
-def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, canvas: Canvas):
+def quality_vs_cost(ok: pd.DataFrame, costs: dict[str, AllIn], rec: str | None, canvas: Canvas):
     """Each fine-tuned run's test quality (measured here) against its all-in cost on the target (projected: search,
     its parent and its own training, low to high as a bar); the frontier dashed, the recommendation starred; the
     prompting baselines, which train nothing, as horizontal lines."""
@@ -53,9 +55,9 @@ def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, canvas: Canv
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.4))
-    pts = [(float(costs[n]["usd"]), float(q)) for n, q in zip(sub["name"], sub["quality"])]
+    pts = [(float(costs[n].usd), float(q)) for n, q in zip(sub["name"], sub["quality"])]
     for k, ((x, y), n) in enumerate(zip(pts, sub["name"])):  # a marker and a legend entry each: no overprint
-        hi = float(costs[n].get("usd_high") or x)
+        hi = float(costs[n].usd_high or x)
         ax.errorbar(
             [x],
             [y],
@@ -86,25 +88,25 @@ def quality_vs_cost(ok: pd.DataFrame, costs: dict, rec: str | None, canvas: Canv
     ax.set_xlabel(f"all-in training cost on {target}, USD (projected; bar: up to the pessimistic end)")
     ax.set_ylabel(f"{metric} on the test split (measured)")
     ax.set_title(
-        f"Quality measured on {scope.get('model', 'the base model')}\nagainst all-in cost projected for {target}",
+        f"Quality measured on {(scope.model or 'the base model')}\nagainst all-in cost projected for {target}",
         fontsize=10,
     )
     ax.legend(loc="center right", fontsize=7)
     return _save(fig, plt, canvas.out_dir, "quality_vs_cost", canvas.paths)
 
 
-def memory_at_target(fits: list[dict], cards: list, margin: float, target: str | None, out_dir: Path, paths: dict):
+def memory_at_target(fits: list[SizedFit], cards: list, margin: float, target: str | None, out_dir: Path, paths: dict):
     """Projected GPU memory of one training process per variant on ``target`` (bars, stacked by part), each card's
     usable capacity (its memory less ``margin``) a horizontal line."""
-    rows = [f for f in fits if f["target"] == target]
+    rows = [f for f in fits if f.target == target]
     if not rows:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.4))
-    names = [f["variant"] for f in rows]
+    names = [f.variant for f in rows]
     bottom = [0.0] * len(rows)
     for part in ("weights", "gradients", "optimizer", "activations", "overhead"):
-        h = [float((f.get("parts") or {}).get(part) or 0) for f in rows]
+        h = [float((f.parts or {}).get(part) or 0) for f in rows]
         ax.bar(names, h, bottom=bottom, label=part)
         bottom = [b + x for b, x in zip(bottom, h)]
     top = max(bottom)
@@ -134,7 +136,7 @@ def memory_at_target(fits: list[dict], cards: list, margin: float, target: str |
 
 
 def loss_curves(
-    histories: dict[str, list[dict]], val_curves: dict[str, list[dict]], scope: dict, out_dir: Path, paths: dict
+    histories: dict[str, list[dict]], val_curves: dict[str, list[dict]], scope: Scope, out_dir: Path, paths: dict
 ):
     """Training loss (solid) and validation loss (dashed, with markers) per arm, each arm its own colour, line style
     and marker, so curves that coincide still show."""
@@ -161,7 +163,7 @@ def loss_curves(
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss (log scale): cross-entropy; DPO's: its preference loss")
     ax.set_yscale("log")
-    where = f"\nmeasured on {scope.get('model')}, {scope.get('machine')}" if scope.get("model") else ""
+    where = f"\nmeasured on {scope.model}, {scope.machine}" if scope.model else ""
     ax.set_title(
         ("Training and validation loss" + where) if drawn else "loss curves (no variant recorded one)", fontsize=10
     )
@@ -177,12 +179,12 @@ def decision_plots(params: Params, d, out_dir: Path) -> dict[str, Path]:
     from bakeoff.decide.sizing import catalog
 
     v, paths = d.verdict, {}
-    target = (d.costs and next(iter(d.costs.values())).get("target")) or params.sizing.target
-    scope = v.get("scope") or {}
+    target = (d.costs and next(iter(d.costs.values())).target) or params.sizing.target
+    scope = v.scope or Scope()
     ok = d.runs[d.runs["status"] == "ok"]
-    rec = picked(v) or (v.get("recommendation") or {}).get("run")
+    rec = picked(v) or (v.recommendation or Recommendation()).run
     quality_vs_cost(ok, d.costs or {}, rec, Canvas(out_dir, paths, params.task.metric, scope, target))
-    memory_at_target(d.sizing.get("fits") or [], catalog(params), params.sizing.margin, target, out_dir, paths)
+    memory_at_target(d.sizing.fits or [], catalog(params), params.sizing.margin, target, out_dir, paths)
     loss_curves(
         {n: r.get("history") or [] for n, r in d.records.items()},
         {n: r.get("val_curve") or [] for n, r in d.records.items()},

@@ -4,7 +4,12 @@ did not move from its parent)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
+
+if TYPE_CHECKING:
+    from bakeoff.decide.verdict_record import Unmoved
 
 # column → (header, format) for the Markdown table; every figure is defined in core/measure.py or evaluate/scoring.py
 COLUMNS = {
@@ -84,13 +89,13 @@ def tuned_words(t):
     return said + (f" (search of `{t['shared_from']}`)" if t.get("shared_from") else "")
 
 
-def worded_runs(df: pd.DataFrame, unmoved: dict | None = None) -> pd.DataFrame:
+def worded_runs(df: pd.DataFrame, unmoved: dict[str, Unmoved] | None = None) -> pd.DataFrame:
     """The runs' table (``Decision.runs``) as the report shows it: its coded cells in words, each column in place
     (``unmoved``: the verdict's derived runs that did not move from their parent)."""
     out = df.copy()
     for child, u in (unmoved or {}).items():
         out.loc[(out["name"] == child) & (out.get("convergence") == "unmoved"), "convergence"] = (
-            f"did not move from `{u['parent']}`"
+            f"did not move from `{u.parent}`"
         )
     if "tuned" in out.columns:
         out["tuned"] = out["tuned"].map(tuned_words)

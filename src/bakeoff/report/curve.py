@@ -3,6 +3,7 @@ back-test and the projections (its plot: ``bakeoff.report.plots``; presentation 
 
 from __future__ import annotations
 
+from bakeoff.decide.curve_record import Arm, Backtest, Curve, Point
 from bakeoff.report.tables import details, image
 
 # how a curve arm's run was chosen (``bakeoff.decide.decision.curve_arm``); an older record holds the words already
@@ -19,51 +20,44 @@ WHERE = {
 }  # where the fine-tuned arm passes the prompt
 
 
-def _swapped(d: dict, old: str, new: str, value) -> dict:
-    """``d`` with key ``old`` replaced by ``new`` = ``value`` in the same place (curve.json keeps its key order)."""
-    return {(new if k == old else k): (value if k == old else x) for k, x in d.items()}
+def _worded_point(p: Point) -> Point:
+    if p.status != "stale":
+        return p
+    return p.with_(status=f"stale (drawn for `{p.drawn_for}`)").without("drawn_for")
 
 
-def _worded_arm(key: str, a: dict) -> dict:
-    a = dict(a)
-    if a.get("chosen_as") in CHOSEN_AS:
-        a["chosen_as"] = CHOSEN_AS[a["chosen_as"]]
-    elif str(a.get("chosen_as") or "").startswith("no_recommendation"):
-        a["chosen_as"] = "no recommendation to draw" + a["chosen_as"].removeprefix("no_recommendation")
-    if "missing" in a:
-        a = _swapped(
-            a,
-            "missing",
-            "reason",
-            f"no finished run for `{key}`" if a["missing"] == "no_run" else f"`{a['run']}` did not finish",
+def _worded_arm(key: str, a: Arm) -> Arm:
+    if a.chosen_as in CHOSEN_AS:
+        a = a.with_(chosen_as=CHOSEN_AS[a.chosen_as])
+    elif str(a.chosen_as or "").startswith("no_recommendation"):
+        a = a.with_(chosen_as="no recommendation to draw" + a.chosen_as.removeprefix("no_recommendation"))
+    if a.has("missing"):
+        why = f"no finished run for `{key}`" if a.missing == "no_run" else f"`{a.run}` did not finish"
+        a = a.renamed("missing", "reason", why)
+    if a.status == "too few points" and not a.has("reason"):
+        a = a.with_(reason="no smaller share finished: nothing to fit")
+    a = a.with_(points=[_worded_point(p) for p in a.points or []])
+    b = a.backtest
+    if b and b.has("sizes"):
+        a = a.with_(backtest=b.renamed("sizes", "reason", f"{b.sizes} sizes: a back-test needs 3 or more"))
+    if a.projection:
+        a = a.with_(
+            projection=[
+                p.with_(gain_from="the largest measured point") if p.gain_from == "largest_point" else p
+                for p in a.projection
+            ]
         )
-    if a.get("status") == "too few points" and "reason" not in a:
-        a["reason"] = "no smaller share finished: nothing to fit"
-    a["points"] = [
-        {k: (f"stale (drawn for `{p['drawn_for']}`)" if k == "status" else x) for k, x in p.items() if k != "drawn_for"}
-        if p.get("status") == "stale"
-        else p
-        for p in a.get("points") or []
-    ]
-    b = a.get("backtest")
-    if b and "sizes" in b:
-        a["backtest"] = _swapped(b, "sizes", "reason", f"{b['sizes']} sizes: a back-test needs 3 or more")
-    if a.get("projection"):
-        a["projection"] = [
-            {**p, "gain_from": "the largest measured point"} if p.get("gain_from") == "largest_point" else p
-            for p in a["projection"]
-        ]
     return a
 
 
-def worded(curve: dict | None) -> dict | None:
+def worded(curve: Curve | None) -> Curve | None:
     """The data-value curve (``bakeoff.decide.data_value``) as the report writes it (its page, reports/curve.json):
     each code with its words."""
-    if not curve or not curve.get("arms"):
+    if not curve or not curve.arms:
         return curve
-    out = {**curve, "arms": {k: _worded_arm(k, a) for k, a in curve["arms"].items()}}
-    if out.get("crossover") and out["crossover"].get("where") in WHERE:
-        out["crossover"] = {**out["crossover"], "where": WHERE[out["crossover"]["where"]]}
+    out = curve.with_(arms={k: _worded_arm(k, a) for k, a in curve.arms.items()})
+    if out.crossover and out.crossover.where in WHERE:
+        out = out.with_(crossover=out.crossover.with_(where=WHERE[out.crossover.where]))
     return out
 
 
@@ -77,71 +71,71 @@ def _ci(ci, points: bool = False) -> str:
     return f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if points else f" [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
 
 
-def _miss_words(a: dict) -> str:
-    b = a["backtest"]
-    if "error" not in b:
-        return f"`{a['run']}`: {b.get('reason', 'no back-test')}"
+def _miss_words(a: Arm) -> str:
+    b = a.backtest
+    if not b.has("error"):
+        return f"`{a.run}`: {b.reason or 'no back-test'}"
     return (
-        f"fitted on its smaller shares, `{a['run']}` was predicted at {b['predicted']:.1%} for its "
-        f"{a['rows'][-1]:,} rows and measured {b['observed']:.1%} (error {b['error'] * 100:+.1f} points, 95% "
-        f"interval{_ci(b['error_ci'], True)})"
+        f"fitted on its smaller shares, `{a.run}` was predicted at {b.predicted:.1%} for its "
+        f"{a.rows[-1]:,} rows and measured {b.observed:.1%} (error {b.error * 100:+.1f} points, 95% "
+        f"interval{_ci(b.error_ci, True)})"
     )
 
 
-def accepts_words(b: dict) -> str:
+def accepts_words(b: Backtest) -> str:
     """What the back-test could tell: the band it would accept, and whether "no gain" lay in it too."""
-    band = b.get("accepts")
+    band = b.accepts
     if not band:
         return ""
     said = f" (it would accept {band[0]:.1%}–{band[1]:.1%}, the observed point's 95% interval"
-    if b.get("flat_accepted"):
-        said += f"; no gain from the last size, {b['flat']:.1%}, lies in it too: it cannot tell flat from growth"
+    if b.flat_accepted:
+        said += f"; no gain from the last size, {b.flat:.1%}, lies in it too: it cannot tell flat from growth"
     return said + ")"
 
 
-def doubling_words(a: dict) -> str:
+def doubling_words(a: Arm) -> str:
     """The last doubling as measured: "bought nothing measurable" when its interval holds 0."""
-    d = a.get("last_doubling") or {}
+    d = a.last_doubling
     if not d:
         return ""
     said = (
-        f"`{a['run']}`: the last doubling ({d['rows'][0]:,} → {d['rows'][1]:,} rows) "
-        f"{'bought nothing measurable' if d['cannot_tell'] else 'measured'} ({d['diff'] * 100:+.1f} points, "
-        f"95% interval{_ci(d['ci'], True)})"
+        f"`{a.run}`: the last doubling ({d.rows[0]:,} → {d.rows[1]:,} rows) "
+        f"{'bought nothing measurable' if d.cannot_tell else 'measured'} ({d.diff * 100:+.1f} points, "
+        f"95% interval{_ci(d.ci, True)})"
     )
-    if d["cannot_tell"] and d.get("ci"):
-        said += f"; the data cannot tell flat from {d['ci'][1] * 100:+.1f} points per doubling"
+    if d.cannot_tell and d.ci:
+        said += f"; the data cannot tell flat from {d.ci[1] * 100:+.1f} points per doubling"
     return said
 
 
-def projection_words(a: dict) -> str:
+def projection_words(a: Arm) -> str:
     """One arm at 2×: the primary form's figure, the interval across every form, the forms' spread, the gain over
     the largest measured point."""
-    p = a["projection"][0]
-    spread = p.get("spread")
+    p = a.projection[0]
+    spread = p.spread
     forms = (
-        f", {spread[0]:.1%}–{spread[1]:.1%} across {len(p.get('forms') or {})} forms"
+        f", {spread[0]:.1%}–{spread[1]:.1%} across {len(p.forms or {})} forms"
         if spread and spread[0] != spread[1]
         else ""
     )
     return (
-        f"`{a['run']}` is projected at {p['quality']:.1%}{_ci(p['ci'])}{forms} ({p['gain'] * 100:+.1f} points "
-        f"over its measured {a['quality'][-1]:.1%}{_ci(p['gain_ci'], True)})"
+        f"`{a.run}` is projected at {p.quality:.1%}{_ci(p.ci)}{forms} ({p.gain * 100:+.1f} points "
+        f"over its measured {a.quality[-1]:.1%}{_ci(p.gain_ci, True)})"
     )
 
 
-def headline(curve: dict | None, decision: str | None) -> list[str]:
+def headline(curve: Curve | None, decision: str | None) -> list[str]:
     """One sentence under the verdict: for each arm, what the last doubling bought as measured, and, only where it
     bought something measurable, what twice the data is projected to buy; or why no projection is given."""
     if not curve:
         return []
-    ok = {k: a for k, a in curve["arms"].items() if a.get("status") == "ok"}
+    ok = curve.fitted()
     if not ok:
-        why = "; ".join(f"`{k}`: {a.get('reason') or a.get('status')}" for k, a in curve["arms"].items())
+        why = "; ".join(f"`{k}`: {a.reason or a.status}" for k, a in curve.arms.items())
         return [f"**More data** (the data-value curve): not drawn ({why}).", ""]
-    n_items = next(iter(ok.values())).get("n_items")
-    if not curve.get("reliable"):
-        missed = [a for a in ok.values() if not a["backtest"].get("inside")]
+    n_items = next(iter(ok.values())).n_items
+    if not curve.reliable:
+        missed = [a for a in ok.values() if not a.backtest.inside]
         return [
             (
                 "**More data**: the data-value curve is **unreliable on this task**, so no projection is given: "
@@ -151,19 +145,19 @@ def headline(curve: dict | None, decision: str | None) -> list[str]:
             ),
             "",
         ]
-    flat = [a for a in ok.values() if (a.get("last_doubling") or {}).get("cannot_tell")]
+    flat = [a for a in ok.values() if a.last_doubling and a.last_doubling.cannot_tell]
     grew = [a for a in ok.values() if a not in flat]
     parts = [doubling_words(a) for a in flat] + [projection_words(a) for a in grew]
-    rows = next(iter(ok.values()))["projection"][0]["rows"]
-    later = curve.get("verdict_at_2x") or {}
+    rows = next(iter(ok.values())).projection[0].rows
+    later = curve.verdict_at_2x
     verdict = ""
-    if later.get("decision") and not flat:
-        same = later["decision"] == decision
+    if later and later.decision and not flat:
+        same = later.decision == decision
         verdict = (
-            f"; the verdict would {'not change' if same else 'change to **' + later['decision'] + '**'} "
-            f"(gain {later['gain'] * 100:+.1f} points{_ci(later['gain_ci'], True)})"
+            f"; the verdict would {'not change' if same else 'change to **' + later.decision + '**'} "
+            f"(gain {later.gain * 100:+.1f} points{_ci(later.gain_ci, True)})"
         )
-    points = min(a["n_points"] for a in ok.values())
+    points = min(a.n_points for a in ok.values())
     lead = (
         "**More data** (measured"
         + (
@@ -186,56 +180,56 @@ def headline(curve: dict | None, decision: str | None) -> list[str]:
     ]
 
 
-def summary(curve: dict | None) -> dict | None:
-    """The curve in reports/metrics.json: each arm's projection at 2× and back-test, whether they hold."""
-    if not curve:
-        return None
-    arms = {}
-    for key, a in curve["arms"].items():
-        if a.get("status") != "ok":
-            arms[key] = {"run": a.get("run"), "status": a.get("status")}
-            continue
-        p, b = a["projection"][0], a["backtest"]
-        arms[key] = {
-            "run": a["run"],
-            "status": "ok",
-            "rows": a["rows"],
-            "quality": a["quality"],
-            "projected_2x": p["quality"],
-            "projected_2x_ci": p["ci"],
-            "projected_2x_spread": p.get("spread"),
-            "gain_2x_over_measured": p["gain"],
-            "last_doubling": a.get("last_doubling"),
-            "backtest_error": b.get("error"),
-            "backtest_inside": b.get("inside"),
-            "backtest_accepts": b.get("accepts"),
-        }
+def _arm_summary(a: Arm) -> dict:
+    if not a.ok:
+        return {"run": a.run, "status": a.status}
+    p, b = a.projection[0], a.backtest
     return {
-        "reliable": curve.get("reliable"),
-        "backtest_mae": curve.get("backtest_mae"),
-        "arms": arms,
-        "crossover": curve.get("crossover"),
-        "verdict_at_2x": curve.get("verdict_at_2x"),
+        "run": a.run,
+        "status": "ok",
+        "rows": a.rows,
+        "quality": a.quality,
+        "projected_2x": p.quality,
+        "projected_2x_ci": p.ci,
+        "projected_2x_spread": p.spread,
+        "gain_2x_over_measured": p.gain,
+        "last_doubling": a.last_doubling.to_dict() if a.last_doubling else None,
+        "backtest_error": b.error,
+        "backtest_inside": b.inside,
+        "backtest_accepts": b.accepts,
     }
 
 
-def crossover_words(curve: dict) -> str | None:
-    c = curve.get("crossover")
+def summary(curve: Curve | None) -> dict | None:
+    """The curve in reports/metrics.json: each arm's projection at 2× and back-test, whether they hold."""
+    if not curve:
+        return None
+    return {
+        "reliable": curve.reliable,
+        "backtest_mae": curve.backtest_mae,
+        "arms": {key: _arm_summary(a) for key, a in curve.arms.items()},
+        "crossover": curve.crossover.to_dict() if curve.crossover else None,
+        "verdict_at_2x": curve.verdict_at_2x.to_dict() if curve.verdict_at_2x else None,
+    }
+
+
+def crossover_words(curve: Curve) -> str | None:
+    c = curve.crossover
     if not c:
         return None
-    share = f" (in {c['share_of_resamples']:.0%} of the resamples)" if c.get("share_of_resamples") is not None else ""
-    ci = f" [{c['rows_ci'][0]:,}, {c['rows_ci'][1]:,}]" if c.get("rows_ci") else ""
-    if c["where"] == "never":
-        return f"Fine-tuning does not pass the prompt up to {c['searched_up_to_rows']:,} rows on the fitted curves."
-    if c["where"] == "from the smallest size":
-        return f"Fine-tuning leads the prompt from the smallest size measured, {c['rows']:,} rows{share}."
-    kind = "a projection" if "beyond" in c["where"] else "measured range"
-    return f"Fine-tuning passes the prompt at about {c['rows']:,} training rows{ci} ({kind}){share}."
+    share = f" (in {c.share_of_resamples:.0%} of the resamples)" if c.share_of_resamples is not None else ""
+    ci = f" [{c.rows_ci[0]:,}, {c.rows_ci[1]:,}]" if c.rows_ci else ""
+    if c.where == "never":
+        return f"Fine-tuning does not pass the prompt up to {c.searched_up_to_rows:,} rows on the fitted curves."
+    if c.where == "from the smallest size":
+        return f"Fine-tuning leads the prompt from the smallest size measured, {c.rows:,} rows{share}."
+    kind = "a projection" if "beyond" in c.where else "measured range"
+    return f"Fine-tuning passes the prompt at about {c.rows:,} training rows{ci} ({kind}){share}."
 
 
-def lines(curve: dict | None, images: dict | None) -> list[str]:
+def lines(curve: Curve | None, images: dict | None) -> list[str]:
     """The section: each arm's points with their intervals, the fit, the back-test, the projections."""
-    if not curve or not curve.get("arms"):
+    if not curve or not curve.arms:
         return []
     out = [
         "## What more data would buy (the data-value curve)",
@@ -249,12 +243,12 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
         ),
         "",
     ]
-    for key, a in curve["arms"].items():
-        if a.get("status") != "ok":
-            out += [f"- `{key}` ({a.get('run') or 'none'}): {a.get('reason') or a.get('status')}", ""]
+    for key, a in curve.arms.items():
+        if not a.ok:
+            out += [f"- `{key}` ({a.run or 'none'}): {a.reason or a.status}", ""]
             continue
-        out += arm_lines(a, bool(curve.get("reliable")))
-    said = crossover_words(curve) if curve.get("reliable") else None
+        out += arm_lines(a, bool(curve.reliable))
+    said = crossover_words(curve) if curve.reliable else None
     if said:
         out += [said, ""]
     out += image(images, "curve", "quality against training rows, measured and projected")
@@ -276,16 +270,13 @@ def lines(curve: dict | None, images: dict | None) -> list[str]:
     return out
 
 
-def cut_short_lines(a: dict) -> list[str]:
+def cut_short_lines(a: Arm) -> list[str]:
     """The caveat for smaller shares still improving when a schedule shorter than the arm's own run stopped them."""
-    own = next((p.get("train_steps") for p in a.get("points") or [] if p.get("own_run")), None)
+    own = next((p.train_steps for p in a.points or [] if p.own_run), None)
     still = [
-        f"{p['share']:g} ({p['train_steps']} steps)"
-        for p in a.get("points") or []
-        if p.get("convergence") == "still improving"
-        and not p.get("own_run")
-        and own
-        and (p.get("train_steps") or 0) < own
+        f"{p.share:g} ({p.train_steps} steps)"
+        for p in a.points or []
+        if p.convergence == "still improving" and not p.own_run and own and (p.train_steps or 0) < own
     ]  # cut shorter than the arm's own run
     return (
         [
@@ -300,44 +291,43 @@ def cut_short_lines(a: dict) -> list[str]:
     )
 
 
-def arm_lines(a: dict, reliable: bool) -> list[str]:
+def arm_lines(a: Arm, reliable: bool) -> list[str]:
     """One arm: its fit and back-test in a sentence, then its sizes (and, where the back-tests held, projections)."""
-    rows = [f"| {n:,} | {q:.1%}{_ci(ci)} |" for n, q, ci in zip(a["rows"], a["quality"], a["quality_ci"])]
+    rows = [f"| {n:,} | {q:.1%}{_ci(ci)} |" for n, q, ci in zip(a.rows, a.quality, a.quality_ci)]
     if reliable:
         rows += [
-            f"| {p['rows']:,} (×{p['multiple']}, projected) | {a['form']} {p['quality']:.1%}; every form "
-            f"{_ci(p['ci']).strip()} |"
-            for p in a["projection"]
+            f"| {p.rows:,} (×{p.multiple}, projected) | {a.form} {p.quality:.1%}; every form {_ci(p.ci).strip()} |"
+            for p in a.projection
         ]
     if reliable:
         rows += [
-            f"| {p['rows']:,} (×{p['multiple']}, projected) | {fm} {x['quality']:.1%}{_ci(x['ci'])} |"
-            for p in a["projection"]
-            for fm, x in (p.get("forms") or {}).items()
-            if fm != a["form"]
+            f"| {p.rows:,} (×{p.multiple}, projected) | {fm} {x.quality:.1%}{_ci(x.ci)} |"
+            for p in a.projection
+            for fm, x in (p.forms or {}).items()
+            if fm != a.form
         ]
-    b = a["backtest"]
+    b = a.backtest
     back = (
         (
-            f"back-test: predicted {b['predicted']:.1%} at {a['rows'][-1]:,} rows from the smaller sizes, "
-            f"measured {b['observed']:.1%}, error {b['error'] * 100:+.1f} points: "
-            f"**{'inside' if b['inside'] else 'outside'}**{accepts_words(b)}"
+            f"back-test: predicted {b.predicted:.1%} at {a.rows[-1]:,} rows from the smaller sizes, "
+            f"measured {b.observed:.1%}, error {b.error * 100:+.1f} points: "
+            f"**{'inside' if b.inside else 'outside'}**{accepts_words(b)}"
         )
-        if "error" in b
-        else b.get("reason", "")
+        if b.has("error")
+        else (b.reason if b.has("reason") else "")
     )
-    ci = a.get("exponent_ci")
-    exp = f"exponent {a['exponent']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    ci = a.exponent_ci
+    exp = f"exponent {a.exponent:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     gain = (
-        f", at 2× {a['gain_per_doubling'] * 100:+.1f} points over the measured {a['quality'][-1]:.1%}"
-        f"{_ci(a['gain_per_doubling_ci'], True)} across forms"
+        f", at 2× {a.gain_per_doubling * 100:+.1f} points over the measured {a.quality[-1]:.1%}"
+        f"{_ci(a.gain_per_doubling_ci, True)} across forms"
         if reliable
         else ""
     )
     last = doubling_words(a)
     caveat = cut_short_lines(a)
     return [
-        f"**`{a['run']}`** ({a['chosen_as']}; scored by {a['figure']}): {a['form']} fit, {exp}{gain}; {back}.",
+        f"**`{a.run}`** ({a.chosen_as}; scored by {a.figure}): {a.form} fit, {exp}{gain}; {back}.",
         "",
         *([f"Measured: {last}.", ""] if last else []),
         *caveat,

@@ -24,6 +24,12 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bakeoff.decide.sizing_record import AllIn
+
+if TYPE_CHECKING:
+    from bakeoff.decide.curve_record import Curve
 
 ARMS_DIR, PLOTS_DIR, RECORDS_DIR = "arms", "dvc", "records"
 # name in the metrics file → the run table's column (bakeoff.decide.figures)
@@ -47,7 +53,7 @@ def _number(x) -> float | None:
     return None if math.isnan(f) else round(f, 4)
 
 
-def arm_metrics(runs, costs: dict | None) -> dict[str, dict]:
+def arm_metrics(runs, costs: dict[str, AllIn] | None) -> dict[str, dict]:
     """Per arm, the numbers ``dvc metrics show`` lists (at most ten, flat)."""
     out = {}
     for r in runs.to_dict("records"):
@@ -58,7 +64,7 @@ def arm_metrics(runs, costs: dict | None) -> dict[str, dict]:
         peak = next((x for c in PEAKS if (x := _number(r.get(c))) is not None), None)
         if peak is not None:
             m["peak_mb"] = peak
-        usd = _number(((costs or {}).get(r["name"]) or {}).get("usd"))
+        usd = _number(((costs or {}).get(r["name"]) or AllIn()).usd)
         if usd is not None:
             m["usd_target"] = round(usd, 2)
         out[r["name"]] = m
@@ -73,7 +79,7 @@ def _csv(path: Path, header: list[str], rows: list[list]) -> Path:
     return path
 
 
-def write(out_dir: Path, runs, records: dict, costs: dict | None, curve: dict | None) -> dict[str, Path]:
+def write(out_dir: Path, runs, records: dict, costs: dict[str, AllIn] | None, curve: Curve | None) -> dict[str, Path]:
     """reports/arms/<arm>.json and reports/dvc/*.csv (each folder emptied first: an arm removed from params.yaml
     leaves no file behind); returns the paths."""
     arms, plots = out_dir / ARMS_DIR, out_dir / PLOTS_DIR
@@ -100,9 +106,9 @@ def write(out_dir: Path, runs, records: dict, costs: dict | None, curve: dict | 
     ]
     paths["quality"] = _csv(plots / "quality.csv", ["arm", "quality", "ci_low", "ci_high"], quality)
     points = [
-        [f"{role}: {a.get('run')}", rows, q]
-        for role, a in ((curve or {}).get("arms") or {}).items()
-        for rows, q in zip(a.get("rows") or [], a.get("quality") or [])
+        [f"{role}: {a.run}", rows, q]
+        for role, a in ((curve.arms if curve else None) or {}).items()
+        for rows, q in zip(a.rows or [], a.quality or [])
     ]
     paths["curve"] = _csv(plots / "curve.csv", ["arm", "rows", "quality"], points)
     return paths

@@ -7,6 +7,8 @@ a long one is cut with its length said.
 
 from __future__ import annotations
 
+from bakeoff.decide.verdict_record import Scope
+
 LONG = 400  # characters of an answer or input shown in a table cell; the rest is counted, not shown
 # every character HTML or Markdown would read as markup, as a numeric entity (one pass: no entity is escaped twice)
 SAFE = {ord(c): f"&#{ord(c)};" for c in "&<>\"'\\|`*_[]#~!{}$"}
@@ -25,17 +27,17 @@ def _pct(x) -> str:
     return f"{x * 100:.0f}%" if isinstance(x, (int, float)) and x == x else "–"
 
 
-def _on(scope: dict | None) -> str:
-    scope = scope or {}
-    n = scope.get("n")
+def _on(scope: Scope | None) -> str:
+    scope = scope or Scope()
+    n = scope.n
     return (
-        f"measured on the test split ({n} items), `{scope.get('model', 'the base model')}`"
+        f"measured on the test split ({n} items), `{(scope.model or 'the base model')}`"
         if n
         else "measured on the test split"
     )
 
 
-def where_lines(e: dict | None, scope: dict | None = None) -> list[str]:
+def where_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
     """## Where the gain comes from: per field, per label or the score's quartiles, by what the task is."""
     if (e or {}).get("error"):
         return [
@@ -97,7 +99,7 @@ def where_lines(e: dict | None, scope: dict | None = None) -> list[str]:
     return lines + [""]
 
 
-def cost_plot_lines(images: dict | None, scope: dict | None, target: str | None) -> list[str]:
+def cost_plot_lines(images: dict | None, scope: Scope | None, target: str | None) -> list[str]:
     """## Quality against cost: the plot a buyer decides on, with what is measured and what is projected."""
     if not images or "quality_vs_cost" not in images:
         return []
@@ -134,7 +136,7 @@ def why_words(why: str, e: dict) -> str:
     }.get(why, why)
 
 
-def sample_lines(e: dict | None, scope: dict | None = None) -> list[str]:
+def sample_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
     """## Answers side by side: each chosen item's input, reference and every run's answer with its score."""
     items = (e or {}).get("samples") or []
     if not items:

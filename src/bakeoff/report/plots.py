@@ -4,10 +4,15 @@ Pareto front, quality per run with its interval, the pairwise differences, the t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from bakeoff.decide.rule import ALPHA
+from bakeoff.decide.verdict_record import Scope
+
+if TYPE_CHECKING:
+    from bakeoff.decide.curve_record import Curve
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
@@ -28,7 +33,9 @@ def _pyplot():
     return plt
 
 
-def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict, scope: dict) -> None:
+def _quality_against_cost(
+    ok: pd.DataFrame, mem_col: str, out_dir: Path, metric: str, paths: dict, scope: Scope
+) -> None:
     """Quality against training peak memory and against training wall time as measured here (the small model on
     this machine, not the target: the titles say so), the Pareto front dashed, the prompting baselines as
     horizontal lines."""
@@ -52,7 +59,7 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
             ax.annotate(r["name"], (ax.get_xlim()[0], float(r["quality"])), fontsize=7, color="grey")
         ax.set_xlabel(label)
         ax.set_ylabel(metric)
-        here = f"{scope.get('model', 'the base model')}, {scope.get('machine', 'this machine')}"
+        here = f"{(scope.model or 'the base model')}, {(scope.machine or 'this machine')}"
         ax.set_title(f"{metric} against {label.split(' (')[0]}, measured on {here}", fontsize=9)
         fig.tight_layout()
         paths[key] = out_dir / f"{key}.png"
@@ -60,15 +67,13 @@ def _quality_against_cost(ok: pd.DataFrame, mem_col: str, out_dir: Path, metric:
         plt.close(fig)
 
 
-def measured_on(scope: dict | None) -> str:
+def measured_on(scope: Scope | None) -> str:
     """What a figure's quality was measured on, for its title: "measured on <model>, test split (60 items)"."""
-    s = scope or {}
-    return f"measured on {s.get('model', 'the base model')}, {s.get('split', 'test')} split" + (
-        f" ({s['n']} items)" if s.get("n") else ""
-    )
+    s = scope or Scope()
+    return f"measured on {s.model or 'the base model'}, {s.split or 'test'} split" + (f" ({s.n} items)" if s.n else "")
 
 
-def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, scope: dict) -> None:
+def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, scope: Scope) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.4 * max(len(ok), 1)))
     names = list(ok["name"])
@@ -90,7 +95,7 @@ def _quality_bars(ok: pd.DataFrame, out_dir: Path, metric: str, paths: dict, sco
     plt.close(fig)
 
 
-def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None:
+def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: Scope) -> None:
     """Row minus column in points, coloured by the difference, the Holm-adjusted p written in every cell."""
     import numpy as np
 
@@ -127,7 +132,7 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: dict)
     plt.close(fig)
 
 
-def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None:
+def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: Scope) -> None:
     """The learning–forgetting trade-off: each variant's task gain over the best prompt (pp) against what it lost on
     the general-ability probe (pp below the base model); up and left is better."""
     from bakeoff.report.forgetting import base_probe
@@ -148,52 +153,54 @@ def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: dict) -> None
     ax.axvline(0, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("general-ability loss (probe, pp below the base model)")
     ax.set_ylabel("task gain over the best prompt (pp)")
-    ax.set_title(f"Learning against forgetting, measured on {(scope or {}).get('model', 'the base model')}", fontsize=9)
+    ax.set_title(
+        f"Learning against forgetting, measured on {((scope or Scope()).model or 'the base model')}", fontsize=9
+    )
     fig.tight_layout()
     paths["tradeoff"] = out_dir / "tradeoff.png"
     fig.savefig(paths["tradeoff"], dpi=110)
     plt.close(fig)
 
 
-def _data_curve(curve: dict | None, out_dir: Path, paths: dict, scope: dict) -> None:
+def _data_curve(curve: Curve | None, out_dir: Path, paths: dict, scope: Scope) -> None:
     """Both curves against training rows (log scale): measured points with intervals, the fit, its band, and the
     projection to 4× dashed."""
-    if not curve or not any(a.get("status") == "ok" for a in curve["arms"].values()):
+    if not curve or not curve.fitted():
         return
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for a in (a for a in curve["arms"].values() if a.get("status") == "ok"):
-        n_full = a["rows"][-1]
+    for a in curve.fitted().values():
+        n_full = a.rows[-1]
         err = [
-            [q - ci[0] for q, ci in zip(a["quality"], a["quality_ci"])],
-            [ci[1] - q for q, ci in zip(a["quality"], a["quality_ci"])],
+            [q - ci[0] for q, ci in zip(a.quality, a.quality_ci)],
+            [ci[1] - q for q, ci in zip(a.quality, a.quality_ci)],
         ]
-        line = ax.errorbar(a["rows"], a["quality"], yerr=err, fmt="o", capsize=3, label=f"{a['run']} (measured)")
+        line = ax.errorbar(a.rows, a.quality, yerr=err, fmt="o", capsize=3, label=f"{a.run} (measured)")
         color = line[0].get_color()
-        band = a["band"]
-        inside = [b for b in band if b["rows"] <= n_full * 1.0001]
-        beyond = [b for b in band if b["rows"] >= n_full * 0.9999]
-        ax.plot([b["rows"] for b in inside], [b["quality"] for b in inside], color=color)
-        if curve.get("reliable"):
-            ax.plot([b["rows"] for b in beyond], [b["quality"] for b in beyond], color=color, linestyle="--")
+        band = a.band
+        inside = [b for b in band if b.rows <= n_full * 1.0001]
+        beyond = [b for b in band if b.rows >= n_full * 0.9999]
+        ax.plot([b.rows for b in inside], [b.quality for b in inside], color=color)
+        if curve.reliable:
+            ax.plot([b.rows for b in beyond], [b.quality for b in beyond], color=color, linestyle="--")
             shown = band
         else:
             shown = inside
         ax.fill_between(
-            [b["rows"] for b in shown],
-            [b["ci"][0] for b in shown],
-            [b["ci"][1] for b in shown],
+            [b.rows for b in shown],
+            [b.ci[0] for b in shown],
+            [b.ci[1] for b in shown],
             color=color,
             alpha=0.15,
         )
     ax.set_xscale("log", base=2)
-    measured = sorted({r for a in curve["arms"].values() if a.get("status") == "ok" for r in a["rows"]})
+    measured = sorted({r for a in curve.fitted().values() for r in a.rows})
     ax.set_xticks(measured, [f"{r:,}" for r in measured], fontsize=8)
     ax.minorticks_off()
     ax.set_xlabel("training rows (log scale; ticks at the rows measured)")
     ax.set_ylabel("quality on the test split")
     title = f"Quality against training rows, {measured_on(scope)}\n" + (
-        "dashed: projected" if curve.get("reliable") else "the back-test missed: no projection"
+        "dashed: projected" if curve.reliable else "the back-test missed: no projection"
     )
     ax.set_title(title, fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
@@ -208,8 +215,8 @@ def plots(
     out_dir: Path,
     metric: str,
     pw: pd.DataFrame | None = None,
-    curve: dict | None = None,
-    scope: dict | None = None,
+    curve: Curve | None = None,
+    scope: Scope | None = None,
 ) -> dict[str, Path]:
     """PNG plots: quality against peak memory and against training time (Pareto front marked),
     per-run quality bars with their intervals, the pairwise differences, the learning–forgetting trade-off and the
@@ -220,10 +227,10 @@ def plots(
     ok = df[df["status"] == "ok"]
     reserved = "train_peak_reserved_mb" in df.columns and df["train_peak_reserved_mb"].notna().any()
     mem_col = "train_peak_reserved_mb" if reserved else "train_peak_rss_mb"
-    _quality_against_cost(ok, mem_col, out_dir, metric, paths, scope or {})
-    _quality_bars(ok, out_dir, metric, paths, scope or {})
+    _quality_against_cost(ok, mem_col, out_dir, metric, paths, scope or Scope())
+    _quality_bars(ok, out_dir, metric, paths, scope or Scope())
     if pw is not None and len(pw):
-        _pairwise_heatmap(pw, out_dir, paths, scope or {})
-    _tradeoff(ok, out_dir, paths, scope or {})
-    _data_curve(curve, out_dir, paths, scope or {})
+        _pairwise_heatmap(pw, out_dir, paths, scope or Scope())
+    _tradeoff(ok, out_dir, paths, scope or Scope())
+    _data_curve(curve, out_dir, paths, scope or Scope())
     return paths

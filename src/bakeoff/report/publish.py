@@ -8,17 +8,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
+from bakeoff.decide.verdict_record import Recommendation
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
 
-def champion_of(params: Params, rec: dict, evaluations: dict) -> dict | None:
+def champion_of(params: Params, rec: Recommendation, evaluations: dict) -> dict | None:
     """Register the recommended run (its model with MLflow's transformers flavour, its records, params.yaml) as the
     champion (``bakeoff.report.champion``); ``evaluations``: each run's evaluation record (``Decision.evaluations``)."""
     from bakeoff.report import champion
 
-    name = rec.get("run")
+    name = rec.run
     ev = evaluations.get(name) if name else None
     if not ev or not ev.get("run_id"):
         return None
@@ -49,20 +50,21 @@ def to_mlflow(params: Params, d, paths: dict[str, Path], out: Path) -> None:
     from bakeoff.report import said
 
     v, names = said(d), list(d.runs["name"])
+    interval = {"gain": v.gain, "ci_low": v.ci_low, "ci_high": v.ci_high}
     parent = summary_run(
         params,
         names,
         Summary(
             tags={
-                "verdict": v["decision"],
-                "best_variant": v.get("variant", ""),
-                "best_baseline": v.get("baseline", ""),
-                "winners_chosen_on": v.get("chosen_on", ""),
-                "rank_groups": v["rank_groups"],
-                "recommendation": (v["recommendation"] or {}).get("line", ""),
+                "verdict": v.decision,
+                "best_variant": v.variant or "",
+                "best_baseline": v.baseline or "",
+                "winners_chosen_on": v.chosen_on or "",
+                "rank_groups": v.rank_groups,
+                "recommendation": (v.recommendation or Recommendation()).line or "",
                 "quick_look": str(bool(params.verdict.quick_look)).lower(),
             },
-            metrics={**{k: v[k] for k in ("gain", "ci_low", "ci_high") if k in v}, **where_metrics(d.evidence)},
+            metrics={**{k: x for k, x in interval.items() if x is not None}, **where_metrics(d.evidence)},
             files=list(paths.values()),
             folders={"plots": out / "plots", "flips": out / "flips"},
             tables={"pairwise.json": d.pairwise},
@@ -73,7 +75,7 @@ def to_mlflow(params: Params, d, paths: dict[str, Path], out: Path) -> None:
         f"MLflow: repro run {parent}: {nested['current']} current runs under it, {nested['superseded']} newly "
         "tagged superseded"
     )
-    champion = champion_of(params, v.get("recommendation") or {}, d.evaluations)
+    champion = champion_of(params, v.recommendation or Recommendation(), d.evaluations)
     if champion:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
 

@@ -4,9 +4,14 @@ a tie among its best trials."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from bakeoff.core.records import Recipe, Search
+
+if TYPE_CHECKING:
+    from bakeoff.decide.curve_record import Curve
 
 
 def _values(values: dict) -> str:
@@ -98,17 +103,17 @@ def derived_budget_words(df: pd.DataFrame, searches: dict) -> str:
 
 
 def budget_lines(
-    df: pd.DataFrame, spent: dict, tc=None, curve: dict | None = None, searches: dict | None = None
+    df: pd.DataFrame, spent: dict, tc=None, curve: Curve | None = None, searches: dict | None = None
 ) -> list[str]:
     """Every arm's search as spent: trials, tokens, steps and seconds; a shared search's users each carry a share;
     then the data-value curve's points, each arm's smaller shares trained (or prompted) and scored. ``searches``:
     each run's search record (``Decision.searches``)."""
     searches = searches or {}
     rows = [_budget_row(df, name, spent.get(name), searches.get(name) or Search()) for name in df["name"]]
-    for name, b in ((curve or {}).get("budget") or {}).items():
+    for name, b in ((curve.budget if curve else None) or {}).items():
         rows.append(
-            f"| {name} | data-value curve: {b['points']} smaller shares | – | {b['tokens']:,.0f} | "
-            f"{b['steps']:,.0f} | {b['train_s'] + b['eval_s']:,.0f} | – | – | – |"
+            f"| {name} | data-value curve: {b.points} smaller shares | – | {b.tokens:,.0f} | "
+            f"{b.steps:,.0f} | {b.train_s + b.eval_s:,.0f} | – | – | – |"
         )
     if not rows:
         return []

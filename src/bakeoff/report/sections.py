@@ -9,12 +9,14 @@ import pandas as pd
 
 from bakeoff.core.records import Search
 from bakeoff.decide.rule import ALPHA
+from bakeoff.decide.sizing_record import AllIn, Money
 from bakeoff.decide.statistics import round_sig
+from bakeoff.decide.verdict_record import Recommendation, Scope, Verdict
 from bakeoff.report.choice import against_best_lines, technique_words
 from bakeoff.report.tables import _fmt, image
 
 
-def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | None = None) -> list[str]:
+def pairwise_lines(pw: pd.DataFrame, rec: Recommendation | None = None, images: dict | None = None) -> list[str]:
     """The pairwise tests as a compact matrix: row minus column in points, with the Holm-adjusted p (every pair in
     ``reports/pairwise.csv``)."""
     if pw is None or pw.empty:
@@ -44,50 +46,54 @@ def pairwise_lines(pw: pd.DataFrame, rec: dict | None = None, images: dict | Non
     ]
     for a in names:
         lines.append(f"| `{a}` | " + " | ".join("·" if a == b else cell.get((a, b), "–") for b in names) + " |")
-    return lines + ["", *image(images, "pairwise", "pairwise differences"), *against_best_lines(rec or {})]
+    return lines + [
+        "",
+        *image(images, "pairwise", "pairwise differences"),
+        *against_best_lines(rec or Recommendation()),
+    ]
 
 
-def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
+def answer_lines(v: Verdict, c: Money, costs: dict[str, AllIn] | None) -> list[str]:
     """The report's first lines: four rows a buyer reads before anything else (fine-tune? which technique? which
     card? what it costs), one name and one price, each figure from the sections below."""
     from bakeoff.report.verdict import usd_range
 
-    scope, rec = v.get("scope") or {}, v.get("recommendation") or {}
-    on = f"on `{scope['model']}`, {scope.get('n', '?')} test items" if scope.get("model") else "on the test split"
-    if v.get("gain") is not None:
+    scope, rec = v.scope or Scope(), v.recommendation or Recommendation()
+    on = f"on `{scope.model}`, {_n(scope)} test items" if scope.model else "on the test split"
+    if v.gain is not None:
         gain = (
-            f"`{v.get('variant')}` gains {v['gain'] * 100:+.1f} points [{v['ci_low'] * 100:+.1f}, "
-            f"{v['ci_high'] * 100:+.1f}] ([95% interval](#glossary)) over the best prompt (`{v.get('baseline')}`)"
+            f"`{v.variant}` gains {v.gain * 100:+.1f} points [{v.ci_low * 100:+.1f}, "
+            f"{v.ci_high * 100:+.1f}] ([95% interval](#glossary)) over the best prompt (`{v.baseline}`)"
         )
     else:
         gain = "no gain was measured"
-    rows = [("Fine-tune?", f"**{v['decision']}**: {gain}, {on}")]
-    run = rec.get("run")
-    if rec.get("action") in ("fine-tune", "inconclusive") and run and rec.get("kind", "variant") == "variant":
-        rows.append(("Technique", technique_words(rec, v) if rec.get("choice") else f"`{run}`"))
-        a = (costs or {}).get(run) or {}
+    rows = [("Fine-tune?", f"**{v.decision}**: {gain}, {on}")]
+    run = rec.run
+    if rec.action in ("fine-tune", "inconclusive") and run and (rec.kind or "variant") == "variant":
+        rows.append(("Technique", technique_words(rec, v) if rec.choice else f"`{run}`"))
+        a = (costs or {}).get(run)
         if a:
             from bakeoff.report.verdict import sig
 
-            n = a.get("smallest_gpus") or 1
-            smallest = f"{n}× {a['smallest_card']}" if n > 1 else a["smallest_card"]
+            n = a.smallest_gpus or 1
+            smallest = f"{n}× {a.smallest_card}" if n > 1 else a.smallest_card
             card = (
-                f"{smallest}, the [smallest](#glossary) that holds `{run}` for `{a['target']}` "
-                f"(~{sig(a['need_gb'])} GB); {a['card']} the cheapest for the whole job ([projected](#glossary))"
+                f"{smallest}, the [smallest](#glossary) that holds `{run}` for `{a.target}` "
+                f"(~{sig(a.need_gb)} GB); {a.card} the cheapest for the whole job ([projected](#glossary))"
             )
             rows.append(("Card", card))
-            price = usd_range(a.get("alone_usd", a["usd"]), a.get("alone_usd_high", a["usd_high"]))
+            price = usd_range(*a.alone)
             cost = f"{price} all in to buy `{run}` (its training and its whole search; projected)"
-            if c.get("break_even_requests_per_day"):
-                per_day = round_sig(c["break_even_requests_per_day"])
+            if c.break_even_requests_per_day:
+                per_day = round_sig(c.break_even_requests_per_day)
                 cost += (
-                    f"; serving it on its own {c.get('serve_card')} costs less than prompting above "
+                    f"; serving it on its own {c.serve_card} costs less than prompting above "
                     f"~{per_day:,.0f} requests a day ([break-even](#glossary))"
                 )
             rows.append(("Cost", cost))
     elif run:
         said = f"prompting: `{run}`, no fine-tuning"
-        if rec.get("choice") and rec["choice"].get("replaced"):
+        if rec.choice and rec.choice.replaced:
             said += f" ({technique_words(rec, v)})"
         rows += [
             ("Technique", said),
@@ -97,19 +103,24 @@ def answer_lines(v: dict, c: dict, costs: dict | None) -> list[str]:
     return ["## Answer", "", "| question | answer |", "|---|---|", *[f"| {q} | {a} |" for q, a in rows], ""]
 
 
-def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[str]:
+def _n(scope: Scope):
+    """The test items the verdict was measured on, or "?"."""
+    return "?" if scope.n is None else scope.n
+
+
+def verdict_lines(v: Verdict, c: Money, caveats: list[str] | None = None) -> list[str]:
     """The first screen: the verdict with what it was measured on, the recommendation, what was measured here apart
     from what was projected to the target, and at most three caveats."""
-    scope = v.get("scope") or {}
+    scope = v.scope or Scope()
     where = (
-        f" Measured on `{scope['model']}`, test split ({scope.get('n', '?')} items)"
-        + (", winners picked on the validation split" if v.get("chosen_on") == "validation" else "")
+        f" Measured on `{scope.model}`, test split ({_n(scope)} items)"
+        + (", winners picked on the validation split" if v.chosen_on == "validation" else "")
         + ":"
-        if scope.get("model")
+        if scope.model
         else ""
     )
-    lines = ["## Verdict", "", f"**{v['decision']}** —{where} {v['reason']}.", ""]
-    if v.get("chosen_on") and v.get("chosen_on") != "validation":
+    lines = ["## Verdict", "", f"**{v.decision}** —{where} {v.reason}.", ""]
+    if v.chosen_on and v.chosen_on != "validation":
         lines += [
             (
                 "> The winners were chosen on the test split (these records have no validation scores: rerun "
@@ -117,30 +128,32 @@ def verdict_lines(v: dict, c: dict, caveats: list[str] | None = None) -> list[st
             ),
             "",
         ]
-    rec = v.get("recommendation") or {}
-    if rec.get("line"):
-        lines += [rec["line"], ""]
-    measured = list(rec.get("measured") or [])
-    if c.get("train_wall_s_here") and v.get("variant"):
-        measured.append(f"`{c.get('variant', v['variant'])}` trained in {c['train_wall_s_here']:.0f} s here.")
-    for d in v.get("diagnosis") or []:  # knowledge or format (verdict.diagnose)
-        measured.append(f"Knowledge or format: {d['line']}")
+    rec = v.recommendation or Recommendation()
+    if rec.line:
+        lines += [rec.line, ""]
+    measured = list(rec.measured or [])
+    if c.train_wall_s_here and v.variant:
+        measured.append(
+            f"`{c.variant if c.has('variant') else v.variant}` trained in {c.train_wall_s_here:.0f} s here."
+        )
+    for d in v.diagnosis or []:  # knowledge or format (verdict.diagnose)
+        measured.append(f"Knowledge or format: {d.line}")
     if measured:
         lines += [
-            f"**Measured here**{' (' + scope['machine'] + ')' if scope.get('machine') else ''}:",
+            f"**Measured here**{' (' + scope.machine + ')' if scope.machine else ''}:",
             "",
             *[f"- {m}" for m in measured],
             "",
         ]
-    lines += projected_lines(list(rec.get("projected") or []) + cost_lines(v, c), scope.get("target"))
+    lines += projected_lines(list(rec.projected or []) + cost_lines(v, c), scope.target)
     if caveats:
         lines += ["**Caveats:**", "", *[f"- {x}" for x in caveats[:3]], ""]
-    if v.get("rank_groups"):
+    if v.rank_groups:
         lines += [
             (
                 f"Rank groups (runs the test split cannot tell apart from their group's leader, Holm-adjusted "
-                f"p ≥ {v.get('alpha', ALPHA)}; leaders picked on the {v.get('chosen_on', 'test')} split): "
-                f"{v['rank_groups']}"
+                f"p ≥ {ALPHA if v.alpha is None else v.alpha}; leaders picked on the {v.chosen_on or 'test'} split): "
+                f"{v.rank_groups}"
             ),
             "",
         ]
@@ -171,51 +184,41 @@ def projected_lines(projected: list[str], target: str | None) -> list[str]:
     return lines
 
 
-def cost_lines(v: dict, c: dict) -> list[str]:
+def cost_lines(v: Verdict, c: Money) -> list[str]:
     """The verdict's money, all projected: the all-in cost on the target and the break-even against prompting."""
     from bakeoff.report.verdict import usd_range
 
     out = []
     if not c:
         return out
-    if (
-        c.get("break_even_requests_per_day") is not None
-        or c.get("break_even_if_gain_held_requests_per_day") is not None
-    ):
-        per_day = c.get("break_even_requests_per_day") or c.get("break_even_if_gain_held_requests_per_day")
+    if c.break_even_requests_per_day is not None or c.break_even_if_gain_held_requests_per_day is not None:
+        per_day = c.break_even_requests_per_day or c.break_even_if_gain_held_requests_per_day
         priced = (
             "at its endpoint's prices for the tokens it measured"
-            if c.get("priced_by") == "endpoint"
+            if c.priced_by == "endpoint"
             else "at your prompt-token price"
         )
         said = (
-            f"Serving: pay-per-token prompting (`{v['baseline']}`, ${c['prompt_usd_per_request'] * 1000:.2f} per "
-            f"1,000 requests {priced}) against `{c.get('variant', v['variant'])}` on its own {c['serve_card']} "
-            f"(${c['serve_usd_per_hour']:.2f}/h, 24 h a day, whatever the traffic): the card costs less above "
-            f"~{round_sig(per_day):,.0f} requests a day, prompting below it; that assumes the card can serve "
+            f"Serving: pay-per-token prompting (`{v.baseline}`, ${c.prompt_usd_per_request * 1000:.2f} per "
+            f"1,000 requests {priced}) against `{c.variant if c.has('variant') else v.variant}` on its own "
+            f"{c.serve_card} (${c.serve_usd_per_hour:.2f}/h, 24 h a day, whatever the traffic): the card costs less "
+            f"above ~{round_sig(per_day):,.0f} requests a day, prompting below it; that assumes the card can serve "
             f"about {round_sig(per_day / 86400):g} requests a second"
-            + (f" of `{(v.get('scope') or {})['target']}`" if (v.get("scope") or {}).get("target") else "")
+            + (f" of `{v.scope.target}`" if v.scope and v.scope.target else "")
             + ", a serving throughput assumed, not measured"
         )
-        if c.get("all_in"):
-            a = c["all_in"]
-            said += (
-                "; training's all-in "
-                f"{usd_range(a.get('alone_usd', a['usd']), a.get('alone_usd_high', a['usd_high']))}"
-                " (bought alone) comes on top, once"
-            )
-        if c.get("break_even_if_gain_held_requests_per_day") is not None:
+        if c.all_in:
+            said += f"; training's all-in {usd_range(*c.all_in.alone)} (bought alone) comes on top, once"
+        if c.break_even_if_gain_held_requests_per_day is not None:
             said += " (only if the gain held: it is not established)"
-        out.append(
-            said + (". Output tokens, which both pay, are left out." if c.get("priced_by") != "endpoint" else ".")
-        )
-    elif v.get("decision") == "prompting is enough":
+        out.append(said + (". Output tokens, which both pay, are left out." if c.priced_by != "endpoint" else "."))
+    elif v.decision == "prompting is enough":
         out.append(
             "No break-even: fine-tuning does not beat prompting here, so its own card would serve a worse answer."
         )
-    elif c.get("prompt_tokens_saved_per_request") is not None and not c.get("serve_card"):
+    elif c.prompt_tokens_saved_per_request is not None and not c.serve_card:
         out.append(
-            f"Prompt tokens saved per request: {c['prompt_tokens_saved_per_request']:+.0f}; set "
+            f"Prompt tokens saved per request: {c.prompt_tokens_saved_per_request:+.0f}; set "
             "cost.usd_per_1k_prompt_tokens and a serving card (cost.serve_gpu) for a break-even."
         )
     return out

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from bakeoff.decide.verdict_record import Scope
+
 
 def _pct(x) -> str:
     return f"{x:.1%}" if isinstance(x, (int, float)) else "–"
@@ -25,7 +27,7 @@ def _check(name: str, a: dict) -> str:
     )
 
 
-def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
+def shipped_lines(shipped: dict | None, scope: Scope | None = None) -> list[str]:
     """The report's "Shipped" section: per variant, its files, the agreement checks, the serving figures."""
     if not shipped:
         return []
@@ -40,7 +42,7 @@ def shipped_lines(shipped: dict | None, scope: dict | None = None) -> list[str]:
         ]
     if not shipped.get("variants"):
         return out + [f"Nothing exported: {shipped.get('note', 'no variant was chosen')}.", ""]
-    n = (scope or {}).get("n")
+    n = (scope or Scope()).n
     for name, s in shipped["variants"].items():
         if s.get("status") != "ok":
             out += [f"`{name}` was not exported ({s.get('status')}: {s.get('reason') or s.get('error', '')}).", ""]

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bakeoff.decide.sizing_record import AllIn, Calibration, GpuCheck, MfuSource, Shape, SizedFit, Sizing
+
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
 
-def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images: dict | None = None) -> list[str]:
+def sizing_lines(
+    params: Params, sized: Sizing, costs: dict[str, AllIn] | None = None, images: dict | None = None
+) -> list[str]:
     """The memory model against this run's measured peaks, and its projection to the target shapes as a pivot
     (targets × variants → need, smallest card, cheapest card and its cost range); every fit in sizing.json."""
     from bakeoff.report.tables import details
 
-    lines = calibration_lines(sized["calibration"])
+    lines = calibration_lines(sized.calibration or Calibration())
     s = params.sizing
     tok = (
         f"{params.cost.train_tokens:,.0f} training tokens (cost.train_tokens)"
@@ -24,15 +28,15 @@ def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images:
     )
     seq = s.target_seq_len or "each variant's max_seq_len"
     mb = s.target_micro_batch or "each variant's micro_batch"
-    gpu = sized.get("gpu_check") or {}
-    on = f"measured on an {gpu.get('device') or 'GPU'} by benchmarks/gpu_check.py at {gpu.get('commit') or '?'}"
-    fits = sized["fits"]
+    gpu = sized.gpu_check or GpuCheck()
+    on = f"measured on an {gpu.device or 'GPU'} by benchmarks/gpu_check.py at {gpu.commit or '?'}"
+    fits = sized.fits or []
     lines += [
         "",
         (
             f"**Projected, not measured**: each target at {seq} tokens per row, micro-batch {mb}, "
             f"{s.cuda_overhead_gb:g} GB of CUDA context per process (`sizing.cuda_overhead_gb`, "
-            f"{on if gpu.get('overhead') else 'assumed'}), "
+            f"{on if gpu.overhead else 'assumed'}), "
             f"{s.margin:.0%} of each card kept free. The smallest card holds the job; the cheapest card costs "
             "least for the whole job (a faster card can cost less in all); its training cost is for "
             f"{tok}, at each technique's FLOP utilisation at the target, down to "
@@ -59,10 +63,10 @@ def sizing_lines(params: Params, sized: dict, costs: dict | None = None, images:
     )
 
 
-def calibration_lines(calib: dict) -> list[str]:
+def calibration_lines(calib: Calibration) -> list[str]:
     """The memory model against this run's measured peaks: each variant's predicted and measured memory, and the
     fitted overhead."""
-    kind = calib.get("measured_on") or "this machine's peaks"
+    kind = calib.measured_on or "this machine's peaks"
     lines = [
         "## GPU sizing",
         "",
@@ -75,12 +79,12 @@ def calibration_lines(calib: dict) -> list[str]:
         "| variant | technique | tokens/row | model GB | + overhead = predicted GB | measured GB | error |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in calib["rows"]:
+    for r in calib.rows or []:
         lines.append(
-            f"| {r['variant']} | {r['technique']} | {r['seq_len']} | {r['model_gb']:.2f} | "
-            f"{r['predicted_gb']:.2f} | {r['measured_gb']:.2f} | {r['error']:+.1%} |"
+            f"| {r.variant} | {r.technique} | {r.seq_len} | {r.model_gb:.2f} | "
+            f"{r.predicted_gb:.2f} | {r.measured_gb:.2f} | {r.error:+.1%} |"
         )
-    if calib["rows"]:
+    if calib.rows:
         what = (
             "the Python process and its libraries on this CPU: not a GPU figure, and not used below"
             if "CPU" in kind
@@ -88,28 +92,25 @@ def calibration_lines(calib: dict) -> list[str]:
         )
         lines += [
             "",
-            (
-                f"Fitted overhead {calib['overhead_gb']:.2f} GB ({what}); "
-                f"mean absolute error {calib['mean_abs_error']:.1%}."
-            ),
+            (f"Fitted overhead {calib.overhead_gb:.2f} GB ({what}); mean absolute error {calib.mean_abs_error:.1%}."),
         ]
     return lines
 
 
-def pivot(fits: list[dict]) -> list[str]:
+def pivot(fits: list[SizedFit]) -> list[str]:
     """Targets × variants: the memory each needs, the smallest card that holds it, the cheapest card for the whole
     job and its training cost range there (projections)."""
     from bakeoff.report.verdict import sig, usd_range
 
-    variants = list(dict.fromkeys(f["variant"] for f in fits))
-    targets = list(dict.fromkeys(f["target"] for f in fits))
-    at = {(f["target"], f["variant"]): f for f in fits}
+    variants = list(dict.fromkeys(f.variant for f in fits))
+    targets = list(dict.fromkeys(f.target for f in fits))
+    at = {(f.target, f.variant): f for f in fits}
 
-    def row(t: str, v: str, f: dict) -> str:
-        small = "none fits" if not f.get("gpu") else f["gpu"] if f["gpus"] == 1 else f"{f['gpus']}× {f['gpu']}"
-        cheap = f.get("cheapest_gpu") or "–"
-        usd = "–" if f.get("cheapest_usd") is None else usd_range(f["cheapest_usd"], f["cheapest_usd_high"])
-        return f"| {t} | `{v}` | {sig(f['need_gb'])} GB | {small} | {cheap} | {usd} |"
+    def row(t: str, v: str, f: SizedFit) -> str:
+        small = "none fits" if not f.gpu else f.gpu if f.gpus == 1 else f"{f.gpus}× {f.gpu}"
+        cheap = f.cheapest_gpu or "–"
+        usd = "–" if f.cheapest_usd is None else usd_range(f.cheapest_usd, f.cheapest_usd_high)
+        return f"| {t} | `{v}` | {sig(f.need_gb)} GB | {small} | {cheap} | {usd} |"
 
     table = [
         "| target | variant | needs | smallest card | cheapest card | training there |",
@@ -120,88 +121,89 @@ def pivot(fits: list[dict]) -> list[str]:
     return table
 
 
-def memory_check_words(gpu: dict) -> str:
+def memory_check_words(gpu: GpuCheck) -> str:
     """How close the memory model came to the GPU check's CUDA peaks: in sample (the model revised on them) and out
     of sample (the model as it stood when they were measured)."""
-    if not gpu.get("peaks"):
+    if not gpu.peaks:
         return ""
     said = (
-        f" The memory model is within 10% of {gpu['within_10']} of the {gpu['peaks']} CUDA peaks "
-        f"benchmarks/gpu_check.py measured on an {gpu.get('device') or 'GPU'} (QLoRA, LoRA and full fine-tuning "
+        f" The memory model is within 10% of {gpu.within_10} of the {gpu.peaks} CUDA peaks "
+        f"benchmarks/gpu_check.py measured on an {gpu.device or 'GPU'} (QLoRA, LoRA and full fine-tuning "
         "at Llama shapes of 1B and 8B parameters, `reports/bench/gpu.json`)"
     )
-    out = gpu.get("out_of_sample")
+    out = gpu.out_of_sample
     if not out:
         return said + "."
     return (
-        said + f", largest error {gpu['largest']:.0%}: in sample, as it was revised on these peaks. Out of "
-        f"sample ({out['how']}): within 10% of {out['within_10']} of {out['peaks']}, largest error "
-        f"{out['largest']:.0%}."
+        said + f", largest error {gpu.largest:.0%}: in sample, as it was revised on these peaks. Out of "
+        f"sample ({out.how}): within 10% of {out.within_10} of {out.peaks}, largest error "
+        f"{out.largest:.0%}."
     )
 
 
-def speed_words(src: dict) -> str:
+def speed_words(src: MfuSource) -> str:
     """Where a utilisation comes from (a fit's ``mfu_source``, ``bakeoff.decide.speed.Speed``), in words."""
-    basis, technique = src.get("basis"), src.get("technique") or "this technique"
+    basis, technique = src.basis, src.technique or "this technique"
     if basis in ("row", "lora_row"):
-        s = src.get("shape") or {}
-        gap = s["flop_params"] / s["target_flop_params"] if s.get("target_flop_params") else 1.0
+        s = src.shape or Shape()
+        gap = s.flop_params / s.target_flop_params if s.target_flop_params else 1.0
         scaled = (
-            "" if 0.8 < gap < 1.25 else f", applied to {s['target_flop_params'] / 1e9:.1f}B unscaled (the nearest size)"
+            "" if 0.8 < gap < 1.25 else f", applied to {s.target_flop_params / 1e9:.1f}B unscaled (the nearest size)"
         )
         where = (
-            f"gpu_check.py, {s.get('part')} {s.get('row')}: {s.get('flop_params', 0) / 1e9:.1f}B parameters, "
-            f"{s.get('micro_batch')} × {s.get('seq_len')} tokens{scaled}"
+            f"gpu_check.py, {s.part} {s.row}: {(s.flop_params or 0) / 1e9:.1f}B parameters, "
+            f"{s.micro_batch} × {s.seq_len} tokens{scaled}"
         )
         if basis == "row":
-            return f"measured on an {src.get('device') or 'GPU'} ({where})"
+            return f"measured on an {src.device or 'GPU'} ({where})"
         return f"assumed: DPO was never measured; LoRA's figure at this size ({where})"
     why = {
         "params": "sizing.mfu_from is params",
         "no_record": "no GPU-check record (reports/bench/gpu.json)",
         "unmeasured": f"{technique} was never measured by the GPU check",
     }
-    return f"assumed: sizing.mfu ({why.get(basis, basis)})" if basis else src.get("why", "")
+    return f"assumed: sizing.mfu ({why.get(basis, basis)})" if basis else (src.why or "")
 
 
-def card_words(src: dict) -> str:
+def card_words(src: MfuSource) -> str:
     """The card a measured utilisation is priced on, where it is not the card measured ('' where it is)."""
-    return f"assumed the same on {src['other_card']}" if src.get("other_card") else src.get("card", "")
+    return f"assumed the same on {src.other_card}" if src.other_card else (src.card or "")
 
 
 MEASURED_ON = {"cuda_reserved": "CUDA peak reserved", "cpu_rss": "peak resident memory (RSS) on this machine's CPU"}
 OUT_OF_SAMPLE = {"as_run": "the memory model as it stood when the check ran, before it was revised on these peaks"}
 
 
-def worded(sized: dict) -> dict:
+def _worded_fit(f: SizedFit) -> SizedFit:
+    src = f.mfu_source
+    if not src or not src.basis:
+        return f
+    src = src.with_(why=speed_words(src))
+    return f.with_(mfu_source=src.with_(card=card_words(src)) if src.other_card else src)
+
+
+def worded(sized: Sizing) -> Sizing:
     """``sized`` (``bakeoff.decide.sizing.report_data``) as the report shows it and sizing.json holds it: each fit's
     ``mfu_source`` with its ``why`` and ``card`` in words, what the calibration and the GPU check measured in words."""
-    sized = dict(sized)
-    calib = sized.get("calibration")
-    if isinstance(calib, dict) and calib.get("measured_on") in MEASURED_ON:
-        sized["calibration"] = {**calib, "measured_on": MEASURED_ON[calib["measured_on"]]}
-    out = (sized.get("gpu_check") or {}).get("out_of_sample")
-    if isinstance(out, dict) and out.get("how") in OUT_OF_SAMPLE:
-        sized["gpu_check"] = {**sized["gpu_check"], "out_of_sample": {**out, "how": OUT_OF_SAMPLE[out["how"]]}}
-    fits = []
-    for f in sized.get("fits") or []:
-        src = f.get("mfu_source") or {}
-        if src.get("basis"):
-            src = {**src, "why": speed_words(src), **({"card": card_words(src)} if src.get("other_card") else {})}
-        fits.append({**f, "mfu_source": src} if src else f)
-    return {**sized, "fits": fits}
+    calib, gpu = sized.calibration, sized.gpu_check
+    if calib and calib.measured_on in MEASURED_ON:
+        sized = sized.with_(calibration=calib.with_(measured_on=MEASURED_ON[calib.measured_on]))
+    out = gpu.out_of_sample if gpu else None
+    if out and out.how in OUT_OF_SAMPLE:
+        sized = sized.with_(gpu_check=gpu.with_(out_of_sample=out.with_(how=OUT_OF_SAMPLE[out.how])))
+    return sized.with_(fits=[_worded_fit(f) for f in sized.fits or []])
 
 
-def speed_lines(fits: list[dict], target: str | None) -> list[str]:
+def speed_lines(fits: list[SizedFit], target: str | None) -> list[str]:
     """Each technique's utilisation at the sizing target, and where it comes from (measured row or assumed)."""
     seen, rows = set(), []
     for f in fits:
-        src = f.get("mfu_source") or {}
-        if not src or f["target"] != target or f.get("technique") in seen:
+        src = f.mfu_source
+        if not src or f.target != target or f.technique in seen:
             continue
-        seen.add(f.get("technique"))
+        seen.add(f.technique)
         card = f"; {card_words(src)}" if card_words(src) else ""
-        rows.append(f"| {f['technique']} | {f['mfu']:.1%} to {src['mfu_low']:.1%} | {speed_words(src)}{card} |")
+        rows.append(f"| {f.technique} | {f.mfu:.1%} to {src.mfu_low:.1%} | {speed_words(src)}{card} |")
     if not rows:
         return []
     return [
@@ -213,7 +215,7 @@ def speed_lines(fits: list[dict], target: str | None) -> list[str]:
     ]
 
 
-def all_in_lines(costs: dict | None) -> list[str]:
+def all_in_lines(costs: dict[str, AllIn] | None) -> list[str]:
     """Each variant's all-in cost on the sizing target, with its search shared and bought alone (projections)."""
     from bakeoff.report.verdict import usd_range
 
@@ -231,12 +233,11 @@ def all_in_lines(costs: dict | None) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for n, c in costs.items():
-        parent = f"{usd_range(c['parent_usd'], c['parent_usd_high'])} ({c['parent']})" if c.get("parent") else "–"
+        parent = f"{usd_range(c.parent_usd, c.parent_usd_high)} ({c.parent})" if c.parent else "–"
         lines.append(
-            f"| {n} | {c['card']} | {usd_range(c['train_usd'], c['train_usd_high'])} | "
-            f"{usd_range(c['search_usd'], c['search_usd_high']) if c['search_usd'] else '–'} | {parent} | "
-            f"{usd_range(c['usd'], c['usd_high'])} | "
-            f"{usd_range(c.get('alone_usd', c['usd']), c.get('alone_usd_high', c['usd_high']))} |"
+            f"| {n} | {c.card} | {usd_range(c.train_usd, c.train_usd_high)} | "
+            f"{usd_range(c.search_usd, c.search_usd_high) if c.search_usd else '–'} | {parent} | "
+            f"{usd_range(c.usd, c.usd_high)} | {usd_range(*c.alone)} |"
         )
     return lines
 

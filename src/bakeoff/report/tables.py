@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bakeoff.decide.verdict_record import Scope
 from bakeoff.report.columns import (
     COLUMNS,
     QUALITY,
@@ -95,16 +96,22 @@ class Page:
     after_quality: list[str] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)
     images: dict | None = None
-    scope: dict | None = None
+    scope: Scope | None = None
 
 
 def markdown(df: pd.DataFrame, metric: str, page: Page | None = None) -> str:
     page = page or Page()
-    head, tail, images, after_quality, scope = page.head, page.tail, page.images, page.after_quality, page.scope or {}
+    head, tail, images, after_quality, scope = (
+        page.head,
+        page.tail,
+        page.images,
+        page.after_quality,
+        page.scope or Scope(),
+    )
     n_test = _fmt(df.get("n_test", pd.Series([None])).max(), "{:.0f}")
     best = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
-    on = f" of `{scope['model']}`" if scope.get("model") else ""
-    machine = f" on {scope['machine']}" if scope.get("machine") else ""
+    on = f" of `{scope.model}`" if scope.model else ""
+    machine = f" on {scope.machine}" if scope.machine else ""
     lines = [
         "# bakeoff comparison",
         "",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bakeoff.decide.figures import as_number
+from bakeoff.decide.sizing_record import AllIn
+from bakeoff.decide.verdict_record import Finding, Recommendation, Scope, Verdict
 
 
 def sig(x: float) -> str:
@@ -27,26 +29,27 @@ def usd_range(lo: float, hi: float) -> str:
     return f"${a}" if a == b else f"${a}–{b}"
 
 
-def recommendation_words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
+def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, costs: dict | None = None) -> dict:
     """``line``, ``measured`` and ``projected`` for the recommendation ``rec`` of verdict ``v`` over the runs ``df``
     (``costs``: variant → ``costs.all_in``); the verdict's ``scope`` says what was measured on."""
-    scope, costs = v.get("scope") or {}, costs or {}
-    model, n, pick = scope.get("model", "the base model"), scope.get("n", "?"), rec.get("run")
-    if v.get("decision") == "prompting is enough":
+    scope, costs = v.scope or Scope(), costs or {}
+    model, n, pick = scope.model or "the base model", "?" if scope.n is None else scope.n, rec.run
+    if v.decision == "prompting is enough":
         return {
             "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
-            f"is below min_gain ({v.get('reason', '')}).",
+            f"is below min_gain ({v.reason or ''}).",
             "measured": [],
             "projected": [],
         }
     rows = {r["name"]: r for _, r in df.iterrows()}
-    r, best, max_loss, settle = rows[pick], rec.get("best"), rec.get("max_loss", 0.02), rec.get("examples_needed")
-    if rec["action"] == "inconclusive":
+    r, best, settle = rows[pick], rec.best, rec.examples_needed
+    max_loss = 0.02 if rec.max_loss is None else rec.max_loss
+    if rec.action == "inconclusive":
         line = (
             f"**Recommendation: none yet** — the gain of fine-tuning over prompting is inconclusive on {n} test "
             f"items; `{pick}` leads" + (f"; about {settle} test items would settle it" if settle else "") + "."
         )
-    elif rec["action"] == "prompt":
+    elif rec.action == "prompt":
         line = (
             f"**Recommendation: prompt** — use `{pick}`: shown within {max_loss * 100:g} points of `{best}` on the "
             "test split, and it trains nothing."
@@ -64,14 +67,14 @@ def recommendation_words(rec: dict, df: pd.DataFrame, v: dict, costs: dict | Non
     measured = [
         f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
         + (
-            f", {r['gain_vs_prompting']} against the best prompting (`{v.get('baseline')}`)"
+            f", {r['gain_vs_prompting']} against the best prompting (`{v.baseline}`)"
             if isinstance(r.get("gain_vs_prompting"), str)
             else ""
         )
         + "."
     ]
-    variants = rec.get("compared") or []
-    machine = scope.get("machine", "this machine")
+    variants = rec.compared or []
+    machine = scope.machine or "this machine"
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
     projected = projected_words(pick, variants, costs) if r["kind"] == "variant" else []
     return {"line": line, "measured": measured, "projected": projected}
@@ -82,128 +85,124 @@ TIE_RULES = {"params_order": "the first listed in params.yaml leads"}  # what br
 FIX_NAMES = {"instruction": "an instruction", "nearest_shots": "8 or more nearest shots"}
 
 
-def reason(v: dict) -> str:
+def reason(v: Verdict) -> str:
     """Why the verdict is what it is: the gain over the best prompt with its interval against min_gain, the leader's
     tie and the rule that broke it, how many test items would settle an inconclusive one."""
-    if "missing" in v:
-        return f"no {MISSING[v['missing']]} finished"
-    best_b, against, top, t = v["baseline"], v.get("baseline_figure"), v["variant"], v.get("tie")
+    if v.has("missing"):
+        return f"no {MISSING[v.missing]} finished"
+    best_b, against, top, t = v.baseline, v.baseline_figure, v.variant, v.tie
     said = f"`{best_b}` ({against})" if against else f"`{best_b}`"
     lead = (
-        f"`{top}` (it ties `{'`, `'.join(x for x in t['runs'] if x != top)}` at {t['at']:.1%} on "
-        f"{t['split']}; {TIE_RULES.get(t['rule'], t['rule'])})"
+        f"`{top}` (it ties `{'`, `'.join(x for x in t.runs if x != top)}` at {t.at:.1%} on "
+        f"{t.split}; {TIE_RULES.get(t.rule, t.rule)})"
         if t
         else f"`{top}`"
     )
-    gain, lo, hi, min_gain = v["gain"], v["ci_low"], v["ci_high"], v["min_gain"]
-    if v["decision"] == "fine-tune":
+    gain, lo, hi, min_gain = v.gain, v.ci_low, v.ci_high, v.min_gain
+    if v.decision == "fine-tune":
         return (
             f"{lead} beats {said} by {gain * 100:+.1f} points, 95% interval [{lo * 100:+.1f}, {hi * 100:+.1f}], "
             f"all above min_gain {min_gain * 100:.1f}"
         )
-    if v["decision"] == "prompting is enough":
+    if v.decision == "prompting is enough":
         return (
             f"the best variant {lead} gains {gain * 100:+.1f} points over {said}, 95% interval "
             f"[{lo * 100:+.1f}, {hi * 100:+.1f}], all below min_gain {min_gain * 100:.1f}"
         )
-    need = v.get("examples_needed")
+    need = v.examples_needed
     settle = f"about {need} would settle it" if need else "no test set size would settle it: the gain sits at min_gain"
     return (
-        f"{lead} gains {gain * 100:+.1f} points over {said}; {v['n_test']} test examples give an interval of "
+        f"{lead} gains {gain * 100:+.1f} points over {said}; {v.n_test} test examples give an interval of "
         f"±{(hi - lo) / 2 * 100:.1f} points ([{lo * 100:+.1f}, {hi * 100:+.1f}]), which contains min_gain "
         f"{min_gain * 100:.1f}; {settle}"
     )
 
 
-def format_line(d: dict) -> str:
-    """One knowledge-or-format finding (``decide.verdict.diagnose``) in a sentence."""
+def format_line(d: Finding) -> str:
+    """One knowledge-or-format finding (``decide.verdict.diagnose``), worded, in a sentence."""
     return (
-        f"`{d['baseline']}` fails on format, not knowledge: {d['contains_reference']:.0%} of its answers contain "
-        f"the reference, {d['quality']:.0%} score on the primary metric. Tried: {', '.join(d['tried'])}."
-        + (f" Tried by other prompting arms: {'; '.join(d['tried_elsewhere'])}." if d["tried_elsewhere"] else "")
-        + (f" Not tried: {'; '.join(d['left'])}." if d["left"] else "")
+        f"`{d.baseline}` fails on format, not knowledge: {d.contains_reference:.0%} of its answers contain "
+        f"the reference, {d.quality:.0%} score on the primary metric. Tried: {', '.join(d.tried)}."
+        + (f" Tried by other prompting arms: {'; '.join(d.tried_elsewhere)}." if d.tried_elsewhere else "")
+        + (f" Not tried: {'; '.join(d.left)}." if d.left else "")
     )
 
 
-def worded_finding(d: dict) -> dict:
+def worded_finding(d: Finding) -> Finding:
     """A knowledge-or-format finding (``decide.verdict.diagnose``) as the report writes it: what its prompt tried,
     what other prompting arms tried, what none tried, and its ``line``."""
-    ran = d.get("ran")
+    ran = d.ran
     if ran:
-        shots = ran["shots"]
         tried = [
-            f"{shots} shot{'s' if shots != 1 else ''}" + (f" ({ran['selection']})" if shots else ""),
-            f"instruction {ran['instruction']!r}" if ran["instruction"] else "no instruction",
+            f"{ran.shots} shot{'s' if ran.shots != 1 else ''}" + (f" ({ran.selection})" if ran.shots else ""),
+            f"instruction {ran.instruction!r}" if ran.instruction else "no instruction",
         ]
     else:
         tried = ["?", "no instruction"]
-    if d.get("label_choice") is not None:
-        tried.append(f"label choice ({d['label_choice']:.0%})")
+    if d.label_choice is not None:
+        tried.append(f"label choice ({d.label_choice:.0%})")
     untried = {
-        "instruction": f"an instruction that fixes the form (baselines.{d['baseline']}.instruction)",
+        "instruction": f"an instruction that fixes the form (baselines.{d.baseline}.instruction)",
         "nearest_shots": "more or nearer shots",
     }
     elsewhere, left = [], []
-    for fix, how in d["fixes"].items():
+    for fix, how in d.fixes.items():
         if how == "searched":  # its own search tried it and chose otherwise on validation
             tried.append(f"{FIX_NAMES[fix]} (in its search, not chosen)")
         elif how == "elsewhere":
-            elsewhere.append(f"{FIX_NAMES[fix]} ({', '.join(d['tried_by'][fix])})")
+            elsewhere.append(f"{FIX_NAMES[fix]} ({', '.join(d.tried_by[fix])})")
         elif how == "left":
             left.append(untried[fix])
-    if d.get("labels_left"):
+    if d.labels_left:
         left.append("a closed answer set (task.labels: the answer is then chosen by likelihood)")
-    words = {
-        "baseline": d["baseline"],
-        "contains_reference": d["contains_reference"],
-        "quality": d["quality"],
-        "tried": tried,
-        "tried_elsewhere": elsewhere,
-        "left": left,
-    }
-    return {**words, "line": format_line(words)}
+    words = Finding(
+        baseline=d.baseline,
+        contains_reference=d.contains_reference,
+        quality=d.quality,
+        tried=tried,
+        tried_elsewhere=elsewhere,
+        left=left,
+    )
+    return words.with_(line=format_line(words))
 
 
-def worded(v: dict, df: pd.DataFrame, costs: dict | None = None) -> dict:
+def worded(v: Verdict, df: pd.DataFrame, costs: dict | None = None) -> Verdict:
     """The verdict as the report writes it (the report's pages, sizing.json, metrics.json, the MLflow tags): its
     facts with their words, in the record's order (the reason after the decision and what settles it)."""
-    out: dict = {}
-    after = "examples_needed" if "examples_needed" in v else "decision"
-    for k, x in v.items():
-        if k == "missing":
-            continue
-        out[k] = x
-        if k == after:
-            out["reason"] = reason(v)
-    if "tie" in out:
-        out["tie"] = {**out["tie"], "rule": TIE_RULES.get(out["tie"]["rule"], out["tie"]["rule"])}
-    if "diagnosis" in out:
-        out["diagnosis"] = [worded_finding(d) for d in out["diagnosis"] or []]
-    if "recommendation" in out:
-        out["recommendation"] = worded_recommendation(
-            v["recommendation"], df, {**v, "reason": out.get("reason")}, costs
-        )
+    out = v.without("missing").inserted_after(
+        "examples_needed" if v.has("examples_needed") else "decision", "reason", reason(v)
+    )
+    if out.tie:
+        out = out.with_(tie=out.tie.with_(rule=TIE_RULES.get(out.tie.rule, out.tie.rule)))
+    if out.has("diagnosis"):
+        out = out.with_(diagnosis=[worded_finding(d) for d in out.diagnosis or []])
+    if out.has("recommendation"):
+        out = out.with_(recommendation=worded_recommendation(v.recommendation, df, out, costs))
     return out
 
 
-def worded_recommendation(rec: dict | None, df: pd.DataFrame, v: dict, costs: dict | None = None) -> dict:
+def worded_recommendation(
+    rec: Recommendation | None, df: pd.DataFrame, v: Verdict, costs: dict | None = None
+) -> Recommendation:
     """The recommendation as the report writes it: its facts with its words, in the record's order; ``compared``
     stays behind (the words name it)."""
     if not rec:
-        return {}
+        return Recommendation()
     said = recommendation_words(rec, df, v, costs)
-    if v.get("decision") == "prompting is enough":
-        return {
-            "action": rec["action"],
-            "run": rec["run"],
-            "measured": said["measured"],
-            "projected": said["projected"],
-            "max_loss": rec["max_loss"],
-            "line": said["line"],
-        }
-    facts = {k: x for k, x in rec.items() if k != "compared"}
+    if v.decision == "prompting is enough":
+        return Recommendation.from_dict(
+            {
+                "action": rec.action,
+                "run": rec.run,
+                "measured": said["measured"],
+                "projected": said["projected"],
+                "max_loss": rec.max_loss,
+                "line": said["line"],
+            }
+        )
+    facts = {k: x for k, x in rec.to_dict().items() if k != "compared"}
     first = {k: facts.pop(k) for k in ("action", "run", "kind", "best") if k in facts}
-    return {**first, **said, **facts}
+    return Recommendation.from_dict({**first, **said, **facts})
 
 
 def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
@@ -221,7 +220,7 @@ def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
     )
 
 
-def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
+def projected_words(pick: str, variants: list[str], costs: dict[str, AllIn]) -> list[str]:
     """The pick's projection to the sizing target (memory, smallest and cheapest card, all-in range) and the group's
     least projected memory: every sentence says it is a projection."""
     c = costs.get(pick)
@@ -229,31 +228,27 @@ def projected_words(pick: str, variants: list[str], costs: dict) -> list[str]:
         return []
     parts = (
         ["training"]
-        + ([f"`{c.get('lender') or pick}`'s whole search"] if c.get("search_usd") else [])
-        + ([f"its parent `{c['parent']}` bought alone"] if c.get("parent") else [])
+        + ([f"`{c.lender or pick}`'s whole search"] if c.search_usd else [])
+        + ([f"its parent `{c.parent}` bought alone"] if c.parent else [])
     )
-    smallest = (
-        f"{c['smallest_gpus']}× {c['smallest_card']}" if (c.get("smallest_gpus") or 1) > 1 else c.get("smallest_card")
-    )
-    alone = (c.get("alone_usd", c["usd"]), c.get("alone_usd_high", c["usd_high"]))
+    smallest = f"{c.smallest_gpus}× {c.smallest_card}" if (c.smallest_gpus or 1) > 1 else c.smallest_card
     shared = (
-        f"; {usd_range(c['usd'], c['usd_high'])} when its search is split among the {c['search_users']} arms "
-        "that use it"
-        if c.get("search_users", 1) > 1 and c.get("search_usd")
+        f"; {usd_range(c.usd, c.usd_high)} when its search is split among the {c.search_users} arms that use it"
+        if (1 if c.search_users is None else c.search_users) > 1 and c.search_usd
         else ""
     )
     out = [
         (
-            f"Projected to `{c['target']}`, not measured: `{pick}` needs ~{sig(c['need_gb'])} GB; the smallest card "
-            f"that holds it is {smallest}, the cheapest for the job {c['card']}: "
-            f"{usd_range(*alone)} all in, bought alone ({', '.join(parts)}){shared}."
+            f"Projected to `{c.target}`, not measured: `{pick}` needs ~{sig(c.need_gb)} GB; the smallest card "
+            f"that holds it is {smallest}, the cheapest for the job {c.card}: "
+            f"{usd_range(*c.alone)} all in, bought alone ({', '.join(parts)}){shared}."
         )
     ]
-    least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n]["need_gb"])
+    least = min((n for n in variants if costs.get(n)), key=lambda n: costs[n].need_gb)
     if least != pick:
         out.append(
             f"Least memory projected among the finished variants: `{least}` "
-            f"(~{sig(costs[least]['need_gb'])} GB on the target; "
+            f"(~{sig(costs[least].need_gb)} GB on the target; "
             "a projection from the sizing model, not measured)."
         )
     return out

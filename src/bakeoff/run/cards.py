@@ -29,6 +29,7 @@ from bakeoff.decide.sizing import (
     targets,
     train_tokens,
 )
+from bakeoff.decide.sizing_record import MfuSource
 from bakeoff.decide.speed import Speed, measured_speeds, speed_at
 from bakeoff.report.sizing import speed_words
 
@@ -152,7 +153,7 @@ def lines(c: Cards, margin: float) -> list[str]:
     out += [
         "",
         (
-            f"Utilisation {c.speed.mfu:.1%}, {speed_words(c.speed.__dict__)}{other}; the low end "
+            f"Utilisation {c.speed.mfu:.1%}, {speed_words(MfuSource.from_dict(c.speed.__dict__))}{other}; the low end "
             f"{c.speed.mfu_low:.1%}. "
             "Prices: sizing.gpus in params.yaml. The memory model: bakeoff.decide.memory; the conventions: "
             "bakeoff.core.measure."

@@ -1,0 +1,135 @@
+"""Typed records read from and written back to the JSON the stages write (the verdict, the data-value curve): a
+dataclass per object, its fields the keys it may hold. Reading keeps what JSON says and dataclasses do not: which
+keys were there and in what order, so a record written back is the same JSON, byte for byte, and a key that was
+absent stays absent (an absent field reads as None).
+
+    @dataclass
+    class Tie(Record):
+        runs: list[str] | None = None
+        at: float | None = None
+
+    t = Tie.from_dict({"at": 0.5, "runs": ["a", "b"]})
+    t.at, t.has("runs"), t.to_dict()        # 0.5, True, {"at": 0.5, "runs": ["a", "b"]}
+    t.with_(at=0.6)                          # a copy with ``at`` changed in its place
+    t.renamed("at", "reason", "tied")        # a copy with ``reason`` where ``at`` was
+
+A key no field names is an error naming the record and the key: a record's fields are its schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from functools import cache
+
+
+class Record:
+    """A dataclass read from JSON, written back the same (see the module's doc). Subclasses are ``@dataclass``es whose
+    fields all have defaults."""
+
+    _keys: tuple[str, ...] = ()  # the JSON keys present, in their order (set per instance by ``from_dict``/``with_``)
+
+    @classmethod
+    def from_dict(cls, d: dict | None):
+        if d is None:
+            return None
+        if isinstance(d, cls):
+            return d
+        hints = _hints(cls)
+        unknown = [k for k in d if k not in hints]
+        if unknown:
+            raise ValueError(f"{cls.__name__}: no field for key(s) {', '.join(map(repr, unknown))}")
+        obj = cls(**{k: _read(hints[k], x) for k, x in d.items()})
+        object.__setattr__(obj, "_keys", tuple(d))
+        return obj
+
+    def __bool__(self) -> bool:
+        """False for a record that holds no key, as for an empty dict."""
+        return bool(self._order())
+
+    def has(self, key: str) -> bool:
+        """Whether the record holds ``key`` (a key present with the value None counts)."""
+        return key in self._order()
+
+    def to_dict(self) -> dict:
+        return {k: _write(getattr(self, k)) for k in self._order()}
+
+    def with_(self, **changes):
+        """A copy with ``changes``: a key it held keeps its place, a new one comes last."""
+        keys = self._order()
+        out = dataclasses.replace(self, **changes)
+        object.__setattr__(out, "_keys", keys + tuple(k for k in changes if k not in keys))
+        return out
+
+    def without(self, *keys: str):
+        """A copy without ``keys`` (their fields set to None)."""
+        out = dataclasses.replace(self, **{k: None for k in keys})
+        object.__setattr__(out, "_keys", tuple(k for k in self._order() if k not in keys))
+        return out
+
+    def renamed(self, old: str, new: str, value):
+        """A copy with key ``old`` replaced by ``new`` = ``value`` in the same place."""
+        out = dataclasses.replace(self, **{old: None, new: value})
+        object.__setattr__(out, "_keys", tuple(new if k == old else k for k in self._order()))
+        return out
+
+    def inserted_after(self, after: str, key: str, value):
+        """A copy with ``key`` = ``value`` right after key ``after`` (last where ``after`` is absent)."""
+        keys = [k for k in self._order() if k != key]
+        at = keys.index(after) + 1 if after in keys else len(keys)
+        out = dataclasses.replace(self, **{key: value})
+        object.__setattr__(out, "_keys", tuple(keys[:at] + [key] + keys[at:]))
+        return out
+
+    def _order(self) -> tuple[str, ...]:
+        """The keys present: as read, or, for a record built in code, every field not None in field order."""
+        if self._keys:
+            return self._keys
+        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
+
+@cache
+def _hints(cls) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: t for k, t in typing.get_type_hints(cls).items() if k in names}
+
+
+def _record_in(t):
+    """The Record class a field's type names (``X``, ``X | None``), else None."""
+    if isinstance(t, type) and issubclass(t, Record):
+        return t
+    found = [a for a in _arms(t) if isinstance(a, type) and issubclass(a, Record)]
+    return found[0] if found else None
+
+
+def _arms(t) -> tuple:
+    """A union's arms (``X | None`` → X, None); any other type alone."""
+    union = isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union
+    return typing.get_args(t) if union else (t,)
+
+
+def _read(t, x):
+    """``x`` as type ``t`` holds it: a Record for a Record type, a list or dict of them where ``t`` says so."""
+    if x is None:
+        return x
+    rec = _record_in(t)
+    if rec and isinstance(x, dict):
+        return rec.from_dict(x)
+    for arm in _arms(t):
+        origin, args = typing.get_origin(arm), typing.get_args(arm)
+        if origin is list and args and _record_in(args[0]) and isinstance(x, list):
+            return [_read(args[0], y) for y in x]
+        if origin is dict and len(args) == 2 and _record_in(args[1]) and isinstance(x, dict):
+            return {k: _read(args[1], y) for k, y in x.items()}
+    return x
+
+
+def _write(x):
+    if isinstance(x, Record):
+        return x.to_dict()
+    if isinstance(x, list):
+        return [_write(y) for y in x]
+    if isinstance(x, dict):
+        return {k: _write(y) for k, y in x.items()}
+    return x

@@ -1,0 +1,59 @@
+"""The typed records between the decision and the report read the committed run's JSON and write it back byte for
+byte: every key in its place, an absent key still absent; a key no field names is an error naming it."""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from conftest import ROOT
+
+from bakeoff.core.record import Record
+from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.sizing_record import AllIn, Money, Sizing
+from bakeoff.decide.verdict_record import Verdict
+
+REPORTS = ROOT / "reports"
+
+
+def _same(cls, d: dict) -> None:
+    got = cls.from_dict(d)
+    assert json.dumps(got.to_dict(), indent=2) == json.dumps(d, indent=2)
+
+
+def test_the_committed_records_load_and_write_back_unchanged():
+    curve = json.loads((REPORTS / "curve.json").read_text())
+    _same(Curve, curve)
+    sized = json.loads((REPORTS / "sizing.json").read_text())
+    _same(Sizing, {k: sized[k] for k in ("calibration", "fits", "gpu_check")})
+    _same(Verdict, sized["verdict"])
+    _same(Money, sized["cost"])
+    for c in sized["costs"].values():
+        _same(AllIn, c)
+    _same(Verdict, json.loads((REPORTS / "metrics.json").read_text())["verdict"])
+    v = Verdict.from_dict(sized["verdict"])
+    assert (
+        v.recommendation.choice.considered[0].run
+        == sized["verdict"]["recommendation"]["choice"]["considered"][0]["run"]
+    )
+    assert (
+        Curve.from_dict(curve).arms["recommended"].backtest.inside == curve["arms"]["recommended"]["backtest"]["inside"]
+    )
+
+
+@dataclass
+class _Tie(Record):
+    runs: list[str] | None = None
+    at: float | None = None
+    rule: str | None = None
+
+
+def test_a_record_keeps_its_keys_order_and_absence_through_every_change():
+    t = _Tie.from_dict({"at": 0.5, "runs": ["a", "b"], "rule": None})
+    assert list(t.to_dict()) == ["at", "runs", "rule"] and t.has("rule") and t.rule is None
+    assert list(t.with_(at=0.6).to_dict().items()) == [("at", 0.6), ("runs", ["a", "b"]), ("rule", None)]
+    assert t.without("runs").to_dict() == {"at": 0.5, "rule": None} and not t.without("runs").has("runs")
+    assert list(t.renamed("at", "runs", ["c"]).without("rule").to_dict()) == ["runs"]
+    assert list(_Tie.from_dict({"at": 1.0}).inserted_after("at", "rule", "x").to_dict()) == ["at", "rule"]
+    assert not _Tie.from_dict({}) and _Tie(at=1.0).to_dict() == {"at": 1.0}  # built in code: the fields set, in order
+    with pytest.raises(ValueError, match="_Tie: no field for key\\(s\\) 'score'"):
+        _Tie.from_dict({"at": 1.0, "score": 2})
