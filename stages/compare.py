@@ -17,6 +17,7 @@ from bakeoff.core.config import load_params
 from bakeoff.core.errors import cli
 from bakeoff.decide.data_value import with_curve
 from bakeoff.decide.decision import decide
+from bakeoff.decide.shipped_record import Shipped
 from bakeoff.report import dvc_files, publish
 from bakeoff.report.buyer_plots import decision_plots
 
@@ -25,7 +26,7 @@ from bakeoff.report.buyer_plots import decision_plots
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "reports")
     params = load_params()
-    shipped = runs.read_json(out / "shipped.json")
+    shipped = Shipped.from_dict(runs.read_json(out / "shipped.json"))
     d = with_curve(params, decide(params, runs.fresh_dir(out / "flips"), shipped))
     images = report.plots(
         d.runs, runs.fresh_dir(out / "plots"), params.task.metric, d.pairwise, d.curve, d.verdict.scope

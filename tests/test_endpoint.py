@@ -429,6 +429,7 @@ def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even
 
 
 def test_the_shipped_section_flags_a_served_drop_outside_the_interval():
+    from bakeoff.decide.shipped_record import Shipped
     from bakeoff.decide.verdict_record import Scope
     from bakeoff.report.shipped import shipped_lines
 
@@ -458,9 +459,11 @@ def test_the_shipped_section_flags_a_served_drop_outside_the_interval():
             }
         },
     }
-    text = "\n".join(shipped_lines(shipped, Scope(n=60)))
+    text = "\n".join(shipped_lines(Shipped.from_dict(shipped), Scope(n=60)))
     assert "41/60 (68.3%)" in text and "outside: a drop to look at before shipping" in text
-    assert "Nothing exported" in "\n".join(shipped_lines({"variants": {}, "note": "prompting is recommended"}))
+    assert "Nothing exported" in "\n".join(
+        shipped_lines(Shipped.from_dict({"variants": {}, "note": "prompting is recommended"}))
+    )
 
 
 def test_the_server_keeps_plain_buffers_on_an_amx_cpu_and_ships_as_is_elsewhere(tmp_path, monkeypatch):

@@ -517,6 +517,7 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
+    from bakeoff.decide.shipped_record import ServingRow
     from bakeoff.report.shipped import throughput_words
     from bakeoff.report.verdict import serving_words
 
@@ -534,9 +535,9 @@ def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its
         {"concurrency": 1, "latency_p50_s": 0.38, "tokens_per_s": 46.9},
         {"concurrency": 4, "latency_p50_s": 1.4, "tokens_per_s": 34.1},
     ]
-    assert "throughput falls 27%, from 46.9 to 34.1" in throughput_words(rows)
+    assert "throughput falls 27%, from 46.9 to 34.1" in throughput_words([ServingRow.from_dict(r) for r in rows])
     rows[1]["tokens_per_s"] = 45.0
-    assert "throughput stays within 10% (46.9 → 45.0" in throughput_words(rows)
+    assert "throughput stays within 10% (46.9 → 45.0" in throughput_words([ServingRow.from_dict(r) for r in rows])
 
 
 def test_the_exports_interleaved_latencies_replace_each_stages_own(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from conftest import ROOT
 
 from bakeoff.core.record import Record
 from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.shipped_record import Shipped
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing
 from bakeoff.decide.verdict_record import Verdict
 
@@ -30,6 +31,7 @@ def test_the_committed_records_load_and_write_back_unchanged():
     for c in sized["costs"].values():
         _same(AllIn, c)
     _same(Verdict, json.loads((REPORTS / "metrics.json").read_text())["verdict"])
+    _same(Shipped, sized["shipped"])
     v = Verdict.from_dict(sized["verdict"])
     assert (
         v.recommendation.choice.considered[0].run

@@ -199,3 +199,33 @@ class Curve(Record):
     def fitted(self) -> dict[str, Arm]:
         """The arms fitted (``status`` ok), by their key."""
         return {k: a for k, a in (self.arms or {}).items() if a.ok}
+
+
+@dataclass
+class ArmSummary(Record):
+    """One curve arm in reports/metrics.json (``bakeoff.report.curve.summary``): its points, its projection at 2× and
+    whether its back-test held."""
+
+    run: str | None = None
+    status: str | None = None
+    rows: list[int] | None = None
+    quality: list[float] | None = None
+    projected_2x: float | None = None
+    projected_2x_ci: Interval | None = None
+    projected_2x_spread: Interval | None = None
+    gain_2x_over_measured: float | None = None
+    last_doubling: Doubling | None = None
+    backtest_error: float | None = None
+    backtest_inside: bool | None = None
+    backtest_accepts: Interval | None = None
+
+
+@dataclass
+class CurveSummary(Record):
+    """The data-value curve in reports/metrics.json."""
+
+    reliable: bool | None = None
+    backtest_mae: float | None = None
+    arms: dict[str, ArmSummary] | None = None
+    crossover: Crossover | None = None
+    verdict_at_2x: VerdictAt | None = None

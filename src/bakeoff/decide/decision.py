@@ -26,6 +26,7 @@ from bakeoff.decide.verdict_record import Recommendation, Verdict
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
     from bakeoff.decide.curve_record import Curve
+    from bakeoff.decide.shipped_record import Shipped
 
 
 def baselines_as_run(params: Params) -> dict:
@@ -58,7 +59,7 @@ class Decision:
         return picked(self.verdict)
 
 
-def decide(params: Params, flips_dir: Path | None = None, shipped: dict | None = None) -> Decision:
+def decide(params: Params, flips_dir: Path | None = None, shipped: Shipped | None = None) -> Decision:
     """The verdict's chain, in order: the runs and their intervals, the verdict, sizing and costs, the tests between
     runs, and one recommendation, priced. The compare stage adds the data-value curve and the evidence behind the
     gain (``bakeoff.decide.data_value.with_curve``), which nothing else imports: the curve stages, which train, do
@@ -108,7 +109,7 @@ def eval_records(names) -> dict:
 def _verdict(params: Params, flips_dir, shipped):
     """The runs, their intervals and gains over the best prompting baseline, the verdict and its diagnosis."""
     df = figures.collect(list(params.baselines), list(params.variants))
-    figures.use_interleaved(df, (shipped or {}).get("latency_interleaved"))  # the export's latencies, one process
+    figures.use_interleaved(df, shipped.latency_interleaved if shipped else None)  # the export's latencies, one process
     figures.add_confidence(df, params.task.metric, params.eval.bootstrap_resamples, flips_dir)
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"

@@ -35,6 +35,7 @@ from bakeoff.report.tables import Page, markdown, metrics_json, provenance_lines
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
     from bakeoff.decide.curve_record import Curve
+    from bakeoff.decide.shipped_record import Shipped
     from bakeoff.decide.sizing_record import AllIn, Money
     from bakeoff.decide.verdict_record import Verdict
 
@@ -157,7 +158,7 @@ def said(d) -> Verdict:
 
 
 def write_all(
-    out_dir: Path, params: Params, d, images: dict[str, Path], shipped: dict | None = None
+    out_dir: Path, params: Params, d, images: dict[str, Path], shipped: Shipped | None = None
 ) -> dict[str, Path]:
     """Every report file of a ``Decision`` (``bakeoff.decide.decision``), each written once; returns their paths (for
     the summary MLflow run)."""
@@ -168,7 +169,7 @@ def write_all(
         "budget": d.budget,
         "costs": {n: x.to_dict() for n, x in d.costs.items()},
         "serve_card": d.serving_card.__dict__ if d.serving_card else None,
-        "shipped": shipped,
+        "shipped": shipped.to_dict() if shipped is not None else None,
     }
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     target = next(iter(d.costs.values())).target if d.costs else params.sizing.target
@@ -180,7 +181,7 @@ def write_all(
         + dpo_lines(df, pw, parents, d)
         + budget_lines(df, extra.get("budget") or {}, params.tune, curve, d.searches)
         + endpoint_lines(df)
-        + shipped_lines(extra.get("shipped"), v.scope)
+        + shipped_lines(shipped, v.scope)
         + sample_lines(d.evidence, v.scope)
         + prompt_lines(d.evidence)
     )
@@ -190,11 +191,11 @@ def write_all(
         + glossary_lines()
         + provenance_lines(prov)
     )
-    facts = v.to_dict()
+    facts, summary = v.to_dict(), data_curve.summary(curve)
     record = {
         "quick_look": bool(params.verdict.quick_look),
         "provenance": prov,
-        "curve": data_curve.summary(curve),
+        "curve": summary.to_dict() if summary else None,
         "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
         "costs": extra.get("costs"),
         "where": (d.evidence or {}).get("where"),

@@ -3,7 +3,7 @@ back-test and the projections (its plot: ``bakeoff.report.plots``; presentation 
 
 from __future__ import annotations
 
-from bakeoff.decide.curve_record import Arm, Backtest, Curve, Point
+from bakeoff.decide.curve_record import Arm, ArmSummary, Backtest, Curve, CurveSummary, Point
 from bakeoff.report.tables import details, image
 
 # how a curve arm's run was chosen (``bakeoff.decide.decision.curve_arm``); an older record holds the words already
@@ -180,37 +180,41 @@ def headline(curve: Curve | None, decision: str | None) -> list[str]:
     ]
 
 
-def _arm_summary(a: Arm) -> dict:
+def _arm_summary(a: Arm) -> ArmSummary:
     if not a.ok:
-        return {"run": a.run, "status": a.status}
+        return ArmSummary.from_dict({"run": a.run, "status": a.status})
     p, b = a.projection[0], a.backtest
-    return {
-        "run": a.run,
-        "status": "ok",
-        "rows": a.rows,
-        "quality": a.quality,
-        "projected_2x": p.quality,
-        "projected_2x_ci": p.ci,
-        "projected_2x_spread": p.spread,
-        "gain_2x_over_measured": p.gain,
-        "last_doubling": a.last_doubling.to_dict() if a.last_doubling else None,
-        "backtest_error": b.error,
-        "backtest_inside": b.inside,
-        "backtest_accepts": b.accepts,
-    }
+    return ArmSummary.from_dict(
+        {
+            "run": a.run,
+            "status": "ok",
+            "rows": a.rows,
+            "quality": a.quality,
+            "projected_2x": p.quality,
+            "projected_2x_ci": p.ci,
+            "projected_2x_spread": p.spread,
+            "gain_2x_over_measured": p.gain,
+            "last_doubling": a.last_doubling,
+            "backtest_error": b.error,
+            "backtest_inside": b.inside,
+            "backtest_accepts": b.accepts,
+        }
+    )
 
 
-def summary(curve: Curve | None) -> dict | None:
+def summary(curve: Curve | None) -> CurveSummary | None:
     """The curve in reports/metrics.json: each arm's projection at 2× and back-test, whether they hold."""
     if not curve:
         return None
-    return {
-        "reliable": curve.reliable,
-        "backtest_mae": curve.backtest_mae,
-        "arms": {key: _arm_summary(a) for key, a in curve.arms.items()},
-        "crossover": curve.crossover.to_dict() if curve.crossover else None,
-        "verdict_at_2x": curve.verdict_at_2x.to_dict() if curve.verdict_at_2x else None,
-    }
+    return CurveSummary.from_dict(
+        {
+            "reliable": curve.reliable,
+            "backtest_mae": curve.backtest_mae,
+            "arms": {key: _arm_summary(a) for key, a in curve.arms.items()},
+            "crossover": curve.crossover,
+            "verdict_at_2x": curve.verdict_at_2x,
+        }
+    )
 
 
 def crossover_words(curve: Curve) -> str | None:

@@ -13,7 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+from bakeoff.decide.curve_record import ArmSummary, CurveSummary
+from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.statistics import round_sig
+from bakeoff.decide.verdict_record import Recommendation, Verdict
 
 BEGIN = (
     "<!-- results: written by `python -m bakeoff.report.readme` from reports/metrics.json and reports/clock.json -->"
@@ -59,8 +62,8 @@ def full_run(clock: dict) -> dict | None:
 def block(metrics: dict, clock: dict) -> str:
     """The block's lines: the verdict with its interval, every run's test quality, the recommendation with its
     projected price, and how long the run took on which machine."""
-    v, runs, prov = metrics["verdict"], metrics["runs"], metrics["provenance"]
-    rec = v.get("recommendation") or {}
+    v, runs, prov = Verdict.from_dict(metrics["verdict"]), metrics["runs"], metrics["provenance"]
+    rec = v.recommendation or Recommendation()
     base = (prov.get("base_model") or {}).get("alias") or (prov.get("base_model") or {}).get("source", "the base")
     head = (
         f"**The committed run** (`reports/comparison.md`; the default task's test split, base `{base}`, "
@@ -68,9 +71,9 @@ def block(metrics: dict, clock: dict) -> str:
     )
     lines = [BEGIN, "", head, ""]
     lines.append(
-        f"- Verdict **{v['decision']}**: `{v['variant']}` (best on validation) against `{v['baseline']}` "
-        f"(the best prompt), {_pts(v['gain'])} points, 95% interval [{_pts(v['ci_low'])}, "
-        f"{_pts(v['ci_high'])}], against a minimum gain of {100 * v['min_gain']:.0f} points."
+        f"- Verdict **{v.decision}**: `{v.variant}` (best on validation) against `{v.baseline}` "
+        f"(the best prompt), {_pts(v.gain)} points, 95% interval [{_pts(v.ci_low)}, "
+        f"{_pts(v.ci_high)}], against a minimum gain of {100 * v.min_gain:.0f} points."
     )
     scored = [(n, r) for n, r in runs.items() if r.get("status") == "ok"]
     others = [f"`{n}` {r['status']}" for n, r in runs.items() if r.get("status") != "ok"]
@@ -82,74 +85,74 @@ def block(metrics: dict, clock: dict) -> str:
         + (f"; {', '.join(others)}" if others else "")
         + "."
     )
-    run = rec.get("run")
-    cost = (metrics.get("costs") or {}).get(run) if run else None
+    run = rec.run
+    cost = AllIn.from_dict((metrics.get("costs") or {}).get(run)) if run else None
     if run and cost:
-        lo, hi = cost.get("alone_usd", cost["usd"]), cost.get("alone_usd_high", cost["usd_high"])
         why = (
             ""
-            if run == v["variant"]
-            else f", the lowest projected cost among the runs the test split cannot tell apart from `{v['variant']}`"
+            if run == v.variant
+            else f", the lowest projected cost among the runs the test split cannot tell apart from `{v.variant}`"
         )
         lines.append(
-            f"- Recommended: **{rec.get('action', 'fine-tune')} with `{run}`**{why}; projected to "
-            f"`{cost['target']}`, not measured: {_usd(lo, hi)} all in on an {cost['card']} (training "
+            f"- Recommended: **{rec.action or 'fine-tune'} with `{run}`**{why}; projected to "
+            f"`{cost.target}`, not measured: {_usd(*cost.alone)} all in on an {cost.card} (training "
             f"and its whole search)."
         )
     elif run:
-        lines.append(f"- Recommended: **{rec.get('action')}** with `{run}`.")
-    lines += curve_lines(metrics.get("curve"))
+        lines.append(f"- Recommended: **{rec.action}** with `{run}`.")
+    lines += curve_lines(CurveSummary.from_dict(metrics.get("curve")))
+    return "\n".join([*lines, *clock_lines(clock), "", END])
+
+
+def clock_lines(clock: dict) -> list[str]:
+    """How long the committed `make repro` took, on which machine (``reports/clock.json``)."""
     whole = full_run(clock)
-    if whole:
-        restored = whole.get("stages_restored", 0)
-        what = (
-            f"({whole['stages_ran']} stages run, {restored} restored from DVC's cache)"
-            if restored
-            else "of every stage and every search"
-        )
-        lines.append(
-            f"- `make repro` {what} took {duration(whole['actual_total_s'])} on "
-            f"{whole['machine']} (`reports/clock.json`)."
-        )
-    return "\n".join([*lines, "", END])
+    if not whole:
+        return []
+    restored = whole.get("stages_restored", 0)
+    what = (
+        f"({whole['stages_ran']} stages run, {restored} restored from DVC's cache)"
+        if restored
+        else "of every stage and every search"
+    )
+    return [
+        f"- `make repro` {what} took {duration(whole['actual_total_s'])} on {whole['machine']} (`reports/clock.json`)."
+    ]
 
 
-def curve_lines(c: dict | None) -> list[str]:
+def curve_lines(c: CurveSummary | None) -> list[str]:
     """The data-value curve in one line: the projection at twice the rows, or why none is given."""
-    arms = [a for a in ((c or {}).get("arms") or {}).values() if a.get("status") == "ok"]
+    arms = [a for a in ((c.arms if c else None) or {}).values() if a.status == "ok"]
     if not arms:
         return []
-    if not c.get("reliable"):
+    if not c.reliable:
         missed = ", ".join(
-            f"`{a['run']}` predicted {_pct(a['quality'][-1] + a['backtest_error'])}, measured {_pct(a['quality'][-1])}"
+            f"`{a.run}` predicted {_pct(a.quality[-1] + a.backtest_error)}, measured {_pct(a.quality[-1])}"
             for a in arms
-            if not a.get("backtest_inside") and a.get("backtest_error") is not None
+            if not a.backtest_inside and a.backtest_error is not None
         )
         return [f"- More data: the data-value curve's back-test missed ({missed}), so the report gives no projection."]
 
-    def one(a: dict) -> str:
-        measured = (
-            f"`{a['run']}` measured {', '.join(_pct(q) for q in a['quality'])} at "
-            f"{a['rows'][0]:,}–{a['rows'][-1]:,} rows"
-        )
-        d = a.get("last_doubling") or {}
+    def one(a: ArmSummary) -> str:
+        measured = f"`{a.run}` measured {', '.join(_pct(q) for q in a.quality)} at {a.rows[0]:,}–{a.rows[-1]:,} rows"
+        d = a.last_doubling
         if not d:  # a record without the last doubling's interval: its points only, nothing fitted
             return measured
-        if d.get("cannot_tell"):
+        if d.cannot_tell:
             return (
-                f"{measured}; the last doubling bought nothing measurable ({_pts(d['diff'])} points "
-                f"[{_pts(d['ci'][0])}, {_pts(d['ci'][1])}])"
+                f"{measured}; the last doubling bought nothing measurable ({_pts(d.diff)} points "
+                f"[{_pts(d.ci[0])}, {_pts(d.ci[1])}])"
             )
-        spread = a.get("projected_2x_spread") or []
+        spread = a.projected_2x_spread or []
         forms = f", {_pct(spread[0])}–{_pct(spread[1])} across forms" if len(spread) == 2 else ""
         return (
-            f"{measured}; projected at twice the rows {_pct(a['projected_2x'])} [{_pct(a['projected_2x_ci'][0])}, "
-            f"{_pct(a['projected_2x_ci'][1])}]{forms} ({_pts(a['projected_2x'] - a['quality'][-1])} points over "
+            f"{measured}; projected at twice the rows {_pct(a.projected_2x)} [{_pct(a.projected_2x_ci[0])}, "
+            f"{_pct(a.projected_2x_ci[1])}]{forms} ({_pts(a.projected_2x - a.quality[-1])} points over "
             "the measured, assuming the extra rows are trained on at the same epochs)"
         )
 
-    grew = [a for a in arms if (a.get("last_doubling") or {}) and not a["last_doubling"].get("cannot_tell")]
-    later = (c.get("verdict_at_2x") or {}).get("decision")
+    grew = [a for a in arms if a.last_doubling and not a.last_doubling.cannot_tell]
+    later = c.verdict_at_2x.decision if c.verdict_at_2x else None
     return [
         "- More data (the data-value curve): "
         + "; ".join(one(a) for a in arms)
