@@ -16,7 +16,7 @@ from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
 from bakeoff.decide.crossover import crossover, verdict_at
 from bakeoff.decide.curve import Points, fit_arm, resample_indices
-from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.curve_record import Arm, Curve, Point, Spent
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -52,101 +52,119 @@ def report_data(params: Params, df) -> Curve | None:
     c = params.curve
     if c is None:
         return None
-    out = {"arms": {}, "fractions": sorted(c.fractions), "resamples": c.resamples, "min_gain": params.verdict.min_gain}
-    fitted, draws = {}, None
+    arms, fitted, draws = {}, {}, None
     full_items = figures.primary_items(df)
     for arm in c.arms:
-        entry = out["arms"][arm] = arm_points(params, df, arm, full_items)
-        if entry.get("status") != "collected":
-            continue
-        if len(entry["_ns"]) < 2:
-            entry.update(status="too few points")  # no smaller share finished: nothing to fit
-            continue
-        draws = resample_indices(len(entry["_items"][0]), c.resamples) if draws is None else draws
-        pts = Points(entry.pop("_ns"), entry.pop("_items"), METRICS[params.task.metric].figure, entry.pop("_names"))
-        entry.update(status="ok", **fit_arm(pts, draws=draws))
-        own = df[df["name"] == entry["run"]].iloc[0]
-        lo, hi = figures.as_number(own.get("quality_ci_low")), figures.as_number(own.get("quality_ci_high"))
-        if entry["figure"] == "generation" and lo > float("-inf") and hi > float("-inf"):
-            # the full size is the arm's own run: one interval for it, the quality table's (not a second bootstrap)
-            entry["quality_ci"][-1] = [round(lo, 4), round(hi, 4)]
-        fitted[arm] = (entry["kind"], pts)
-    for entry in out["arms"].values():
-        for k in ("_ns", "_items", "_names"):
-            entry.pop(k, None)
+        a, pts = arm_points(params, df, arm, full_items)
+        if pts is not None and len(pts.ns) < 2:
+            a = a.with_(status="too few points")  # no smaller share finished: nothing to fit
+        elif pts is not None:
+            draws = resample_indices(len(pts.items[0]), c.resamples) if draws is None else draws
+            pts = Points(pts.ns, pts.items, METRICS[params.task.metric].figure, pts.names)
+            a = Arm.from_dict({**a.to_dict(), "status": "ok", **fit_arm(pts, draws=draws)})
+            a = _own_interval(a, df)
+            fitted[arm] = (a.kind, pts)
+        arms[arm] = a
     ft = next((p for k, p in fitted.values() if k == "variant"), None)
     pr = next((p for k, p in fitted.values() if k == "baseline"), None)
-    if ft is not None and pr is not None:
-        out["crossover"] = crossover(ft, pr, draws)
-        out["verdict_at_2x"] = verdict_at(ft, pr, draws, 2, params.verdict.min_gain)
-    ok = [a for a in out["arms"].values() if a.get("status") == "ok"]
-    out["backtest_misses"] = [a["run"] for a in ok if not a["backtest"].get("inside")]
-    out["reliable"] = bool(ok) and not out["backtest_misses"]
-    errs = [abs(a["backtest"]["error"]) for a in ok if "error" in a["backtest"]]
-    out["backtest_mae"] = round(sum(errs) / len(errs), 4) if errs else None
-    out["budget"] = {a["run"]: spent(a["points"]) for a in out["arms"].values() if a.get("run")}
-    return Curve.from_dict(out)
+    both = ft is not None and pr is not None
+    ok = [a for a in arms.values() if a.ok]
+    misses = [a.run for a in ok if not a.backtest.inside]
+    errs = [abs(a.backtest.error) for a in ok if a.backtest.has("error")]
+    return Curve.from_dict(
+        {
+            "arms": arms,
+            "fractions": sorted(c.fractions),
+            "resamples": c.resamples,
+            "min_gain": params.verdict.min_gain,
+            **({"crossover": crossover(ft, pr, draws)} if both else {}),
+            **({"verdict_at_2x": verdict_at(ft, pr, draws, 2, params.verdict.min_gain)} if both else {}),
+            "backtest_misses": misses,
+            "reliable": bool(ok) and not misses,
+            "backtest_mae": round(sum(errs) / len(errs), 4) if errs else None,
+            "budget": {a.run: spent(a.points) for a in arms.values() if a.run},
+        }
+    )
 
 
-def spent(points: list[dict]) -> dict:
+def _own_interval(a: Arm, df) -> Arm:
+    """The full size is the arm's own run: one interval for it, the quality table's (not a second bootstrap)."""
+    own = df[df["name"] == a.run].iloc[0]
+    lo, hi = figures.as_number(own.get("quality_ci_low")), figures.as_number(own.get("quality_ci_high"))
+    if a.figure != "generation" or lo == float("-inf") or hi == float("-inf"):
+        return a
+    return a.with_(quality_ci=[*a.quality_ci[:-1], [round(lo, 4), round(hi, 4)]])
+
+
+def spent(points: list[Point]) -> Spent:
     """What an arm's curve points cost here (its own run aside: that is the arm's training, counted there)."""
-    mine = [p for p in points if not p.get("own_run")]
-    return {
-        "points": sum(p["status"] == "ok" for p in mine),
-        "tokens": sum(p.get("tokens_seen") or 0 for p in mine),
-        "steps": sum(p.get("train_steps") or 0 for p in mine),
-        "train_s": round(sum(p.get("train_wall_s") or 0 for p in mine), 1),
-        "eval_s": round(sum(p.get("eval_wall_s") or 0 for p in mine), 1),
-    }
+    mine = [p for p in points if not p.own_run]
+    return Spent(
+        points=sum(p.status == "ok" for p in mine),
+        tokens=sum(p.tokens_seen or 0 for p in mine),
+        steps=sum(p.train_steps or 0 for p in mine),
+        train_s=round(sum(p.train_wall_s or 0 for p in mine), 1),
+        eval_s=round(sum(p.eval_wall_s or 0 for p in mine), 1),
+    )
 
 
-def arm_points(params: Params, df, arm: str, full_items: dict) -> dict:
-    """One arm's records and per-test-item scores (``_ns``, ``_items``, ``_names``, smallest share first, its own
-    run last), scored by the figure its own run is judged by (a baseline's label choice where that won)."""
-    recs = [(s, runs.read_json(point_dir(arm, s) / "point.json")) for s in sorted(params.curve.fractions)]
-    name = next((r.get("run") for _, r in recs if r and r.get("run")), None)
-    entry = {"run": name, "chosen_as": next((r.get("chosen_as") for _, r in recs if r), None), "points": []}
-    full = full_items.get(name) if name else None
-    if full is None:
-        return {**entry, "status": "skipped", "missing": "no_run" if name is None else "unfinished"}
-    row = df[df["name"] == name].iloc[0]
-    choice = row["kind"] == "baseline" and by_label_choice(row, figures.choosing_split(df))
-    ids = sorted(full)
-    ns, items, names = [], [], []
-    for share, r in recs:
-        r = r or {}
-        m = r.get("metrics") or {}
-        stale = r.get("run", name) != name  # drawn for another run than the arm's now
-        point = {
+def _point(share: float, r: dict, name: str) -> Point:
+    """A share's record as the curve holds it: its status (``stale`` where it was drawn for another run), the figures
+    kept, its error."""
+    m = r.get("metrics") or {}
+    stale = r.get("run", name) != name  # drawn for another run than the arm's now
+    return Point.from_dict(
+        {
             "share": share,
             "status": "stale" if stale else r.get("status", "missing"),
             **({"drawn_for": r["run"]} if stale else {}),
             **{k: m[k] for k in KEPT if k in m},
             **({"error": r["error"]} if r.get("error") else {}),
         }
+    )
+
+
+def arm_points(params: Params, df, arm: str, full_items: dict) -> tuple[Arm, Points | None]:
+    """One arm's record (its points, smallest share first, its own run last) and the per-test-item scores of the
+    points that finished (None where its run did not), scored by the figure its own run is judged by (a baseline's
+    label choice where that won)."""
+    recs = [(s, runs.read_json(point_dir(arm, s) / "point.json")) for s in sorted(params.curve.fractions)]
+    name = next((r.get("run") for _, r in recs if r and r.get("run")), None)
+    entry = {"run": name, "chosen_as": next((r.get("chosen_as") for _, r in recs if r), None), "points": []}
+    full = full_items.get(name) if name else None
+    if full is None:
+        missing = "no_run" if name is None else "unfinished"
+        return Arm.from_dict({**entry, "status": "skipped", "missing": missing}), None
+    row = df[df["name"] == name].iloc[0]
+    choice = row["kind"] == "baseline" and by_label_choice(row, figures.choosing_split(df))
+    ids = sorted(full)
+    ns, items, names = [], [], []
+    for share, r in recs:
+        point = _point(share, r or {}, name)
         entry["points"].append(point)
         got = (
             figures.read_items(point_dir(arm, share) / "predictions.jsonl", "choice_score" if choice else "score")
-            if point["status"] == "ok"
+            if point.status == "ok"
             else None
         )
         if got and set(got) >= set(ids):
-            ns.append(int(m["rows"]))
+            ns.append(int(point.rows))
             items.append([got[i] for i in ids])
             names.append(f"{share:g}")
-    rows_full = next(
-        (int(r["metrics"]["rows_full"]) for _, r in recs if r and (r.get("metrics") or {}).get("rows_full")), None
-    ) or ((runs.read_json(runs.PREPARED / "stats.json") or {}).get("splits") or {}).get("train")
+    rows_full = int(_rows_full(recs))
     own_steps = ((runs.read_json(runs.train_record(name)) or {}).get("metrics") or {}).get("train_steps")
-    entry["points"].append(
-        {"share": 1.0, "status": "ok", "rows": int(rows_full), "own_run": True, "train_steps": own_steps}
+    own = {"share": 1.0, "status": "ok", "rows": rows_full, "own_run": True, "train_steps": own_steps}
+    entry["points"].append(Point.from_dict(own))
+    figure = "label choice" if choice else "generation"
+    arm_ = Arm.from_dict({**entry, "status": "collected", "kind": str(row["kind"]), "figure": figure})
+    return arm_, Points(ns + [rows_full], items + [[full[i] for i in ids]], None, names + ["own run"])
+
+
+def _rows_full(recs) -> int | None:
+    """The training split's rows: as the points recorded them, else the data stage's count."""
+    recorded = (
+        int((r.get("metrics") or {})["rows_full"]) for _, r in recs if r and (r.get("metrics") or {}).get("rows_full")
     )
-    return {
-        **entry,
-        "status": "collected",
-        "kind": str(row["kind"]),
-        "figure": "label choice" if choice else "generation",
-        "_ns": ns + [int(rows_full)],
-        "_items": items + [[full[i] for i in ids]],
-        "_names": names + ["own run"],
-    }
+    return next(recorded, None) or ((runs.read_json(runs.PREPARED / "stats.json") or {}).get("splits") or {}).get(
+        "train"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,32 +14,38 @@ from bakeoff.core.techniques import facts
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
-# the last resort when nothing was measured here: seconds of each part of a stage for the default model
-# (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
-# `make repro` (every stage) and `make quick` (the small budget) and scaled by the probe here now
-COST = {
-    "start": 10.0,  # a stage's process start, imports and model load
-    "model": 28.0,
-    "data": 6.0,
-    "compare": 12.0,
-    "other": 30.0,
-    "answer": 0.28,  # an item answered by the base without shots (test or validation), greedy to its end
-    "shot": 0.08,  # each shot in the prompt adds this to an answer
-    "tuned_answer": 0.17,  # an item answered by a trained variant (short answers), with its loss on validation
-    "prefs": 9.0,
-    "probe": 7.5,
-    "lm_eval": 0.5,  # the side checks, when on
-    "latency": 16.0,  # eval.latency_requests timed one at a time (16 there), per timing
-    "interleaved": 7.5,  # the export's timing of each evaluated arm again, interleaved in one process
-    "row_step": 0.14,  # a row through one supervised optimizer step, and the validation passes at its rate
-    "dpo_row_step": 0.45,  # a preference pair through one DPO step (chosen, rejected, the reference model)
-    "trial": 8.0,  # a search trial's own start: its model load and its first validation pass
-    "dpo_trial": 20.0,  # a DPO trial's: the reference model too, and the task metric on validation
-    "merge": 3.0,
-    "gguf": 11.0,
-    "serve": 32.0,
-    "rescore": 0.13,
-}  # export's parts; rescore: a test item
+
+@dataclass(frozen=True)
+class Costs:
+    """The last resort when nothing was measured here: seconds of each part of a stage for the default model
+    (SmolLM2-135M) on the reference machine (REFERENCE_CPU, whose speed probe took REFERENCE_PROBE s), fitted to its
+    `make repro` (every stage) and `make quick` (the small budget) and scaled by the probe here now. merge, gguf and
+    serve are the export's parts; rescore a test item re-scored there."""
+
+    start: float = 10.0  # a stage's process start, imports and model load
+    model: float = 28.0
+    data: float = 6.0
+    compare: float = 12.0
+    other: float = 30.0
+    answer: float = 0.28  # an item answered by the base without shots (test or validation), greedy to its end
+    shot: float = 0.08  # each shot in the prompt adds this to an answer
+    tuned_answer: float = 0.17  # an item answered by a trained variant (short answers), with its loss on validation
+    prefs: float = 9.0
+    probe: float = 7.5
+    lm_eval: float = 0.5  # the side checks, when on
+    latency: float = 16.0  # eval.latency_requests timed one at a time (16 there), per timing
+    interleaved: float = 7.5  # the export's timing of each evaluated arm again, interleaved in one process
+    row_step: float = 0.14  # a row through one supervised optimizer step, and the validation passes at its rate
+    dpo_row_step: float = 0.45  # a preference pair through one DPO step (chosen, rejected, the reference model)
+    trial: float = 8.0  # a search trial's own start: its model load and its first validation pass
+    dpo_trial: float = 20.0  # a DPO trial's: the reference model too, and the task metric on validation
+    merge: float = 3.0
+    gguf: float = 11.0
+    serve: float = 32.0
+    rescore: float = 0.13
+
+
+COST = Costs()
 LOWMEM_SLOWER = 2.6  # a row-step against LoRA's with checkpointing and an 8-bit optimizer (each technique's own:
 #                     bakeoff.core.techniques.FACTS' cpu_slower)
 
@@ -164,38 +171,38 @@ class Estimator:
         preference pairs (scored on the base's zero-shot run and on each variant)."""
         p = self.params
         if p is None:
-            return COST["probe"] + COST["lm_eval"] + COST["latency"] * timings + COST["prefs"]
-        latency = COST["latency"] * timings * p.eval.latency_requests / 16.0
+            return COST.probe + COST.lm_eval + COST.latency * timings + COST.prefs
+        latency = COST.latency * timings * p.eval.latency_requests / 16.0
         return (
-            COST["probe"] * bool(p.eval.probe)
-            + COST["lm_eval"] * (p.eval.lm_eval != "off")
+            COST.probe * bool(p.eval.probe)
+            + COST.lm_eval * (p.eval.lm_eval != "off")
             + latency
-            + COST["prefs"] * (bool(p.task.prefs) and zero_shot)
+            + COST.prefs * (bool(p.task.prefs) and zero_shot)
         )
 
     def _answers(self, shots: float, items: float) -> float:
-        return items * (COST["answer"] + COST["shot"] * shots)
+        return items * (COST.answer + COST.shot * shots)
 
     def _throughput(self, kind: str, key: str | None) -> float:
         """A stage's seconds on the reference machine, added up from its parts (``COST``), for the model's size."""
         p = self.params
         trials = p.tune.trials if p is not None else 4
         if kind in ("model", "data", "compare"):
-            return COST[kind] * (self.size if kind == "model" else 1.0)
+            return getattr(COST, kind) * (self.size if kind == "model" else 1.0)
         if kind == "export":
             return self._export() * self.size
         if kind in ("baseline", "tune_prompt"):
             b = p.baselines.get(key) if p is not None and key else None
             if b is not None and getattr(b, "endpoint", None):
-                return COST["other"]
+                return COST.other
             if kind == "tune_prompt":
                 if b is None or not b.search or not trials:
                     return 1.0
                 grid = b.search.get("shots") or [b.shots]
-                return (COST["start"] + trials * self._answers(sum(grid) / len(grid), self._rows("val"))) * self.size
+                return (COST.start + trials * self._answers(sum(grid) / len(grid), self._rows("val"))) * self.size
             shots = b.shots if b is not None else 0
             work = self._answers(shots, self._rows("test") + self._rows("val"))
-            return (COST["start"] + work + self._side(key == "zero_shot", 1)) * self.size
+            return (COST.start + work + self._side(key == "zero_shot", 1)) * self.size
         if kind == "curve" and key:
             return self._curve(key)
         if self._skipped(key):
@@ -204,17 +211,17 @@ class Estimator:
         if kind in ("tune", "tune_from"):
             if not trials:
                 return 5.0
-            trial = COST["dpo_trial" if dpo else "trial"] + self._train(key, dpo)
-            return (COST["start"] + trials * trial) * self.size
+            trial = (COST.dpo_trial if dpo else COST.trial) + self._train(key, dpo)
+            return (COST.start + trials * trial) * self.size
         if kind in ("train", "train_from"):
             share = getattr(getattr(p, "tune", None), "share", None) or {}
             if trials and share.get(key, key) == key:  # it adopts its search's trial at its own values
                 return 6.0
-            return (COST["start"] + self._train(key, dpo)) * self.size
+            return (COST.start + self._train(key, dpo)) * self.size
         if kind in ("evaluate", "evaluate_from"):
-            work = COST["tuned_answer"] * (self._rows("test") + self._rows("val"))
-            return (COST["start"] + work + self._side(True, 2)) * self.size
-        return COST["other"]
+            work = COST.tuned_answer * (self._rows("test") + self._rows("val"))
+            return (COST.start + work + self._side(True, 2)) * self.size
+        return COST.other
 
     def _train(self, key: str | None, dpo: bool) -> float:
         v = self.params.variants.get(key) if self.params is not None and key else None
@@ -222,7 +229,7 @@ class Estimator:
         if v is not None:
             lowmem = v.train.gradient_checkpointing is True and "8bit" in v.train.optimizer
             slower = LOWMEM_SLOWER if lowmem else facts(v.technique).cpu_slower
-        return self._row_steps(key) * COST["dpo_row_step" if dpo else "row_step"] * slower
+        return self._row_steps(key) * (COST.dpo_row_step if dpo else COST.row_step) * slower
 
     def _skipped(self, key: str | None) -> bool:
         """A variant whose backend needs CUDA (Unsloth), on a machine without an NVIDIA driver: its stages record
@@ -235,15 +242,15 @@ class Estimator:
         again interleaved."""
         p = self.params
         if p is None:
-            return COST["start"] + COST["merge"] + COST["gguf"] + COST["serve"] + 60 * COST["rescore"]
+            return COST.start + COST.merge + COST.gguf + COST.serve + 60 * COST.rescore
         arms = sum(not self._skipped(n) for n in p.variants) + len(p.baselines)
         return (
-            COST["start"]
-            + COST["merge"]
-            + COST["gguf"] * bool(p.export.gguf)
-            + COST["serve"] * bool(p.export.serve)
-            + self._rows("test") * COST["rescore"]
-            + COST["interleaved"] * arms * p.eval.latency_requests / 16.0
+            COST.start
+            + COST.merge
+            + COST.gguf * bool(p.export.gguf)
+            + COST.serve * bool(p.export.serve)
+            + self._rows("test") * COST.rescore
+            + COST.interleaved * arms * p.eval.latency_requests / 16.0
         )
 
     def _curve(self, key: str) -> float:
@@ -254,11 +261,11 @@ class Estimator:
         try:
             f = float(share)
         except ValueError:
-            return COST["other"]
+            return COST.other
         trains = arm != "best_prompt" and (p is None or arm not in p.baselines)
         epochs = p is not None and getattr(p.curve, "schedule", "steps") == "epochs"
         v = p.variants.get(arm) if p is not None else None
         most = (v.train.max_steps if v is not None else p.train_defaults.max_steps) if p is not None else 0
         part = min(1.0, max(f, p.curve.min_steps / most)) if epochs and most else 1.0
         train = self._train(arm if v is not None else None, False) * part if trains else 0.0
-        return (COST["start"] + train + COST["tuned_answer"] * 4 * self._rows("test")) * self.size
+        return (COST.start + train + COST.tuned_answer * 4 * self._rows("test")) * self.size
