@@ -11,6 +11,7 @@ import pytest
 from bakeoff.core import runs
 from bakeoff.decide import evidence
 from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.evidence_record import Evidence
 from bakeoff.decide.sizing_record import AllIn, SizedFit
 from bakeoff.decide.verdict_record import Scope, Verdict
 from bakeoff.report.evidence import cell, prompt_lines, sample_lines, where_lines
@@ -49,7 +50,7 @@ def test_a_planted_field_gap_is_named_with_both_figures():
     )
     w = evidence.by_field(df, ["prompt", "lora"], ["colour", "size"], "prompt", "lora")
     assert w["largest"]["field"] == "size" and w["largest"]["gap"] == pytest.approx(0.65)
-    text = "\n".join(where_lines({"prompt": "prompt", "run": "lora", "where": w}, V.scope))
+    text = "\n".join(where_lines(Evidence.from_dict({"prompt": "prompt", "run": "lora", "where": w}), V.scope))
     assert "is in the field `size`: 20% against 85% right (+65 points)" in text, text
     assert "| prompt | 90% | 20% |" in text and "| lora | 95% | 85% |" in text
 
@@ -64,7 +65,7 @@ def test_a_label_task_names_the_labels_they_differ_on_and_the_commonest_confusio
     assert w["labels"][0] == {"label": "cat", "n": 3, "a": 1, "b": 3}  # the largest difference first
     assert w["confusions"]["a"][0] == {"true": "cat", "answered": "dog", "count": 2}
     assert w["confusions"]["b"] == [{"true": "dog", "answered": "cat", "count": 1}]
-    text = "\n".join(where_lines({"prompt": "a", "run": "b", "where": w}))
+    text = "\n".join(where_lines(Evidence.from_dict({"prompt": "a", "run": "b", "where": w})))
     assert "| cat | 3 | 1 | 3 |" in text
     assert "Commonest confusions of `a` (true → answered, count): cat → dog (2)" in text
 
@@ -99,7 +100,11 @@ def test_samples_follow_the_rule_and_markup_in_an_answer_stays_text(tmp_path, mo
     got = evidence.samples({"prompt": evidence._rows("prompt"), "lora": evidence._rows("lora")}, "prompt", "lora")
     assert [s["id"] for s in got] == [0, 2, 1, 4, 3]  # lora's wins, its loss, a fourth difference, both worst
     assert [s["why"] for s in got] == ["run_better", "run_better", "prompt_better", "run_better", "worst"]
-    md = "\n".join(sample_lines({"samples": got, "rule": evidence.RULE, "prompt": "prompt", "run": "lora"}, V.scope))
+    md = "\n".join(
+        sample_lines(
+            Evidence.from_dict({"samples": got, "rule": evidence.RULE, "prompt": "prompt", "run": "lora"}), V.scope
+        )
+    )
     assert "(t.jsonl:1; `lora` better)" in md and "(t.jsonl:2; `prompt` better)" in md
     assert "(t.jsonl:4; both answer it worst)" in md
     assert "differ most in score, its wins and its losses alike" in md
@@ -127,7 +132,7 @@ def test_the_prompts_are_shown_in_a_fence_no_answer_can_close():
             }
         ]
     }
-    md = "\n".join(prompt_lines(shown))
+    md = "\n".join(prompt_lines(Evidence.from_dict(shown)))
     assert "~~~~~~text" in md and md.count("~~~~~~") == 2  # one longer than the answer's own run of tildes
 
 
@@ -292,7 +297,9 @@ def test_a_baseline_records_the_turns_it_sent_and_the_report_shows_them(tmp_path
     monkeypatch.chdir(tmp_path)
     runs.eval_record("few").parent.mkdir(parents=True)
     runs.eval_record("few").write_text(json.dumps({"prompt_sent": sent}))
-    md = "\n".join(prompt_lines({"prompts": evidence.prompts(SimpleNamespace(baselines={"few": None}))}))
+    md = "\n".join(
+        prompt_lines(Evidence.from_dict({"prompts": evidence.prompts(SimpleNamespace(baselines={"few": None}))}))
+    )
     assert "**`few`**: the 2 training examples most similar" in md and "[system]\nAnswer in JSON." in md
     assert md.rstrip().endswith("[user]\nthe test item\n~~~~")
 
@@ -301,14 +308,16 @@ def test_the_per_field_view_goes_to_mlflow_as_metrics():
     from bakeoff.report.publish import where_metrics
 
     w = {"kind": "fields", "table": {"prompt": {"size": 0.2}, "lora": {"size": 0.85}}, "gaps": {"size": 0.65}}
-    assert where_metrics({"where": w}) == {
+    assert where_metrics(Evidence.from_dict({"where": w})) == {
         "field_acc.size.prompt": 0.2,
         "field_acc.size.lora": 0.85,
         "field_gap.size": 0.65,
     }
-    assert where_metrics({"where": {"kind": "labels"}}) == {} and where_metrics(None) == {}
+    assert where_metrics(Evidence.from_dict({"where": {"kind": "labels"}})) == {} and where_metrics(None) == {}
     odd = {"kind": "fields", "table": {"lora": {"größe?": 1.0}}, "gaps": {}}
-    assert where_metrics({"where": odd}) == {"field_acc.größe_.lora": 1.0}  # MLflow refuses '?' in a name
+    assert where_metrics(Evidence.from_dict({"where": odd})) == {
+        "field_acc.größe_.lora": 1.0
+    }  # MLflow refuses '?' in a name
 
 
 def test_an_unreadable_predictions_file_is_said_and_the_report_goes_on(tmp_path, monkeypatch):
@@ -321,4 +330,4 @@ def test_an_unreadable_predictions_file_is_said_and_the_report_goes_on(tmp_path,
     df = pd.DataFrame([{"name": "prompt", "status": "ok"}, {"name": "lora", "status": "ok"}])
     e = evidence.guarded(SimpleNamespace(baselines={}), df, V, {})
     assert e["error"].startswith("JSONDecodeError")
-    assert "Not gathered (JSONDecodeError" in "\n".join(where_lines(e))
+    assert "Not gathered (JSONDecodeError" in "\n".join(where_lines(Evidence.from_dict(e)))

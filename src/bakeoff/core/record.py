@@ -13,7 +13,9 @@ absent stays absent (an absent field reads as None).
     t.with_(at=0.6)                          # a copy with ``at`` changed in its place
     t.renamed("at", "reason", "tied")        # a copy with ``reason`` where ``at`` was
 
-A key no field names is an error naming the record and the key: a record's fields are its schema.
+A key no field names is an error naming the record and the key: a record's fields are its schema. A record whose
+keys include names only the data knows (a run's name as a column) sets ``OPEN``: those keys are kept in their place
+and read with ``rec[name]``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Record:
     fields all have defaults."""
 
     _keys: tuple[str, ...] = ()  # the JSON keys present, in their order (set per instance by ``from_dict``/``with_``)
+    _named: dict | None = None  # an OPEN record's keys no field names (a run's name), by key
+    OPEN = False  # keys no field names are kept (``rec[name]``) instead of refused
 
     @classmethod
     def from_dict(cls, d: dict | None):
@@ -38,11 +42,20 @@ class Record:
             return d
         hints = _hints(cls)
         unknown = [k for k in d if k not in hints]
-        if unknown:
+        if unknown and not cls.OPEN:
             raise ValueError(f"{cls.__name__}: no field for key(s) {', '.join(map(repr, unknown))}")
-        obj = cls(**{k: _read(hints[k], x) for k, x in d.items()})
+        obj = cls(**{k: _read(hints[k], x) for k, x in d.items() if k in hints})
         object.__setattr__(obj, "_keys", tuple(d))
+        object.__setattr__(obj, "_named", {k: d[k] for k in unknown})
         return obj
+
+    def __getitem__(self, name: str):
+        """An OPEN record's value under a key only the data names (a run's name); a field's by its name too."""
+        if name in (self._named or {}):
+            return self._named[name]
+        if name in _hints(type(self)):
+            return getattr(self, name)
+        raise KeyError(name)
 
     def __bool__(self) -> bool:
         """False for a record that holds no key, as for an empty dict."""
@@ -53,25 +66,28 @@ class Record:
         return key in self._order()
 
     def to_dict(self) -> dict:
-        return {k: _write(getattr(self, k)) for k in self._order()}
+        return {k: _write(self[k]) for k in self._order()}
 
     def with_(self, **changes):
         """A copy with ``changes``: a key it held keeps its place, a new one comes last."""
         keys = self._order()
         out = dataclasses.replace(self, **changes)
         object.__setattr__(out, "_keys", keys + tuple(k for k in changes if k not in keys))
+        object.__setattr__(out, "_named", self._named)
         return out
 
     def without(self, *keys: str):
         """A copy without ``keys`` (their fields set to None)."""
         out = dataclasses.replace(self, **{k: None for k in keys})
         object.__setattr__(out, "_keys", tuple(k for k in self._order() if k not in keys))
+        object.__setattr__(out, "_named", self._named)
         return out
 
     def renamed(self, old: str, new: str, value):
         """A copy with key ``old`` replaced by ``new`` = ``value`` in the same place."""
         out = dataclasses.replace(self, **{old: None, new: value})
         object.__setattr__(out, "_keys", tuple(new if k == old else k for k in self._order()))
+        object.__setattr__(out, "_named", self._named)
         return out
 
     def inserted_after(self, after: str, key: str, value):
@@ -80,6 +96,7 @@ class Record:
         at = keys.index(after) + 1 if after in keys else len(keys)
         out = dataclasses.replace(self, **{key: value})
         object.__setattr__(out, "_keys", tuple(keys[:at] + [key] + keys[at:]))
+        object.__setattr__(out, "_named", self._named)
         return out
 
     def _order(self) -> tuple[str, ...]:
@@ -109,8 +126,16 @@ def _arms(t) -> tuple:
     return typing.get_args(t) if union else (t,)
 
 
+def _has_record(t) -> bool:
+    """Whether type ``t`` holds a Record anywhere (``X``, ``list[X]``, ``dict[str, list[X]]``, ``X | None``)."""
+    return any(
+        (isinstance(a, type) and issubclass(a, Record)) or any(_has_record(g) for g in typing.get_args(a))
+        for a in _arms(t)
+    )
+
+
 def _read(t, x):
-    """``x`` as type ``t`` holds it: a Record for a Record type, a list or dict of them where ``t`` says so."""
+    """``x`` as type ``t`` holds it: a Record for a Record type, lists and dicts of them where ``t`` says so."""
     if x is None:
         return x
     rec = _record_in(t)
@@ -118,9 +143,9 @@ def _read(t, x):
         return rec.from_dict(x)
     for arm in _arms(t):
         origin, args = typing.get_origin(arm), typing.get_args(arm)
-        if origin is list and args and _record_in(args[0]) and isinstance(x, list):
+        if origin is list and args and _has_record(args[0]) and isinstance(x, list):
             return [_read(args[0], y) for y in x]
-        if origin is dict and len(args) == 2 and _record_in(args[1]) and isinstance(x, dict):
+        if origin is dict and len(args) == 2 and _has_record(args[1]) and isinstance(x, dict):
             return {k: _read(args[1], y) for k, y in x.items()}
     return x
 

@@ -17,6 +17,7 @@ from bakeoff.decide import figures
 from bakeoff.decide.crossover import crossover, verdict_at
 from bakeoff.decide.curve import Points, fit_arm, resample_indices
 from bakeoff.decide.curve_record import Arm, Curve, Point, Spent
+from bakeoff.decide.evidence_record import Evidence
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -41,7 +42,9 @@ def with_curve(params: Params, d):
     from bakeoff.decide import evidence
 
     return replace(
-        d, curve=report_data(params, d.runs), evidence=evidence.guarded(params, d.runs, d.verdict, d.data_stats)
+        d,
+        curve=report_data(params, d.runs),
+        evidence=Evidence.from_dict(evidence.guarded(params, d.runs, d.verdict, d.data_stats)),
     )
 
 

@@ -26,6 +26,7 @@ from bakeoff.decide.verdict_record import Recommendation, Verdict
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
     from bakeoff.decide.curve_record import Curve
+    from bakeoff.decide.evidence_record import Evidence
     from bakeoff.decide.shipped_record import Shipped
 
 
@@ -50,7 +51,7 @@ class Decision:
     money: Money  # the recommendation's serving cost against prompting, and the break-even
     provenance: dict  # data hash, commit, versions, the machine
     curve: Curve | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
-    evidence: dict | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
+    evidence: Evidence | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
     searches: dict = field(default_factory=dict)  # each run's search (runs/<name>/tuned.json), a Search
     evaluations: dict = field(default_factory=dict)  # each run's evaluation record (runs/<name>/eval.json)
 

@@ -198,7 +198,7 @@ def write_all(
         "curve": summary.to_dict() if summary else None,
         "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
         "costs": extra.get("costs"),
-        "where": (d.evidence or {}).get("where"),
+        "where": d.evidence.where.to_dict() if d.evidence and d.evidence.where else None,
     }
     head = (
         opening_lines(params, df, v, c, d.costs, stats)

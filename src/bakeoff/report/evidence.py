@@ -7,6 +7,7 @@ a long one is cut with its length said.
 
 from __future__ import annotations
 
+from bakeoff.decide.evidence_record import Evidence
 from bakeoff.decide.verdict_record import Scope
 
 LONG = 400  # characters of an answer or input shown in a table cell; the rest is counted, not shown
@@ -37,38 +38,36 @@ def _on(scope: Scope | None) -> str:
     )
 
 
-def where_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
+def where_lines(e: Evidence | None, scope: Scope | None = None) -> list[str]:
     """## Where the gain comes from: per field, per label or the score's quartiles, by what the task is."""
-    if (e or {}).get("error"):
+    if e and e.error:
         return [
             "## Where the gain comes from",
             "",
-            f"Not gathered ({cell(e['error'], 300)}): the runs' records and test answers are in `runs/<name>/`.",
+            f"Not gathered ({cell(e.error, 300)}): the runs' records and test answers are in `runs/<name>/`.",
             "",
         ]
-    w = (e or {}).get("where")
+    w = e.where if e else None
     if not w:
         return []
-    a, b = e["prompt"], e["run"]
+    a, b = e.prompt, e.run
     lines = ["## Where the gain comes from", ""]
-    if w["kind"] == "fields":
-        top = w.get("largest")
+    if w.kind == "fields":
+        top = w.largest
         if top:
             lines += [
                 (
-                    f"The largest gap between the best prompt `{a}` and `{b}` is in the field `{top['field']}`: "
-                    f"{_pct(top[a])} against {_pct(top[b])} right ({top['gap'] * 100:+.0f} points), {_on(scope)}. "
+                    f"The largest gap between the best prompt `{a}` and `{b}` is in the field `{top.field}`: "
+                    f"{_pct(top[a])} against {_pct(top[b])} right ({top.gap * 100:+.0f} points), {_on(scope)}. "
                     "A field one run gets wrong is where a sharper prompt (a rule for that field, examples of it) "
                     "may be tried before fine-tuning."
                 ),
                 "",
             ]
-        lines += ["| run | " + " | ".join(f"`{f}`" for f in w["fields"]) + " |", "|---|" + "---:|" * len(w["fields"])]
-        lines += [
-            f"| {n} | " + " | ".join(_pct(row.get(f)) for f in w["fields"]) + " |" for n, row in w["table"].items()
-        ]
+        lines += ["| run | " + " | ".join(f"`{f}`" for f in w.fields) + " |", "|---|" + "---:|" * len(w.fields)]
+        lines += [f"| {n} | " + " | ".join(_pct(row.get(f)) for f in w.fields) + " |" for n, row in w.table.items()]
         return lines + ["", "Share of test items with that field's value right (the answer parsed as JSON).", ""]
-    if w["kind"] == "labels":
+    if w.kind == "labels":
         lines += [
             (
                 f"The labels where the best prompt `{a}` and `{b}` differ most ({_on(scope)}; right answers out "
@@ -78,9 +77,9 @@ def where_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
             f"| true label | items | `{a}` right | `{b}` right |",
             "|---|---:|---:|---:|",
         ]
-        lines += [f"| {cell(x['label'], 80)} | {x['n']} | {x[a]} | {x[b]} |" for x in w["labels"]]
-        for n, conf in w["confusions"].items():
-            said = "; ".join(f"{cell(c['true'], 60)} → {cell(c['answered'], 60)} ({c['count']})" for c in conf)
+        lines += [f"| {cell(x.label, 80)} | {x.n} | {x[a]} | {x[b]} |" for x in w.labels]
+        for n, conf in w.confusions.items():
+            said = "; ".join(f"{cell(c.true, 60)} → {cell(c.answered, 60)} ({c.count})" for c in conf)
             lines += ["", f"Commonest confusions of `{n}` (true → answered, count): {said or 'none'}."]
         return lines + [""]
     lines += [
@@ -93,8 +92,8 @@ def where_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {n} | {q['min']:.2f} | {q['q1']:.2f} | {q['median']:.2f} | {q['q3']:.2f} | {q['max']:.2f} | {q['n']} |"
-        for n, q in w["table"].items()
+        f"| {n} | {q.min:.2f} | {q.q1:.2f} | {q.median:.2f} | {q.q3:.2f} | {q.max:.2f} | {q.n} |"
+        for n, q in w.quartiles().items()
     ]
     return lines + [""]
 
@@ -127,21 +126,21 @@ RULES = {
 ERRORS = {"unrecorded": "not recorded: its evaluation ran before prompts were recorded"}
 
 
-def why_words(why: str, e: dict) -> str:
+def why_words(why: str, e: Evidence) -> str:
     """Why a test item is shown (``bakeoff.decide.evidence.samples``)."""
     return {
         "worst": "both answer it worst",
-        "run_better": f"`{e.get('run')}` better",
-        "prompt_better": f"`{e.get('prompt')}` better",
+        "run_better": f"`{e.run}` better",
+        "prompt_better": f"`{e.prompt}` better",
     }.get(why, why)
 
 
-def sample_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
+def sample_lines(e: Evidence | None, scope: Scope | None = None) -> list[str]:
     """## Answers side by side: each chosen item's input, reference and every run's answer with its score."""
-    items = (e or {}).get("samples") or []
+    items = (e.samples if e else None) or []
     if not items:
         return []
-    rule = RULES.get(e["rule"], e["rule"])
+    rule = RULES.get(e.rule, e.rule)
     lines = [
         "## Answers side by side",
         "",
@@ -153,16 +152,16 @@ def sample_lines(e: dict | None, scope: Scope | None = None) -> list[str]:
     ]
     for s in items:
         lines += [
-            f"**Test item {s['id']}** ({cell(s['source'], 120)}; {why_words(s['why'], e)})",
+            f"**Test item {s.id}** ({cell(s.source, 120)}; {why_words(s.why, e)})",
             "",
             '<div class="answers">',
             "",  # the page wraps these cells (html.py); GitHub ignores the class
             "| | answer | score |",
             "|---|---|---:|",
-            f"| input | {cell(s['input'])} | |",
-            f"| reference | {cell(s['reference'])} | |",
+            f"| input | {cell(s.input)} | |",
+            f"| reference | {cell(s.reference)} | |",
         ]
-        lines += [f"| `{n}` | {cell(x['answer'])} | {x['score']:.2f} |" for n, x in s["answers"].items()]
+        lines += [f"| `{n}` | {cell(x.answer)} | {x.score:.2f} |" for n, x in s.answers.items()]
         lines += ["", "</div>", ""]
     return lines
 
@@ -172,9 +171,9 @@ def _fence(text: str) -> str:
     return "~" * max(4, longest + 1)
 
 
-def prompt_lines(e: dict | None) -> list[str]:
+def prompt_lines(e: Evidence | None) -> list[str]:
     """## The prompts sent: each prompting baseline's turns for one test item, in a fence no answer can close."""
-    shown = (e or {}).get("prompts") or []
+    shown = (e.prompts if e else None) or []
     if not shown:
         return []
     lines = [
@@ -187,12 +186,12 @@ def prompt_lines(e: dict | None) -> list[str]:
         "",
     ]
     for p in shown:
-        if p.get("error"):
-            lines += [f"- `{p['name']}`: {cell(ERRORS.get(p['error'], p['error']), 200)}", ""]
+        if p.error:
+            lines += [f"- `{p.name}`: {cell(ERRORS.get(p.error, p.error), 200)}", ""]
             continue
-        instr = f'; instruction: "{cell(p["instruction"], 200)}"' if p.get("instruction") else "; no instruction"
-        lines += [f"**`{p['name']}`**: {p['rule']}{instr}.", ""]
-        body = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in p["messages"])
+        instr = f'; instruction: "{cell(p.instruction, 200)}"' if p.instruction else "; no instruction"
+        lines += [f"**`{p.name}`**: {p.rule}{instr}.", ""]
+        body = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in p.messages)
         fence = _fence(body)
         lines += [f"{fence}text", body, fence, ""]
     return lines

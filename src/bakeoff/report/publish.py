@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
+from bakeoff.decide.evidence_record import Evidence
 from bakeoff.decide.verdict_record import Recommendation
 
 if TYPE_CHECKING:
@@ -80,21 +81,21 @@ def to_mlflow(params: Params, d, paths: dict[str, Path], out: Path) -> None:
         print(f"MLflow: models:/{champion['name']}@champion → version {champion['version']} ({champion['source']})")
 
 
-def where_metrics(e: dict | None) -> dict[str, float]:
+def where_metrics(e: Evidence | None) -> dict[str, float]:
     """Where the gain comes from, as MLflow metrics: each arm's accuracy per field (``field_acc.<field>.<arm>``) and
     the recommended run's gap over the best prompt per field (``field_gap.<field>``); nothing for other tasks (their
     view is in metrics.json, an artifact of the same run)."""
     import re
 
-    w = (e or {}).get("where") or {}
-    if w.get("kind") != "fields":
+    w = e.where if e else None
+    if not w or w.kind != "fields":
         return {}
 
     def safe(key: str) -> str:  # a user's field name may hold characters MLflow refuses in a metric name
         return re.sub(r"[^\w\-. /]", "_", key)
 
-    out = {safe(f"field_acc.{f}.{n}"): x for n, row in w["table"].items() for f, x in row.items()}
-    return {**out, **{safe(f"field_gap.{f}"): g for f, g in w["gaps"].items()}}
+    out = {safe(f"field_acc.{f}.{n}"): x for n, row in w.table.items() for f, x in row.items()}
+    return {**out, **{safe(f"field_gap.{f}"): g for f, g in w.gaps.items()}}
 
 
 def say(paths: dict[str, Path], verbose: bool) -> None:
