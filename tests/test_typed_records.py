@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 from bakeoff.core.record import Record
+from bakeoff.core.records import Provenance
 from bakeoff.decide.curve_record import Curve
 from bakeoff.decide.shipped_record import Shipped
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing
@@ -32,6 +33,7 @@ def test_the_committed_records_load_and_write_back_unchanged():
         _same(AllIn, c)
     _same(Verdict, json.loads((REPORTS / "metrics.json").read_text())["verdict"])
     _same(Shipped, sized["shipped"])
+    _same(Provenance, json.loads((REPORTS / "metrics.json").read_text())["provenance"])
     v = Verdict.from_dict(sized["verdict"])
     assert (
         v.recommendation.choice.considered[0].run
@@ -59,3 +61,23 @@ def test_a_record_keeps_its_keys_order_and_absence_through_every_change():
     assert not _Tie.from_dict({}) and _Tie(at=1.0).to_dict() == {"at": 1.0}  # built in code: the fields set, in order
     with pytest.raises(ValueError, match="_Tie: no field for key\\(s\\) 'score'"):
         _Tie.from_dict({"at": 1.0, "score": 2})
+
+
+@dataclass
+class _Largest(Record):
+    OPEN = True
+    field: str | None = None
+    gap: float | None = None
+
+
+def test_an_open_record_keeps_the_keys_only_its_data_names_in_their_place():
+    """A row keyed by run names (the evidence's largest gap) reads them with rec[name] and writes them back where
+    they were; a closed record refuses them."""
+    d = {"field": "urgency", "prompt_search": 0.4, "full": 0.9, "gap": 0.5}
+    got = _Largest.from_dict(d)
+    assert (got.field, got["full"], got["prompt_search"], got["gap"]) == ("urgency", 0.9, 0.4, 0.5)
+    assert json.dumps(got.with_(gap=0.6).to_dict()) == json.dumps({**d, "gap": 0.6})
+    with pytest.raises(KeyError):
+        got["lora"]
+    with pytest.raises(ValueError, match="_Tie: no field for key"):
+        _Tie.from_dict(d)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from bakeoff.core import runs
+from bakeoff.core.record import Record
 
 
 def _load(cls, d: dict | None, renamed: dict[str, str] | None = None) -> dict:
@@ -121,3 +122,42 @@ class Search:
 def read_search(name: str) -> Search:
     """``runs/<name>/tuned.json`` as a ``Search`` (``Search()`` where there is none)."""
     return Search.from_json(runs.read_json(runs.tuned_record(name)))
+
+
+@dataclass
+class BaseModel(Record):
+    """Where the base model came from (``models/base/bakeoff_source.json``): an alias's wheel and note, or a hub id or
+    folder (``source``), with its shape. OPEN: a later field is kept as written."""
+
+    OPEN = True
+    kind: str | None = None
+    alias: str | None = None
+    source: str | None = None
+    wheel: str | None = None
+    note: str | None = None
+    base: str | None = None
+    architecture: list[str] | None = None
+    params: int | None = None
+    dtype: str | None = None
+    vocab_size: int | None = None
+    hidden_size: int | None = None
+    num_layers: int | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The model's name as the report says it: its alias, else where it came from."""
+        return self.alias or self.source
+
+
+@dataclass
+class Provenance(Record):
+    """What a result traces back to (``bakeoff.core.runs.provenance``): the data's hash, the commit, Python and the
+    machine, the libraries' versions, the base model."""
+
+    data_hash: str | None = None
+    git_commit: str | None = None
+    python: str | None = None
+    machine: str | None = None
+    device: str | None = None
+    versions: dict[str, str | None] | None = None
+    base_model: BaseModel | None = None

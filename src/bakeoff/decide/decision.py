@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core import runs
-from bakeoff.core.records import read_search
+from bakeoff.core.records import BaseModel, Provenance, read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing
@@ -49,7 +49,7 @@ class Decision:
     costs: dict[str, AllIn]  # each variant all in on the sizing target, and bought alone
     serving_card: object | None  # the card that would serve the fine-tuned target
     money: Money  # the recommendation's serving cost against prompting, and the break-even
-    provenance: dict  # data hash, commit, versions, the machine
+    provenance: Provenance  # data hash, commit, versions, the machine
     curve: Curve | None = None  # the data-value curve (reports/curve.json; compare only: bakeoff.decide.data_value)
     evidence: Evidence | None = None  # where the gain comes from, answers side by side, the prompts (compare only)
     searches: dict = field(default_factory=dict)  # each run's search (runs/<name>/tuned.json), a Search
@@ -155,13 +155,13 @@ def _recommend(params: Params, df, v, priced, stats, target):
     pw = recommend.pairwise(df, params.task.metric)
     groups = recommend.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
-    prov = runs.provenance(stats, runs.BASE)
-    src = prov.get("base_model") or {}
+    prov = Provenance.from_dict(runs.provenance(stats, runs.BASE))
+    src = prov.base_model or BaseModel()
     scope = {
-        "model": src.get("alias") or src.get("source") or params.model.base,
+        "model": src.name or params.model.base,
         "split": "test",
         "n": int(df["n_test"].max()) if "n_test" in df and df["n_test"].notna().any() else 0,
-        "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov["device"]),
+        "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov.device),
         "target": target,
     }
     v.update(

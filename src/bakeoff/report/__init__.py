@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.core.records import BaseModel, Provenance
 from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report import curve as data_curve
 from bakeoff.report.columns import worded_runs
@@ -112,7 +113,7 @@ def searched(trials: int) -> str:
     return f"each search {trials} trial{'s' if trials != 1 else ''}" if trials else "no search: each arm as written"
 
 
-def caveats(df: pd.DataFrame, v: Verdict, prov: dict, searches: dict) -> list[str]:
+def caveats(df: pd.DataFrame, v: Verdict, prov: Provenance, searches: dict) -> list[str]:
     """At most three things a buyer must know before acting on the first screen: first, any run that did not
     finish (an endpoint that did not answer, an arm that ran out of memory), since the verdict is then on the rest;
     ``searches``: each run's search record (``Decision.searches``)."""
@@ -137,7 +138,7 @@ def caveats(df: pd.DataFrame, v: Verdict, prov: dict, searches: dict) -> list[st
             f"Still improving at max_steps: {', '.join(f'`{n}`' for n in still)}: their rank may change with "
             "more steps (raise `train_defaults.max_steps`)."
         )
-    note = ((prov.get("base_model") or {}).get("note") or "").rstrip(".")
+    note = ((prov.base_model or BaseModel()).note or "").rstrip(".")
     scope = v.scope or Scope()
     if scope.model and scope.target:
         out.append(
@@ -194,7 +195,7 @@ def write_all(
     facts, summary = v.to_dict(), data_curve.summary(curve)
     record = {
         "quick_look": bool(params.verdict.quick_look),
-        "provenance": prov,
+        "provenance": prov.to_dict(),
         "curve": summary.to_dict() if summary else None,
         "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
         "costs": extra.get("costs"),

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from bakeoff.core.records import BaseModel, Provenance
 from bakeoff.decide.curve_record import ArmSummary, CurveSummary
 from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.statistics import round_sig
@@ -62,12 +63,13 @@ def full_run(clock: dict) -> dict | None:
 def block(metrics: dict, clock: dict) -> str:
     """The block's lines: the verdict with its interval, every run's test quality, the recommendation with its
     projected price, and how long the run took on which machine."""
-    v, runs, prov = Verdict.from_dict(metrics["verdict"]), metrics["runs"], metrics["provenance"]
+    v, runs, prov = Verdict.from_dict(metrics["verdict"]), metrics["runs"], Provenance.from_dict(metrics["provenance"])
     rec = v.recommendation or Recommendation()
-    base = (prov.get("base_model") or {}).get("alias") or (prov.get("base_model") or {}).get("source", "the base")
+    src = prov.base_model or BaseModel()
+    base = src.alias or (src.source if src.has("source") else "the base")
     head = (
         f"**The committed run** (`reports/comparison.md`; the default task's test split, base `{base}`, "
-        f"measured on {prov['device']}):"
+        f"measured on {prov.device}):"
     )
     lines = [BEGIN, "", head, ""]
     lines.append(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bakeoff.core.records import BaseModel, Provenance
 from bakeoff.decide.verdict_record import Scope
 from bakeoff.report.columns import (
     COLUMNS,
@@ -235,14 +236,13 @@ def write(df: pd.DataFrame, metric: str, out_dir: Path, page: Page, extra: dict 
     return paths
 
 
-def provenance_lines(p: dict) -> list[str]:
-    libs = ", ".join(f"{k} {v}" for k, v in p["versions"].items() if v)
-    src = p.get("base_model") or {}
-    base = src.get("alias") or src.get("source") or "?"
+def provenance_lines(p: Provenance) -> list[str]:
+    libs = ", ".join(f"{k} {v}" for k, v in p.versions.items() if v)
+    src = p.base_model or BaseModel()
     model = (
         [
-            f"- Base model: `{base}` ({src.get('kind', '?')}{', ' + src['wheel'] if src.get('wheel') else ''})"
-            + (f": {src['note']}." if src.get("note") else ".")
+            f"- Base model: `{src.name or '?'}` ({src.kind if src.has('kind') else '?'}"
+            f"{', ' + src.wheel if src.wheel else ''})" + (f": {src.note}." if src.note else ".")
         ]
         if src
         else []
@@ -251,7 +251,7 @@ def provenance_lines(p: dict) -> list[str]:
         "## Provenance",
         "",
         *model,
-        (f"- Data hash: `{p['data_hash']}` · git commit: `{p['git_commit']}` · Python {p['python']} on {p['machine']}"),
+        (f"- Data hash: `{p.data_hash}` · git commit: `{p.git_commit}` · Python {p.python} on {p.machine}"),
         f"- Libraries: {libs}",
         "",
     ]
