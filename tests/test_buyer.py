@@ -9,6 +9,7 @@ from bakeoff.decide import costs
 from bakeoff.decide import recommend as ranking
 from bakeoff.decide.memory import Setup, Shape
 from bakeoff.decide.rule import shortfall
+from bakeoff.decide.run_record import Run
 from bakeoff.decide.sizing import GPU, Headroom, Priced, fit
 from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.statistics import latency_separated, round_sig
@@ -48,11 +49,11 @@ def test_two_significant_figures():
 
 
 def test_latency_ties_unless_the_interquartile_ranges_separate():
-    fast = {"latency_p25_s": 0.50, "latency_p50_s": 0.55, "latency_p75_s": 0.60}
-    close = {"latency_p25_s": 0.58, "latency_p50_s": 0.61, "latency_p75_s": 0.66}  # overlaps 0.58–0.60
-    slow = {"latency_p25_s": 0.70, "latency_p50_s": 0.75, "latency_p75_s": 0.80}
+    fast = Run(latency_p25_s=0.50, latency_p50_s=0.55, latency_p75_s=0.60)
+    close = Run(latency_p25_s=0.58, latency_p50_s=0.61, latency_p75_s=0.66)  # overlaps 0.58–0.60
+    slow = Run(latency_p25_s=0.70, latency_p50_s=0.75, latency_p75_s=0.80)
     assert not latency_separated(fast, close) and latency_separated(fast, slow)
-    assert not latency_separated(fast, {"latency_p50_s": 0.9})  # no spread recorded: never called faster
+    assert not latency_separated(fast, Run(latency_p50_s=0.9))  # no spread recorded: never called faster
     rows = {"a": fast, "b": close, "c": slow}
     said = serving_words(rows, ["a", "b", "c"], "cpu")  # the sentence follows every pair, not a blanket tie
     assert "2 of 3 pairs separate, `a` below `c`, `b` below `c`" in said and "tie" not in said, said

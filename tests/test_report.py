@@ -517,12 +517,13 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
 
 
 def test_the_latency_sentence_follows_every_pair_and_the_throughput_sentence_its_figures():
+    from bakeoff.decide.run_record import Run
     from bakeoff.decide.shipped_record import ServingRow
     from bakeoff.report.shipped import throughput_words
     from bakeoff.report.verdict import serving_words
 
     def lat(p25, p50, p75):
-        return {"latency_p25_s": p25, "latency_p50_s": p50, "latency_p75_s": p75}
+        return Run(latency_p25_s=p25, latency_p50_s=p50, latency_p75_s=p75)
 
     tie = {"a": lat(1.0, 1.1, 1.2), "b": lat(1.1, 1.2, 1.3)}
     assert "tie" in serving_words(tie, ["a", "b"], "here") and "every pair" in serving_words(tie, ["a", "b"], "here")

@@ -185,6 +185,7 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
     """A search whose trials all tie did not discriminate; the break-even names its serving throughput as assumed;
     the intervals hold no training seed when each arm trained once; a latency timed apart is not compared."""
     from bakeoff.core.records import Search
+    from bakeoff.decide.shipped_record import ShippedVariant
     from bakeoff.report.glossary import glossary_lines
     from bakeoff.report.searches import tied_search
     from bakeoff.report.sections import cost_lines
@@ -223,7 +224,7 @@ def test_the_smaller_statements_say_what_was_measured_and_what_was_assumed():
         "gguf_type": "f16",
         "in_framework": {"latency_p50_s": 1.2, "latency_p95_s": 1.5, "serving_dtype": "bf16"},
     }
-    text = "\n".join(_serving_lines(s))
+    text = "\n".join(_serving_lines(ShippedVariant.from_dict(s)))
     assert "| transformers in-framework" not in text and "not interleaved with the figures above" in text
 
 

@@ -49,6 +49,15 @@ class Record:
         object.__setattr__(obj, "_named", {k: d[k] for k in unknown})
         return obj
 
+    def get(self, name: str, default=None):
+        """A key computed at run time (``f"{split}_quality"``), or ``default`` where the record has no such field or
+        key: for code that reads a record and a dict alike."""
+        try:
+            x = self[name]
+        except KeyError:
+            return default
+        return default if x is None and not self.has(name) else x
+
     def __getitem__(self, name: str):
         """An OPEN record's value under a key only the data names (a run's name); a field's by its name too."""
         if name in (self._named or {}):

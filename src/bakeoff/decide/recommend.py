@@ -18,6 +18,7 @@ import pandas as pd
 from bakeoff.core.scoring import METRICS, mean
 from bakeoff.decide.figures import as_number, choosing_split, correctness, primary_items, prompting_quality
 from bakeoff.decide.rule import ALPHA  # the level of every "different" / "as good as the best" claim
+from bakeoff.decide.run_record import Run, by_name, rows_of
 
 
 def _binary(items: list) -> bool:
@@ -83,10 +84,10 @@ def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> lis
     ok = df[(df["status"] == "ok") & df["name"].isin(set(pw["a"]) | set(pw["b"]))]
     key = lambda r: (
         prompting_quality(r, split)
-        if r["kind"] == "baseline"
-        else as_number(r.get("val_quality" if split == "val" else "quality"))
+        if r.kind == "baseline"
+        else as_number(r.val_quality if split == "val" else r.quality)
     )
-    left = [r["name"] for _, r in sorted(ok.iterrows(), key=lambda ir: -key(ir[1]))]
+    left = [r.name for r in sorted(rows_of(ok), key=lambda r: -key(r))]
     groups = []
     while left:
         leader = left[0]
@@ -101,7 +102,7 @@ def group_line(groups: list[list[str]]) -> str:
     return " · ".join(f"{chr(65 + i)}: {', '.join(g)}" for i, g in enumerate(groups))
 
 
-def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, str]:
+def _saving(best: str, n: str, rows: dict[str, Run], costs: dict) -> tuple[float | None, str]:
     """What taking ``n`` instead of ``best`` saves, and in what: projected USD bought alone on the sizing target
     where both are priced (a prompt trains nothing: it saves the best's whole price), else the peak training memory
     measured here (MB)."""
@@ -111,16 +112,16 @@ def _saving(best: str, n: str, rows: dict, costs: dict) -> tuple[float | None, s
         return c.get("alone_usd", c.get("usd"))
 
     if isinstance(usd(best), (int, float)):
-        if rows[n]["kind"] == "baseline":
+        if rows[n].kind == "baseline":
             return float(usd(best)), "usd"
         return (float(usd(best)) - float(usd(n)) if isinstance(usd(n), (int, float)) else None), "usd"
 
     def peak(x):
         r = rows[x]
-        m = r.get("train_peak_reserved_mb") or r.get("train_peak_rss_mb")
+        m = r.train_peak_reserved_mb or r.train_peak_rss_mb
         return float(m) if isinstance(m, (int, float)) and m == m else None
 
-    if rows[n]["kind"] == "baseline":
+    if rows[n].kind == "baseline":
         return peak(best), "mb"
     return (peak(best) - peak(n) if peak(best) is not None and peak(n) is not None else None), "mb"
 
@@ -137,7 +138,7 @@ def recommend(
     words them (``bakeoff.report.verdict``)."""
     from bakeoff.decide.rule import choose
 
-    rows = {r["name"]: r for _, r in df.iterrows()}
+    rows = by_name(df)
     costs = costs or {}
     if v.get("decision") == "prompting is enough":
         pick = v.get("baseline")
@@ -150,7 +151,7 @@ def recommend(
     scores = {
         k: [correctness(x[i]) for i in ids]
         for k, x in raw.items()
-        if x and set(x) == set(ids) and rows.get(k) is not None and rows[k]["status"] == "ok"
+        if x and set(x) == set(ids) and rows.get(k) is not None and rows[k].status == "ok"
     }
     savings = {k: _saving(best, k, rows, costs) for k in scores if k != best}
     unit = next((u for s, u in savings.values()), "usd")
@@ -159,19 +160,19 @@ def recommend(
     pick = c.pick if c else best
     r = rows[pick]
     action = (
-        "inconclusive" if v.get("decision") == "inconclusive" else "prompt" if r["kind"] == "baseline" else "fine-tune"
+        "inconclusive" if v.get("decision") == "inconclusive" else "prompt" if r.kind == "baseline" else "fine-tune"
     )
-    variants = [k for k in scores if rows[k]["kind"] == "variant"]
+    variants = [k for k in scores if rows[k].kind == "variant"]
     return {
         "action": action,
         "run": pick,
-        "kind": r["kind"],
+        "kind": r.kind,
         "best": best,
         "max_loss": max_loss,
         "saving_unit": unit,
         "examples_needed": v.get("examples_needed"),
         "choice": c.as_dict() if c else None,
-        "still_improving": [k for k in variants if rows[k].get("convergence") == "still improving"],
+        "still_improving": [k for k in variants if rows[k].convergence == "still improving"],
         "compared": variants,
     }
 

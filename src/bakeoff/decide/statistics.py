@@ -12,6 +12,11 @@ Non-inferiority is ``bakeoff.decide.rule``), implemented here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bakeoff.decide.run_record import Run
+
 LEVEL = 0.95  # every interval the report states: two-sided 95%
 
 
@@ -77,12 +82,12 @@ def holm(pvalues: list[float]) -> list[float]:
     return out
 
 
-def latency_separated(fast: dict, slow: dict) -> bool:
-    """Whether run ``fast`` is measurably faster to serve than ``slow`` (each a record with ``latency_p25_s`` and
+def latency_separated(fast: Run, slow: Run) -> bool:
+    """Whether run ``fast`` is measurably faster to serve than ``slow`` (their ``latency_p25_s`` and
     ``latency_p75_s``): its interquartile range lies wholly below the other's. Without both ranges: never."""
     try:
-        return float(fast["latency_p75_s"]) < float(slow["latency_p25_s"])
-    except (KeyError, TypeError, ValueError):
+        return float(fast.latency_p75_s) < float(slow.latency_p25_s)
+    except (TypeError, ValueError):
         return False
 
 

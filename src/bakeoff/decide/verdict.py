@@ -23,6 +23,7 @@ from bakeoff.decide.figures import (
     prompting_quality,
 )
 from bakeoff.decide.rule import decision_of
+from bakeoff.decide.run_record import by_name, rows_of
 
 LN2 = math.log(2)
 MOVE_TOL = 0.01  # nats: a preference loss this close to ln 2 (where DPO starts) without a standard error of its own
@@ -33,10 +34,10 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
     loss on its validation pairs within the noise of ln 2 (two standard errors where the curve has them, else
     ``MOVE_TOL``), the loss of a policy still equal to its reference. Their ``convergence`` is set to say so."""
     out = {}
-    rows = {r["name"]: r for _, r in df.iterrows()}
+    rows = by_name(df)
     for child, parent in parents.items():
         a, b = rows.get(child), rows.get(parent)
-        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+        if a is None or b is None or a.status != "ok" or b.status != "ok":
             continue
         mine, theirs = _items(child, "prediction"), _items(parent, "prediction")
         if not mine or mine != theirs:
@@ -66,10 +67,10 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
         }
     split = choosing_split(df)
     col = "val_quality" if split == "val" else "quality"
-    top = ok.sort_values(col, ascending=False, kind="stable").iloc[0]
-    gain, lo, hi, n = float(top["gain"]), float(top["gain_ci_low"]), float(top["gain_ci_high"]), int(top["n_test"])
+    top = rows_of(ok.sort_values(col, ascending=False, kind="stable"))[0]
+    gain, lo, hi, n = float(top.gain), float(top.gain_ci_low), float(top.gain_ci_high), int(top.n_test)
     out = {
-        "variant": top["name"],
+        "variant": top.name,
         "baseline": best_b,
         "gain": gain,
         "ci_low": lo,
@@ -129,16 +130,16 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
     for n, b in baselines.items():
         for what in (what for what, yes in _cheap_fixes(b, True).items() if yes):
             by_arms.setdefault(what, []).append(n)
-    for _, r in df[(df["kind"] == "baseline") & (df["status"] == "ok")].iterrows():
-        contains, quality = r.get("contains_reference"), prompting_quality(r)
+    for r in rows_of(df[(df["kind"] == "baseline") & (df["status"] == "ok")]):
+        contains, quality = r.contains_reference, prompting_quality(r)
         if not isinstance(contains, (int, float)) or contains != contains or contains - quality < FORMAT_GAP:
             continue
-        b = baselines.get(r["name"])
-        choice = r.get("quality_label_choice")
+        b = baselines.get(r.name)
+        choice = r.quality_label_choice
         ran, searched = (_cheap_fixes(b, False), _cheap_fixes(b, True)) if b else ({}, {})
         fixes, tried_by = {}, {}
         for what in FIXES:
-            others = [a for a in by_arms.get(what, []) if a != r["name"]]
+            others = [a for a in by_arms.get(what, []) if a != r.name]
             fixes[what] = (
                 "ran" if ran.get(what) else "searched" if searched.get(what) else "elsewhere" if others else "left"
             )
@@ -146,7 +147,7 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
                 tried_by[what] = others
         out.append(
             {
-                "baseline": r["name"],
+                "baseline": r.name,
                 "contains_reference": float(contains),
                 "quality": float(quality),
                 "ran": {"shots": b.shots, "selection": b.selection, "instruction": b.instruction} if b else None,
@@ -168,20 +169,20 @@ def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card
     out: dict = {}
     if "variant" not in v:
         return out
-    rows = {r["name"]: r for _, r in df.iterrows()}
+    rows = by_name(df)
     var, base = rows[v["variant"]], rows[v["baseline"]]
-    prompt = float(base.get("prompt_tokens_per_request") or 0)
-    saved = prompt - float(var.get("prompt_tokens_per_request") or 0)
+    prompt = float(base.prompt_tokens_per_request or 0)
+    saved = prompt - float(var.prompt_tokens_per_request or 0)
     out["variant"] = v["variant"]
     out["prompt_tokens_saved_per_request"] = round(saved, 1)
     out["usd_saved_per_request"] = saved / 1000 * price_per_1k
-    out["train_wall_s_here"] = var.get("train_wall_s")
+    out["train_wall_s_here"] = var.train_wall_s
     c = costs.get(v["variant"])
     if c:
         out["all_in"] = c
     from bakeoff.decide.costs import break_even
 
-    endpoint_usd = as_number(base.get("usd_per_request"))  # an endpoint baseline: its measured tokens, its prices
+    endpoint_usd = as_number(base.usd_per_request)  # an endpoint baseline: its measured tokens, its prices
     endpoint_usd = None if endpoint_usd == float("-inf") else endpoint_usd
     be = break_even(prompt, price_per_1k, serve_card, endpoint_usd)
     if be and endpoint_usd is not None:

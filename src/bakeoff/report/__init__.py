@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core.records import BaseModel, Provenance
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report import curve as data_curve
 from bakeoff.report.columns import worded_runs
@@ -122,7 +123,7 @@ def caveats(df: pd.DataFrame, v: Verdict, prov: Provenance, searches: dict) -> l
     if len(stopped):
         out.append(
             "No result from "
-            + ", ".join(f"`{r['name']}` ({r['status']})" for _, r in stopped.iterrows())
+            + ", ".join(f"`{r.name}` ({r.status})" for r in rows_of(stopped))
             + "; the verdict is on the other runs (why: Runs that did not finish, below)."
         )
     unsearched = [(n, rec.status) for n in df["name"] if (rec := searches.get(n)) is not None and rec.stopped]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.sizing_record import AllIn, SizedFit
 from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report.plots import _pyplot, pareto
@@ -74,11 +75,11 @@ def quality_vs_cost(ok: pd.DataFrame, costs: dict[str, AllIn], rec: str | None, 
         ax.scatter(
             [x], [y], marker="*", s=320, facecolor="none", edgecolor="black", zorder=3, label=f"recommended: {rec}"
         )
-    for _, r in ok[ok["kind"] == "baseline"].iterrows():
-        ax.axhline(float(r["quality"]), color="grey", lw=0.8, ls=":")
+    for r in rows_of(ok[ok["kind"] == "baseline"]):
+        ax.axhline(float(r.quality), color="grey", lw=0.8, ls=":")
         ax.annotate(
-            f"{r['name']} (prompting)",
-            (0, float(r["quality"])),
+            f"{r.name} (prompting)",
+            (0, float(r.quality)),
             xycoords=("axes fraction", "data"),
             xytext=(3, 2),
             textcoords="offset points",

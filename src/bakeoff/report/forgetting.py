@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bakeoff.decide.run_record import rows_of
 from bakeoff.report.tables import _fmt, image
 
 
@@ -39,24 +40,21 @@ def forgetting(
             "| run | task quality | Δ vs best prompt | probe | Δ probe | KL | KL from |",
             "|---|---|---|---|---|---|---|",
         ]
-        for _, r in df[df["probe_acc"].notna()].iterrows():
-            kl = r.get("general_kl")
-            against = r.get("general_kl_against")
+        for r in rows_of(df[df["probe_acc"].notna()]):
+            against = r.general_kl_against
             frm = "its 4-bit base" if isinstance(against, str) and "adapter disabled" in against else "the base"
-            control = r.get("control_probe_acc")
+            control = r.control_probe_acc
             if isinstance(control, (int, float)) and control == control:
                 lines.append(
-                    f"| {r['name']}: 4-bit base, untrained | "
-                    f"{_fmt(r.get('control_quality'), '{:.1%}')} | – | "
-                    f"{r['control_probe_acc']:.1%} | {(r['control_probe_acc'] - base) * 100:+.1f} pp | "
-                    f"{_fmt(r.get('control_general_kl'), '{:.4f}')} | the base |"
+                    f"| {r.name}: 4-bit base, untrained | {_fmt(r.control_quality, '{:.1%}')} | – | "
+                    f"{control:.1%} | {(control - base) * 100:+.1f} pp | "
+                    f"{_fmt(r.control_general_kl, '{:.4f}')} | the base |"
                 )
                 frm = "its 4-bit base"
             lines.append(
-                f"| {r['name']} | {_fmt(r.get('quality'), '{:.1%}')} | "
-                f"{_fmt(r.get('gain_vs_prompting'), '{}')} | "
-                f"{r['probe_acc']:.1%} | {(r['probe_acc'] - base) * 100:+.1f} pp | "
-                f"{_fmt(kl, '{:.4f}')} | {frm if r['kind'] == 'variant' else '–'} |"
+                f"| {r.name} | {_fmt(r.quality, '{:.1%}')} | {_fmt(r.gain_vs_prompting, '{}')} | "
+                f"{r.probe_acc:.1%} | {(r.probe_acc - base) * 100:+.1f} pp | "
+                f"{_fmt(r.general_kl, '{:.4f}')} | {frm if r.kind == 'variant' else '–'} |"
             )
         lines.append("")
         lines += image(images, "tradeoff", "task gain against probe loss")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.decide.rule import ALPHA
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.verdict_record import Scope
 
 if TYPE_CHECKING:
@@ -46,17 +47,17 @@ def _quality_against_cost(
     ):
         sub = ok[ok.get(col, pd.Series(dtype=float)).notna()] if col in ok.columns else ok.iloc[0:0]
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        pts = [(float(r[col]), float(r["quality"])) for _, r in sub.iterrows()]
-        for (x, y), (_, r) in zip(pts, sub.iterrows()):
+        pts = [(float(r[col]), float(r.quality)) for r in rows_of(sub)]
+        for (x, y), r in zip(pts, rows_of(sub)):
             ax.scatter(x, y, color="tab:blue")
-            ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            ax.annotate(r.name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
         front = pareto(pts)
         if front:
             ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="tab:red", label="Pareto front")
             ax.legend(loc="lower right")
-        for _, r in ok[ok["kind"] == "baseline"].iterrows():
-            ax.axhline(float(r["quality"]), color="grey", lw=0.8, ls=":")
-            ax.annotate(r["name"], (ax.get_xlim()[0], float(r["quality"])), fontsize=7, color="grey")
+        for r in rows_of(ok[ok["kind"] == "baseline"]):
+            ax.axhline(float(r.quality), color="grey", lw=0.8, ls=":")
+            ax.annotate(r.name, (ax.get_xlim()[0], float(r.quality)), fontsize=7, color="grey")
         ax.set_xlabel(label)
         ax.set_ylabel(metric)
         here = f"{(scope.model or 'the base model')}, {(scope.machine or 'this machine')}"
@@ -145,10 +146,10 @@ def _tradeoff(ok: pd.DataFrame, out_dir: Path, paths: dict, scope: Scope) -> Non
         return
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for _, r in sub.iterrows():
-        x, y = (base - float(r["probe_acc"])) * 100, float(r["gain"]) * 100
+    for r in rows_of(sub):
+        x, y = (base - float(r.probe_acc)) * 100, float(r.gain) * 100
         ax.scatter(x, y, color="tab:blue")
-        ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.annotate(r.name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.axhline(0, color="grey", lw=0.8, ls=":")
     ax.axvline(0, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("general-ability loss (probe, pp below the base model)")

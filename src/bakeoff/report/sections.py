@@ -9,6 +9,7 @@ import pandas as pd
 
 from bakeoff.core.records import Search
 from bakeoff.decide.rule import ALPHA
+from bakeoff.decide.run_record import by_name, pairs_of
 from bakeoff.decide.sizing_record import AllIn, Money
 from bakeoff.decide.statistics import round_sig
 from bakeoff.decide.verdict_record import Recommendation, Scope, Verdict
@@ -23,10 +24,10 @@ def pairwise_lines(pw: pd.DataFrame, rec: Recommendation | None = None, images: 
         return []
     names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
     cell = {}
-    for _, r in pw.iterrows():
-        real = r["p_holm"] < ALPHA
-        p = f" (p {r['p_holm']:.2g})" if real else ""
-        for a, b, d in ((r["a"], r["b"], r["diff"]), (r["b"], r["a"], -r["diff"] + 0.0)):
+    for r in pairs_of(pw):
+        real = r.p_holm < ALPHA
+        p = f" (p {r.p_holm:.2g})" if real else ""
+        for a, b, d in ((r.a, r.b, r.diff), (r.b, r.a, -r.diff + 0.0)):
             cell[(a, b)] = f"**{d * 100:+.1f}**{p}" if real else f"{d * 100:+.1f}"
     test = ", ".join(sorted(set(pw["test"])))
     lines = [
@@ -230,28 +231,23 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
     from ``d`` (the ``Decision``)."""
     from bakeoff.decide.statistics import mcnemar_exact, paired_permutation_p
 
-    rows = {r["name"]: r for _, r in df.iterrows()}
+    rows, pairs = by_name(df), pairs_of(pw)
     out = []
     for child, parent in parents.items():
         a, b = rows.get(child), rows.get(parent)
-        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+        if a is None or b is None or a.status != "ok" or b.status != "ok":
             continue
         said = [f"### `{child}` against its parent `{parent}`", ""]
-        hit = (
-            pw[((pw["a"] == child) & (pw["b"] == parent)) | ((pw["a"] == parent) & (pw["b"] == child))]
-            if pw is not None and len(pw)
-            else pw
-        )
-        if hit is not None and len(hit):
-            h = hit.iloc[0]
-            diff = h["diff"] if h["a"] == child else -h["diff"]
+        h = next((x for x in pairs if {x.a, x.b} == {child, parent}), None)
+        if h is not None:
+            diff = h.diff if h.a == child else -h.diff
             said.append(
-                f"- Task (test split, {int(h['n'])} items): {as_pct(a.get('quality'))} against "
-                f"{as_pct(b.get('quality'))}, {diff * 100:+.1f} points; {h['test']} p {h['p']:.2g} "
-                f"(Holm-adjusted {h['p_holm']:.2g}): "
-                + ("different." if h["p_holm"] < ALPHA else f"they cannot be told apart on {int(h['n'])} items.")
+                f"- Task (test split, {int(h.n)} items): {as_pct(a.quality)} against "
+                f"{as_pct(b.quality)}, {diff * 100:+.1f} points; {h.test} p {h.p:.2g} "
+                f"(Holm-adjusted {h.p_holm:.2g}): "
+                + ("different." if h.p_holm < ALPHA else f"they cannot be told apart on {int(h.n)} items.")
             )
-        ma, mb = a.get("pref_margins"), b.get("pref_margins")
+        ma, mb = a.pref_margins, b.pref_margins
         if isinstance(ma, list) and isinstance(mb, list) and len(ma) == len(mb) and ma:
             wa, wb = [m > 0 for m in ma], [m > 0 for m in mb]
             only_a, only_b = sum(x and not y for x, y in zip(wa, wb)), sum(y and not x for x, y in zip(wa, wb))
@@ -263,7 +259,7 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
                 f"{sum(ma) / len(ma):+.2f} against {sum(mb) / len(mb):+.2f} nats (paired permutation p "
                 f"{p_margin:.2g})."
             )
-        if str(a.get("convergence", "")).startswith("did not move"):
+        if str(a.convergence or "").startswith("did not move"):
             loss = (d.records.get(child) or {}).get("val_curve") or [{}]
             said.append(
                 f"- It did not move from `{parent}`: the same answer on every test item"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.shipped_record import Agreement, InFramework, ServingRow, Shipped, ShippedVariant
 from bakeoff.decide.verdict_record import Scope
 
@@ -165,17 +166,17 @@ def endpoint_lines(df) -> list[str]:
     def count(x) -> str:
         return f"{int(x)}" if isinstance(x, (int, float)) and x == x else "–"
 
-    for _, r in df[df["engine"].notna()].iterrows():
-        model = str(r["engine"]).removeprefix("endpoint: ")
-        if r.get("status") != "ok":  # it never answered (a dead URL, a refused key): nothing was sent
-            why = f"{r.get('status')}: {r.get('error', '')}"
-            out.append(f"| `{r['name']}` | {model} | not run ({why}) | – | – | – |")
+    for r in rows_of(df[df["engine"].notna()]):
+        model = str(r.engine).removeprefix("endpoint: ")
+        if r.status != "ok":  # it never answered (a dead URL, a refused key): nothing was sent
+            why = f"{r.status}: {r.error if r.has('error') else ''}"
+            out.append(f"| `{r.name}` | {model} | not run ({why}) | – | – | – |")
             continue
-        usd = r.get("usd_per_request")
+        usd = r.usd_per_request
         price = f"${usd * 1000:.4f}" if isinstance(usd, float) and usd == usd else "no price set"
         out.append(
-            f"| `{r['name']}` | {model} | {count(r.get('n_failed_items'))} of {count(r.get('n_test'))} | "
-            f"{r.get('prompt_tokens_per_request')} / {r.get('completion_tokens_per_request')} | {price} | "
-            f"{r.get('label_choice_via') or '–'} |"
+            f"| `{r.name}` | {model} | {count(r.n_failed_items)} of {count(r.n_test)} | "
+            f"{r.prompt_tokens_per_request} / {r.completion_tokens_per_request} | {price} | "
+            f"{r.label_choice_via or '–'} |"
         )
     return out + [""]

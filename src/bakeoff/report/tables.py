@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core.records import BaseModel, Provenance
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.verdict_record import Scope
 from bakeoff.report.columns import (
     COLUMNS,
@@ -39,7 +40,7 @@ def convergence_lines(df: pd.DataFrame) -> list[str]:
     """A flag under the quality table for every run that was still improving when it hit max_steps."""
     if "convergence" not in df.columns:
         return []
-    still = [r["name"] for _, r in df.iterrows() if r.get("convergence") == "still improving"]
+    still = [r.name for r in rows_of(df) if r.convergence == "still improving"]
     if not still:
         return []
     return [
@@ -182,7 +183,7 @@ def unfinished_lines(df: pd.DataFrame) -> list[str]:
     failed = df[df["status"] != "ok"]
     if len(failed):
         lines += ["## Runs that did not finish", ""]
-        lines += [f"- `{r['name']}`: {r['status']} — {r['error']}" for _, r in failed.iterrows()] + [""]
+        lines += [f"- `{r.name}`: {r.status} — {r.error}" for r in rows_of(failed)] + [""]
     sides = df[df["side_checks_failed"].notna()] if "side_checks_failed" in df.columns else df.iloc[0:0]
     if len(sides):  # the run's quality stands; only that side figure is missing
         lines += [
@@ -191,13 +192,13 @@ def unfinished_lines(df: pd.DataFrame) -> list[str]:
             "Each run below kept its quality and test answers; only the side figure named is missing.",
             "",
         ]
-        lines += [f"- `{r['name']}`: {r['side_checks_failed']}" for _, r in sides.iterrows()] + [""]
+        lines += [f"- `{r.name}`: {r.side_checks_failed}" for r in rows_of(sides)] + [""]
     return lines
 
 
 def metrics_json(df: pd.DataFrame, metric: str) -> dict:
     out = {}
-    for _, r in df.iterrows():
+    for r in rows_of(df):
         keep = {
             k: r.get(k)
             for k in (
@@ -219,8 +220,8 @@ def metrics_json(df: pd.DataFrame, metric: str) -> dict:
                 "latency_p95_s",
             )
         }
-        out[r["name"]] = {
-            "status": r["status"],
+        out[r.name] = {
+            "status": r.status,
             **{k: float(v) for k, v in keep.items() if isinstance(v, (int, float)) and v == v},
         }
     return {"metric": metric, "runs": out}

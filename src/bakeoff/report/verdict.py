@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bakeoff.decide.figures import as_number
+from bakeoff.decide.run_record import Run, by_name
 from bakeoff.decide.sizing_record import AllIn
 from bakeoff.decide.verdict_record import Finding, Recommendation, Scope, Verdict
 
@@ -41,7 +42,7 @@ def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, cost
             "measured": [],
             "projected": [],
         }
-    rows = {r["name"]: r for _, r in df.iterrows()}
+    rows = by_name(df)
     r, best, settle = rows[pick], rec.best, rec.examples_needed
     max_loss = 0.02 if rec.max_loss is None else rec.max_loss
     if rec.action == "inconclusive":
@@ -56,7 +57,7 @@ def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, cost
         )
     else:
         line = (
-            f"**Recommendation: fine-tune with `{pick}`** ({r['technique']})"
+            f"**Recommendation: fine-tune with `{pick}`** ({r.technique})"
             + (
                 f", shown within {max_loss * 100:g} points of `{best}` (best on validation) at a lower cost"
                 if pick != best
@@ -65,10 +66,10 @@ def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, cost
             + "."
         )
     measured = [
-        f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.get('quality')):.1%}"
+        f"On `{model}`, test split ({n} items): `{pick}` scores {as_number(r.quality):.1%}"
         + (
-            f", {r['gain_vs_prompting']} against the best prompting (`{v.baseline}`)"
-            if isinstance(r.get("gain_vs_prompting"), str)
+            f", {r.gain_vs_prompting} against the best prompting (`{v.baseline}`)"
+            if isinstance(r.gain_vs_prompting, str)
             else ""
         )
         + "."
@@ -76,7 +77,7 @@ def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, cost
     variants = rec.compared or []
     machine = scope.machine or "this machine"
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
-    projected = projected_words(pick, variants, costs) if r["kind"] == "variant" else []
+    projected = projected_words(pick, variants, costs) if r.kind == "variant" else []
     return {"line": line, "measured": measured, "projected": projected}
 
 
@@ -205,14 +206,14 @@ def worded_recommendation(
     return Recommendation.from_dict({**first, **said, **facts})
 
 
-def memory_words(rows: dict, variants: list[str], pick: str) -> str | None:
+def memory_words(rows: dict[str, Run], variants: list[str], pick: str) -> str | None:
     """The group's least training memory as measured here (peak reserved on CUDA, resident on CPU)."""
-    peaks = {n: rows[n].get("train_peak_reserved_mb") or rows[n].get("train_peak_rss_mb") for n in variants}
+    peaks = {n: rows[n].train_peak_reserved_mb or rows[n].train_peak_rss_mb for n in variants}
     peaks = {k: x for k, x in peaks.items() if isinstance(x, (int, float)) and x == x}
     if len(peaks) < 2:
         return None
     low = min(peaks, key=peaks.get)
-    kind = "reserved CUDA" if rows[low].get("train_peak_reserved_mb") else "resident"
+    kind = "reserved CUDA" if rows[low].train_peak_reserved_mb else "resident"
     return (
         f"Least training memory measured here (peak {kind} memory): `{low}` at {peaks[low]:,.0f} MB"
         + (f" against `{pick}`'s {peaks[pick]:,.0f} MB" if low != pick and pick in peaks else "")
@@ -254,7 +255,7 @@ def projected_words(pick: str, variants: list[str], costs: dict[str, AllIn]) -> 
     return out
 
 
-def serving_words(rows: dict, names: list[str], machine: str) -> str:
+def serving_words(rows: dict[str, Run], names: list[str], machine: str) -> str:
     """Which run serves fastest, only where its latency's interquartile range separates from every other's
     (``bakeoff.core.measure.latency_separated``); otherwise a tie."""
     from bakeoff.core.runs import SEVERAL
@@ -265,20 +266,19 @@ def serving_words(rows: dict, names: list[str], machine: str) -> str:
     timed = [
         n
         for n in names
-        if isinstance(rows[n].get("latency_p25_s"), (int, float))
-        and rows[n].get("latency_p25_s") == rows[n].get("latency_p25_s")
+        if isinstance(rows[n].latency_p25_s, (int, float)) and rows[n].latency_p25_s == rows[n].latency_p25_s
     ]
     if len(timed) < 2:
         return f"Serving latency at batch 1 ({machine}): too few runs timed with their spread to compare."
-    how = rows[timed[0]].get("latency_how") or "each run timed in its own stage"
-    fast = min(timed, key=lambda n: rows[n]["latency_p50_s"])
+    how = rows[timed[0]].latency_how or "each run timed in its own stage"
+    fast = min(timed, key=lambda n: rows[n].latency_p50_s)
     if all(latency_separated(rows[fast], rows[o]) for o in timed if o != fast):
         return (
-            f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast]['latency_p50_s']:.2f} "
+            f"Fastest to serve here ({machine}, batch 1, {how}): `{fast}`, p50 {rows[fast].latency_p50_s:.2f} "
             "s; its interquartile range lies below every other run's in the group."
         )
     pairs = [(a, b) for a in timed for b in timed if a != b and latency_separated(rows[a], rows[b])]
-    p50s = [rows[n]["latency_p50_s"] for n in timed]
+    p50s = [rows[n].latency_p50_s for n in timed]
     p50 = f"p50 {min(p50s):.2f}–{max(p50s):.2f} s"
     every = len(timed) * (len(timed) - 1) // 2
     if not pairs:
