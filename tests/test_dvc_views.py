@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from bakeoff.core.records import RunRecord
 from bakeoff.decide.curve_record import Curve
 from bakeoff.decide.sizing_record import AllIn
 from bakeoff.report import dvc_files
@@ -62,11 +63,13 @@ def table(lora_quality: float = 0.8) -> pd.DataFrame:
 
 
 RECORDS = {
-    "lora": {
-        "history": [{"step": 5, "loss": 0.7}, {"step": 10, "loss": 0.3}],
-        "val_curve": [{"step": 10, "loss": 0.2, "se": 0.01}],
-    },
-    "unsloth": {"status": "skipped"},
+    "lora": RunRecord.from_dict(
+        {
+            "history": [{"step": 5, "loss": 0.7}, {"step": 10, "loss": 0.3}],
+            "val_curve": [{"step": 10, "loss": 0.2, "se": 0.01}],
+        }
+    ),
+    "unsloth": RunRecord.from_dict({"status": "skipped"}),
 }
 CURVE = Curve.from_dict({"arms": {"recommended": {"run": "lora", "rows": [50, 100, 200], "quality": [0.5, 0.6, 0.8]}}})
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from bakeoff.core.config import load_params
+from bakeoff.core.records import RunRecord
 from bakeoff.data.examples import Example, read_examples, write_jsonl
 from bakeoff.decide import verdict
 from bakeoff.decide.sizing_record import Money
@@ -84,7 +85,7 @@ def _records(tokens_per_sequence: int) -> dict:
             },
         }
 
-    return {"lora": rec(1), "dpo": rec(2)}
+    return {"lora": RunRecord.from_dict(rec(1)), "dpo": RunRecord.from_dict(rec(2))}
 
 
 def test_dpo_calibration_counts_each_sequence_once():

@@ -161,3 +161,41 @@ class Provenance(Record):
     device: str | None = None
     versions: dict[str, str | None] | None = None
     base_model: BaseModel | None = None
+
+
+@dataclass
+class RunRecord(Record):
+    """A run's record as its stage writes it (``runs/<name>/train.json``, ``eval.json``): what ran, its status (and
+    why not ok), its MLflow run, its figures (``metrics``) and loss curves. OPEN: a later key is kept as written.
+
+    rec = read_run(runs.eval_record("lora"))   # RunRecord(); empty where the stage never wrote one
+    """
+
+    OPEN = True
+    name: str | None = None
+    kind: str | None = None
+    technique: str | None = None
+    backend: str | None = None
+    parent: str | None = None
+    prompt_sent: dict | None = None
+    run_id: str | None = None
+    history: list[dict] | None = None
+    val_curve: list[dict] | None = None
+    kernel_choice: dict | None = None
+    seeds: object = None
+    engine: dict | None = None
+    lm_eval_tasks: object = None
+    status: str | None = None
+    error: str | None = None
+    metrics: dict | None = None
+    side_checks: dict | None = None
+    mlflow_run_id: str | None = None
+    mlflow_error: str | None = None
+    device: str | None = None
+    torch_threads: int | None = None
+
+
+def read_run(path) -> RunRecord:
+    """A run's record from ``path`` (``runs.train_record(name)``, ``runs.eval_record(name)``); empty where it has
+    none."""
+    return RunRecord.from_dict(runs.read_json(path) or {})

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core import runs
-from bakeoff.core.records import BaseModel, Provenance, read_search
+from bakeoff.core.records import BaseModel, Provenance, RunRecord, read_run, read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing
@@ -42,7 +42,7 @@ class Decision:
     runs: pd.DataFrame  # one row per run: its figures, intervals, gains over the best prompt, rank group
     verdict: Verdict  # the verdict, its diagnosis, scope, equivalence and the recommendation
     pairwise: pd.DataFrame  # every pair of runs tested on the same test items
-    records: dict  # each variant's training record (runs/<name>/train.json)
+    records: dict[str, RunRecord]  # each variant's training record (runs/<name>/train.json)
     sizing: Sizing  # the memory model's calibration and every fit (reports/sizing.json)
     data_stats: dict  # the data stage's record (data/prepared/stats.json)
     budget: dict  # every arm's search as spent (a shared search split among its users)
@@ -114,7 +114,7 @@ def _verdict(params: Params, flips_dir, shipped):
     figures.add_confidence(df, params.task.metric, params.eval.bootstrap_resamples, flips_dir)
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
-    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}
+    records = {n: read_run(runs.train_record(n)) for n in params.variants}
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
     sized = sizing.report_data(
         params, json.loads((runs.BASE / "config.json").read_text()), records, sizing.longest_answer(stats)
@@ -132,7 +132,7 @@ def _priced(params: Params, df, records, sized, target):
     fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
     idle = set(df.loc[df["status"].isin(["skipped", "missing"]), "name"])
     spent = costs.budget(list(params.baselines) + list(params.variants), idle)
-    seen = {n: ((r.get("metrics") or {}).get("tokens_seen") or 0) for n, r in records.items()}
+    seen = {n: ((r.metrics or {}).get("tokens_seen") or 0) for n, r in records.items()}
     priced = {n: c for n in params.variants if (c := costs.all_in(n, fits, spent, seen, parents))}
     shape = next((t for t in sizing.targets(params) if t.name == target), None)
     card = (

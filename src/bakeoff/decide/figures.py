@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from bakeoff.core import runs
-from bakeoff.core.records import read_search
+from bakeoff.core.records import RunRecord, read_run, read_search
 from bakeoff.core.scoring import METRICS, by_label_choice
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.statistics import bootstrap_ci
 
 
@@ -18,28 +19,24 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
     """One row per run from its records; a run with no record yet shows as `missing`."""
     rows = []
     for name in baselines + variants:
-        ev = runs.read_json(runs.eval_record(name)) or {}
-        tr = (runs.read_json(runs.train_record(name)) or {}) if name in variants else {}
-        technique = ev.get("technique") or tr.get("technique", "")
-        backend = ev.get("backend") or tr.get("backend") or "hf"
+        ev = read_run(runs.eval_record(name))
+        tr = read_run(runs.train_record(name)) if name in variants else RunRecord()
+        technique = ev.technique or (tr.technique if tr.has("technique") else "")
+        backend = ev.backend or tr.backend or "hf"
         row = {
             "name": name,
             "kind": "baseline" if name in baselines else "variant",
             "technique": technique if backend == "hf" else f"{technique} ({backend})",
-            "status": ev.get("status") or tr.get("status") or "missing",
-            "error": (ev.get("error") or tr.get("error") or "").split("\n")[0],
-            "run_id": ev.get("run_id") or tr.get("run_id", ""),
-            **(tr.get("metrics") or {}),
-            **(ev.get("metrics") or {}),
+            "status": ev.status or tr.status or "missing",
+            "error": (ev.error or tr.error or "").split("\n")[0],
+            "run_id": ev.run_id or (tr.run_id if tr.has("run_id") else ""),
+            **(tr.metrics or {}),
+            **(ev.metrics or {}),
         }
-        if ev.get("side_checks"):  # side checks that did not finish (lm-eval, the probe, KL): their own failures
-            row["side_checks_failed"] = "; ".join(
-                f"{k} {c['status']}: {c['error']}" for k, c in ev["side_checks"].items()
-            )
-        if ev.get("engine"):  # an endpoint baseline: which model answered, and how label choice was made
-            row.update(
-                engine=f"endpoint: {ev['engine'].get('model')}", label_choice_via=ev["engine"].get("label_choice")
-            )
+        if ev.side_checks:  # side checks that did not finish (lm-eval, the probe, KL): their own failures
+            row["side_checks_failed"] = "; ".join(f"{k} {c['status']}: {c['error']}" for k, c in ev.side_checks.items())
+        if ev.engine:  # an endpoint baseline: which model answered, and how label choice was made
+            row.update(engine=f"endpoint: {ev.engine.get('model')}", label_choice_via=ev.engine.get("label_choice"))
         tuned = read_search(name)
         if tuned.values:  # what the tune stage chose, and what its search cost (training tokens and time)
             shared = tuned.shared_from  # its search was another variant's, counted there
@@ -129,8 +126,9 @@ def best_baseline(df: pd.DataFrame) -> str | None:
     if ok.empty:
         return None
     split = choosing_split(df)
-    scores = [prompting_quality(r, split) for _, r in ok.iterrows()]
-    return str(ok.iloc[max(range(len(scores)), key=lambda i: (scores[i], -i))]["name"])
+    rows = rows_of(ok)
+    scores = [prompting_quality(r, split) for r in rows]
+    return str(rows[max(range(len(scores)), key=lambda i: (scores[i], -i))].name)
 
 
 def correctness(item) -> float:
@@ -157,11 +155,11 @@ def primary_items(df: pd.DataFrame) -> dict[str, dict | None]:
     choice where that scored better on the choosing split."""
     split = choosing_split(df)
     items = {}
-    for _, r in df.iterrows():
-        if r["status"] != "ok":
+    for r in rows_of(df):
+        if r.status != "ok":
             continue
-        use_choice = r["kind"] == "baseline" and by_label_choice(r, split)
-        items[r["name"]] = _items(r["name"], "choice_score" if use_choice else "score")
+        use_choice = r.kind == "baseline" and by_label_choice(r, split)
+        items[r.name] = _items(r.name, "choice_score" if use_choice else "score")
     return items
 
 
@@ -178,35 +176,35 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
         df[col] = float("nan")
     for col in ("quality_ci", "quality_label_choice_ci", "gain_vs_prompting", "flips", "verdict_figure"):
         df[col] = None
-    for i, r in df.iterrows():
-        it = items.get(r["name"])
+    for i, r in zip(df.index, rows_of(df)):
+        it = items.get(r.name)
         if not it:
             continue
         ids = sorted(it)
-        seeds = [[s[k] for k in ids] for s in _seed_items(r["name"])] if r["kind"] == "variant" else []
+        seeds = [[s[k] for k in ids] for s in _seed_items(r.name)] if r.kind == "variant" else []
         # each interval beside the figure it belongs to: free generation's under "quality", label choice's under
         # "label choice" (a baseline's verdict items may be either)
-        free = it if r["kind"] == "variant" else (_items(r["name"], "score") or {})
+        free = it if r.kind == "variant" else (_items(r.name, "score") or {})
         if free:
             q, lo, hi = bootstrap_ci([free[k] for k in ids], figure, resamples=resamples, seeds=seeds or None)
             if seeds:  # several training seeds: the quality is their mean, the interval holds their spread
                 df.loc[i, "quality"] = round(q, 4)
             df.loc[i, ["quality_ci_low", "quality_ci_high"]] = [lo, hi]
             df.loc[i, "quality_ci"] = f"{lo:.1%}–{hi:.1%}"
-        choice = _items(r["name"], "choice_score") if r["kind"] == "baseline" else None
+        choice = _items(r.name, "choice_score") if r.kind == "baseline" else None
         if choice:
             _, clo, chi = bootstrap_ci([choice[k] for k in ids], figure, resamples=resamples)
             df.loc[i, "quality_label_choice_ci"] = f"{clo:.1%}–{chi:.1%}"
-        if r["kind"] == "baseline":  # the figure the verdict compares a variant against, and the path behind it
+        if r.kind == "baseline":  # the figure the verdict compares a variant against, and the path behind it
             by_choice = choice is not None and it == choice
             df.loc[i, "verdict_figure"] = (
                 f"{figure([it[k] for k in ids]):.1%} {'by label choice' if by_choice else 'generated'}"
             )
-        if r["kind"] != "variant" or not base_items:
+        if r.kind != "variant" or not base_items:
             continue
         if set(ids) != set(base_items):
             raise ValueError(
-                f"runs/{r['name']}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
+                f"runs/{r.name}/predictions.jsonl and runs/{best}/predictions.jsonl cover "
                 f"different test examples: rerun both (dvc repro)"
             )
         gain, glo, ghi = bootstrap_ci(
@@ -215,11 +213,11 @@ def add_confidence(df: pd.DataFrame, metric: str, resamples: int = 2000, flips_d
         df.loc[i, ["gain", "gain_ci_low", "gain_ci_high"]] = [gain, glo, ghi]
         df.loc[i, "gain_vs_prompting"] = f"{gain * 100:+.1f} pp [{glo * 100:+.1f}, {ghi * 100:+.1f}]"
         f = flips(it, base_items)
-        out[r["name"]] = f
+        out[r.name] = f
         lost = sum(x["direction"] in ("right_to_wrong", "worse") for x in f)
         df.loc[i, "flips"] = f"{lost}/{len(f) - lost}"
         if flips_dir is not None:
-            _write_flips(flips_dir, r["name"], best, f)
+            _write_flips(flips_dir, r.name, best, f)
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bakeoff.core.flops import hardware_flops_per_token
+from bakeoff.core.records import RunRecord
 from bakeoff.core.techniques import facts
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
 from bakeoff.decide.speed import GPU_CHECK, measured_speeds, on_card, speed_at
@@ -178,7 +179,9 @@ def longest_answer(stats: dict) -> int | None:
     return (((stats.get("generation") or {}).get("longest_answer") or {}).get("train") or {}).get("tokens") or None
 
 
-def calibration(params: Params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
+def calibration(
+    params: Params, base_config: dict, records: dict[str, RunRecord], answer_tokens: int | None = None
+) -> dict:
     """Predicted against measured peak for every variant that trained here, and the fitted overhead.
 
     ``records``: variant name → its train.json. On CPU the measured peak is peak RSS; on CUDA, peak reserved.
@@ -190,8 +193,8 @@ def calibration(params: Params, base_config: dict, records: dict[str, dict], ans
     shape = Shape.from_config("base", base_config)
     pairs, rows = [], []
     for name, rec in records.items():
-        m = rec.get("metrics") or {}
-        if rec.get("status") != "ok" or name not in params.variants:
+        m = rec.metrics or {}
+        if rec.status != "ok" or name not in params.variants:
             continue
         measured_mb = m.get("train_peak_reserved_mb") or m.get("train_peak_rss_mb")
         v = params.variants[name]
@@ -200,7 +203,7 @@ def calibration(params: Params, base_config: dict, records: dict[str, dict], ans
         if not measured_mb or not width:
             continue
         precision = m.get("precision") or resolve_precision(v.train.precision)
-        chosen = (rec.get("kernel_choice") or {}).get("loss_logits")  # what the run's loss did, where recorded
+        chosen = (rec.kernel_choice or {}).get("loss_logits")  # what the run's loss did, where recorded
         setup = Setup.from_variant(
             v,
             precision,
@@ -224,7 +227,7 @@ def calibration(params: Params, base_config: dict, records: dict[str, dict], ans
     for r, err in zip(rows, errors):
         r["predicted_gb"] = round(r["model_gb"] + overhead / GB, 3)
         r["error"] = round(err, 4)
-    cuda = any((r.get("metrics") or {}).get("train_peak_reserved_mb") for r in records.values())
+    cuda = any((r.metrics or {}).get("train_peak_reserved_mb") for r in records.values())
     return {
         "overhead_gb": round(overhead / GB, 3),
         "rows": rows,
@@ -272,18 +275,20 @@ def table(
     return out
 
 
-def train_tokens(params: Params, records: dict[str, dict], override: float | None = None) -> dict[str, float]:
+def train_tokens(params: Params, records: dict[str, RunRecord], override: float | None = None) -> dict[str, float]:
     """Tokens to price per variant: ``override``, else cost.train_tokens, else what the variant saw in this run."""
     return {
         n: override
         or params.cost.train_tokens
-        or ((records.get(n) or {}).get("metrics") or {}).get("tokens_seen")
+        or ((records.get(n) or RunRecord()).metrics or {}).get("tokens_seen")
         or 0.0
         for n in params.variants
     }
 
 
-def report_data(params: Params, base_config: dict, records: dict[str, dict], answer_tokens: int | None = None) -> dict:
+def report_data(
+    params: Params, base_config: dict, records: dict[str, RunRecord], answer_tokens: int | None = None
+) -> dict:
     """What the report shows of sizing: the calibration on this run's peaks, every target × variant fit, and which
     of the GPU figures it assumes a GPU check measured (``gpu_check``)."""
     calib = calibration(params, base_config, records, answer_tokens)

@@ -187,8 +187,8 @@ def decision_plots(params: Params, d, out_dir: Path) -> dict[str, Path]:
     quality_vs_cost(ok, d.costs or {}, rec, Canvas(out_dir, paths, params.task.metric, scope, target))
     memory_at_target(d.sizing.fits or [], catalog(params), params.sizing.margin, target, out_dir, paths)
     loss_curves(
-        {n: r.get("history") or [] for n, r in d.records.items()},
-        {n: r.get("val_curve") or [] for n, r in d.records.items()},
+        {n: r.history or [] for n, r in d.records.items()},
+        {n: r.val_curve or [] for n, r in d.records.items()},
         scope,
         out_dir,
         paths,

@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bakeoff.core.records import RunRecord
 from bakeoff.decide.sizing_record import AllIn
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ def _csv(path: Path, header: list[str], rows: list[list]) -> Path:
     return path
 
 
-def write(out_dir: Path, runs, records: dict, costs: dict[str, AllIn] | None, curve: Curve | None) -> dict[str, Path]:
+def write(
+    out_dir: Path, runs, records: dict[str, RunRecord], costs: dict[str, AllIn] | None, curve: Curve | None
+) -> dict[str, Path]:
     """reports/arms/<arm>.json and reports/dvc/*.csv (each folder emptied first: an arm removed from params.yaml
     leaves no file behind); returns the paths."""
     arms, plots = out_dir / ARMS_DIR, out_dir / PLOTS_DIR
@@ -95,7 +98,7 @@ def write(out_dir: Path, runs, records: dict, costs: dict[str, AllIn] | None, cu
         [name, split, p["step"], round(float(p["loss"]), 5)]
         for name, rec in sorted(records.items())
         for split, key in (("train", "history"), ("validation", "val_curve"))
-        for p in (rec or {}).get(key) or []
+        for p in (rec[key] if rec else None) or []
         if p.get("loss") is not None
     ]
     paths["loss"] = _csv(plots / "loss.csv", ["arm", "split", "step", "loss"], loss)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bakeoff.core.records import Search
+from bakeoff.core.records import RunRecord, Search
 from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.run_record import by_name, pairs_of
 from bakeoff.decide.sizing_record import AllIn, Money
@@ -260,7 +260,7 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
                 f"{p_margin:.2g})."
             )
         if str(a.convergence or "").startswith("did not move"):
-            loss = (d.records.get(child) or {}).get("val_curve") or [{}]
+            loss = (d.records.get(child) or RunRecord()).val_curve or [{}]
             said.append(
                 f"- It did not move from `{parent}`: the same answer on every test item"
                 + (

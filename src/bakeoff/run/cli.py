@@ -139,6 +139,7 @@ def _clock(root: Path, params: Path, args: list[str]) -> int:
 def size(args) -> int:
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
+    from bakeoff.core.records import read_run
     from bakeoff.decide.sizing import longest_answer
     from bakeoff.run.cards import Asked, cards, every_variant, lines, table_lines
 
@@ -147,7 +148,7 @@ def size(args) -> int:
             "size: give --model and --technique together (one card table), or neither (every target × every variant)"
         )
     params = load_params(_params(args.params))
-    records = {n: runs.read_json(runs.train_record(n)) or {} for n in params.variants}  # after a run, if any
+    records = {n: read_run(runs.train_record(n)) for n in params.variants}  # after a run, if any
     answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage, if it ran
     asked = Asked(args.model or "", args.technique or "", args.seq_len, args.micro_batch, args.tokens)
     if not args.model:
