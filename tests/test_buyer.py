@@ -11,7 +11,7 @@ from bakeoff.decide.memory import Setup, Shape
 from bakeoff.decide.rule import shortfall
 from bakeoff.decide.run_record import Run
 from bakeoff.decide.sizing import GPU, Headroom, Priced, fit
-from bakeoff.decide.sizing_record import AllIn
+from bakeoff.decide.sizing_record import AllIn, SizedFit
 from bakeoff.decide.statistics import latency_separated, round_sig
 from bakeoff.decide.verdict_record import Recommendation, Verdict
 from bakeoff.report.verdict import projected_words, recommendation_words, serving_words, sig, usd_range
@@ -91,30 +91,30 @@ def test_the_all_in_cost_sums_training_its_search_share_and_its_parent(tmp_path,
         _tuned(n, {"trials": trials, "adopt": {"trial": 2}, "shared_from": "lora"})
     _tuned("dpo", {"trials": trials[:2]})
     spent = costs.budget(["zero_shot", "lora", "qlora", "lora_lowmem", "dpo"])
-    assert spent["zero_shot"]["trials"] == 0 and spent["zero_shot"]["carried_tokens"] == 0
-    assert (spent["lora"]["tokens"], spent["lora"]["steps"], spent["lora"]["seconds"]) == (90, 30, 30.0)
-    assert spent["qlora"]["share"] == pytest.approx(1 / 3) and spent["qlora"]["carried_tokens"] == pytest.approx(30)
-    assert not spent["qlora"]["own"] and spent["lora"]["own"] and spent["dpo"]["carried_tokens"] == 60
+    assert spent["zero_shot"].trials == 0 and spent["zero_shot"].carried_tokens == 0
+    assert (spent["lora"].tokens, spent["lora"].steps, spent["lora"].seconds) == (90, 30, 30.0)
+    assert spent["qlora"].share == pytest.approx(1 / 3) and spent["qlora"].carried_tokens == pytest.approx(30)
+    assert not spent["qlora"].own and spent["lora"].own and spent["dpo"].carried_tokens == 60
     fits = {
-        "lora": {"cheapest_gpu": "big", "cheapest_usd": 2.0, "cheapest_usd_high": 4.0, "need_gb": 25, "target": "t"},
-        "dpo": {"cheapest_gpu": "big", "cheapest_usd": 3.0, "cheapest_usd_high": 6.0, "need_gb": 30, "target": "t"},
+        "lora": SizedFit(cheapest_gpu="big", cheapest_usd=2.0, cheapest_usd_high=4.0, need_gb=25, target="t"),
+        "dpo": SizedFit(cheapest_gpu="big", cheapest_usd=3.0, cheapest_usd_high=6.0, need_gb=30, target="t"),
     }
     seen = {"lora": 60, "dpo": 30}
     lora = costs.all_in("lora", fits, spent, seen, {})
-    assert lora["search_usd"] == pytest.approx(2.0 * 30 / 60) and lora["usd"] == pytest.approx(3.0)
+    assert lora.search_usd == pytest.approx(2.0 * 30 / 60) and lora.usd == pytest.approx(3.0)
     dpo = costs.all_in("dpo", fits, spent, seen, {"dpo": "lora"})
     # its training 3 + its search 3 × 60/30 = 6 + its parent's all in 3 = 12; at mfu_low every part doubles
-    assert dpo["usd"] == pytest.approx(12.0) and dpo["usd_high"] == pytest.approx(24.0) and dpo["parent_usd"] == 3.0
+    assert dpo.usd == pytest.approx(12.0) and dpo.usd_high == pytest.approx(24.0) and dpo.parent_usd == 3.0
     assert costs.all_in("qlora", {}, spent, seen, {}) is None  # fits no card: no cost to show
     # bought alone, an arm pays its whole search (lora's 90 tokens, not its third of them) and its parent's
-    assert lora["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60) and lora["search_users"] == 3
-    assert dpo["alone_usd"] == pytest.approx(3.0 + 3.0 * 60 / 30 + lora["alone_usd"])
-    fits["qlora"] = {**fits["lora"]}
+    assert lora.alone_usd == pytest.approx(2.0 + 2.0 * 90 / 60) and lora.search_users == 3
+    assert dpo.alone_usd == pytest.approx(3.0 + 3.0 * 60 / 30 + lora.alone_usd)
+    fits["qlora"] = fits["lora"]
     q = costs.all_in("qlora", fits, spent, {**seen, "qlora": 60}, {})
-    assert q["usd"] == pytest.approx(2.0 + 2.0 * 30 / 60) and q["alone_usd"] == pytest.approx(2.0 + 2.0 * 90 / 60)
-    assert q["search_users"] == 3 and q["lender"] == "lora"
+    assert q.usd == pytest.approx(2.0 + 2.0 * 30 / 60) and q.alone_usd == pytest.approx(2.0 + 2.0 * 90 / 60)
+    assert q.search_users == 3 and q.lender == "lora"
 
-    said = projected_words("qlora", ["qlora"], {"qlora": AllIn.from_dict(q)})[0]
+    said = projected_words("qlora", ["qlora"], {"qlora": q})[0]
     assert "$5.0–10 all in, bought alone (training, `lora`'s whole search)" in said, said
     assert "$3.0–6.0 when its search is split among the 3 arms that use it" in said, said
 
@@ -182,6 +182,7 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
         },
     }
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "p"}
+    costs = {n: AllIn.from_dict(c) for n, c in costs.items()}
     rec = ranking.recommend(df, v, costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
     scope = {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}
@@ -189,7 +190,7 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
         Recommendation.from_dict(rec),
         df,
         Verdict.from_dict({**v, "scope": scope}),
-        {n: AllIn.from_dict(c) for n, c in costs.items()},
+        costs,
     )
     measured, projected = " ".join(said["measured"]), " ".join(said["projected"])
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured

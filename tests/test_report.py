@@ -10,7 +10,7 @@ import pytest
 from bakeoff import report
 from bakeoff.decide import figures, verdict
 from bakeoff.decide.decision import eval_records, search_records
-from bakeoff.decide.sizing_record import AllIn, Money, Sizing
+from bakeoff.decide.sizing_record import AllIn, Money, Sizing, Spend
 from bakeoff.decide.verdict_record import Finding, Verdict
 from bakeoff.report import searches, sections
 from bakeoff.report import sizing as report_sizing
@@ -663,6 +663,7 @@ def test_the_search_table_lists_every_arm_with_or_without_a_search(tmp_path, mon
             "carried_seconds": 5.0,
         }
     }
+    spent = {n: Spend.from_dict(x) for n, x in spent.items()}
     table = "\n".join(searches.budget_lines(df, spent, searches=search_records(df["name"])))
     assert "| zero_shot | none (baselines.zero_shot has no search) |" in table
     assert "| lora | own | 4 | 100 |" in table

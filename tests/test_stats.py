@@ -111,14 +111,13 @@ def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_los
             "target": "llama-3.1-8b",
         },
     }
+    fits = {n: AllIn.from_dict(c) for n, c in fits.items()}
     v = {"decision": "fine-tune", "variant": "full", "baseline": "few_shot"}
     rec = recommend.recommend(df, v, fits, items=items)
     # qlora is 2 items behind on 60 and $36 cheaper: not shown within 2 points, so the best stays the answer
     assert rec["action"] == "fine-tune" and rec["run"] == "full"
     assert [(s["run"], s["shown"]) for s in rec["choice"]["considered"]] == [("few_shot", False), ("qlora", False)]
-    said = worded(
-        Recommendation.from_dict(rec), df, Verdict.from_dict(v), {n: AllIn.from_dict(c) for n, c in fits.items()}
-    )  # the report's words for it
+    said = worded(Recommendation.from_dict(rec), df, Verdict.from_dict(v), fits)  # the report's words for it
     projected = " ".join(said.projected)
     assert "~130 GB" in projected and "$40–80 all in" in projected
     assert "Least memory projected among the finished variants: `qlora` (~5.4 GB" in projected

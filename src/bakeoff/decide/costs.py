@@ -14,9 +14,10 @@ from __future__ import annotations
 from bakeoff.core.records import Search, read_search
 from bakeoff.decide.memory import GB, Shape
 from bakeoff.decide.sizing import GPU
+from bakeoff.decide.sizing_record import AllIn, SizedFit, Spend
 
 
-def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[str, dict]:
+def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[str, Spend]:
     """What each arm's search spent, from its record (runs/<name>/tuned.json): trials, training tokens, optimizer
     steps and seconds, the adopted trial (the arm's own training run, counted there, not here) left out. A search
     used by several arms (``tune.share``) is split evenly among them: each carries its share (``share``,
@@ -27,17 +28,19 @@ def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[s
     out = {}
     for n in names:
         if n not in lender:
-            out[n] = {
-                "own": True,
-                "lender": None,
-                "share": 1.0,
-                "trials": 0,
-                "tokens": 0,
-                "steps": 0,
-                "seconds": 0.0,
-                "carried_tokens": 0.0,
-                "carried_seconds": 0.0,
-            }
+            out[n] = Spend.from_dict(
+                {
+                    "own": True,
+                    "lender": None,
+                    "share": 1.0,
+                    "trials": 0,
+                    "tokens": 0,
+                    "steps": 0,
+                    "seconds": 0.0,
+                    "carried_tokens": 0.0,
+                    "carried_seconds": 0.0,
+                }
+            )
             continue
         src = recs[lender[n]] if recs.get(lender[n], Search()) != Search() else recs[n]  # the lender's, if written
         trials, adopted, spent = src.trials, src.adopt.get("trial"), src.spent()
@@ -46,61 +49,66 @@ def budget(names: list[str], idle: set[str] | frozenset = frozenset()) -> dict[s
         seconds = round(sum(t.wall_s or 0 for t in spent), 1)
         users = sum(1 for m in lender if lender[m] == lender[n])
         share = 1.0 / users
-        out[n] = {
-            "own": lender[n] == n,
-            "lender": lender[n],
-            "share": share,
-            "trials": len(trials),
-            "adopted_trial": adopted,
-            "tokens": tokens,
-            "steps": steps,
-            "seconds": seconds,
-            "carried_tokens": tokens * share,
-            "carried_seconds": round(seconds * share, 1),
-        }
+        out[n] = Spend.from_dict(
+            {
+                "own": lender[n] == n,
+                "lender": lender[n],
+                "share": share,
+                "trials": len(trials),
+                "adopted_trial": adopted,
+                "tokens": tokens,
+                "steps": steps,
+                "seconds": seconds,
+                "carried_tokens": tokens * share,
+                "carried_seconds": round(seconds * share, 1),
+            }
+        )
     return out
 
 
-def all_in(name: str, fits: dict, spent: dict, seen: dict, parents: dict) -> dict | None:
+def all_in(name: str, fits: dict[str, SizedFit], spent: dict[str, Spend], seen: dict, parents: dict) -> AllIn | None:
     """What variant ``name`` costs on the sizing target, all in: its training on the cheapest card that holds it,
     its share of the search it used priced per token like its training (``spent``: ``budget``; ``seen``: tokens its
     training saw here), and, for a derived variant, its parent's all-in cost (``parents``: name → parent). Each as
     a range: at sizing.mfu (``usd``) and at sizing.mfu_low (``usd_high``). None when the target fits no card or the
     variant did not train here (nothing to price its search share against)."""
-    f = fits.get(name) or {}
-    if f.get("cheapest_usd") is None or not seen.get(name):  # no card holds it, or it never trained here
+    f = fits.get(name) or SizedFit()
+    if f.cheapest_usd is None or not seen.get(name):  # no card holds it, or it never trained here
         return None
-    train, train_high = f["cheapest_usd"], f.get("cheapest_usd_high") or f["cheapest_usd"]
-    carried, tokens = (spent.get(name) or {}).get("carried_tokens") or 0.0, seen.get(name) or 0.0
-    ratio = carried / tokens if tokens else 0.0
-    out = {
-        "variant": name,
-        "card": f["cheapest_gpu"],
-        "train_usd": train,
-        "train_usd_high": train_high,
-        "search_usd": train * ratio,
-        "search_usd_high": train_high * ratio,
-        "smallest_card": f.get("gpu"),
-        "smallest_gpus": f.get("gpus"),
-        "smallest_usd": f.get("usd"),
-        "smallest_usd_high": f.get("usd_high"),
-        "need_gb": f.get("need_gb"),
-        "target": f.get("target"),
-    }
+    train, train_high = f.cheapest_usd, f.cheapest_usd_high or f.cheapest_usd
+    s = spent.get(name) or Spend()
+    tokens = seen.get(name) or 0.0
+    ratio = (s.carried_tokens or 0.0) / tokens if tokens else 0.0
     parent = parents.get(name)
     up = all_in(parent, fits, spent, seen, parents) if parent else None
-    out.update(parent=parent, parent_usd=(up or {}).get("usd", 0.0), parent_usd_high=(up or {}).get("usd_high", 0.0))
-    out["usd"] = out["train_usd"] + out["search_usd"] + out["parent_usd"]
-    out["usd_high"] = out["train_usd_high"] + out["search_usd_high"] + out["parent_usd_high"]
-    # bought alone: a buyer who does only this arm pays its whole search (and its parent's, bought alone too)
-    whole = ((spent.get(name) or {}).get("tokens") or 0.0) / tokens if tokens else 0.0
-    out["lender"] = (spent.get(name) or {}).get("lender")
-    out["search_users"] = (
-        round(1 / (spent.get(name) or {}).get("share", 1.0)) if (spent.get(name) or {}).get("share") else 1
+    search, search_high = train * ratio, train_high * ratio
+    up_usd, up_high = (up.usd, up.usd_high) if up else (0.0, 0.0)
+    whole = (s.tokens or 0.0) / tokens if tokens else 0.0  # bought alone: the whole search (and the parent's)
+    return AllIn.from_dict(
+        {
+            "variant": name,
+            "card": f.cheapest_gpu,
+            "train_usd": train,
+            "train_usd_high": train_high,
+            "search_usd": search,
+            "search_usd_high": search_high,
+            "smallest_card": f.gpu,
+            "smallest_gpus": f.gpus,
+            "smallest_usd": f.usd,
+            "smallest_usd_high": f.usd_high,
+            "need_gb": f.need_gb,
+            "target": f.target,
+            "parent": parent,
+            "parent_usd": up_usd,
+            "parent_usd_high": up_high,
+            "usd": train + search + up_usd,
+            "usd_high": train_high + search_high + up_high,
+            "lender": s.lender,
+            "search_users": round(1 / s.share) if s.share else 1,
+            "alone_usd": train * (1 + whole) + (up.alone_usd if up else 0.0),
+            "alone_usd_high": train_high * (1 + whole) + (up.alone_usd_high if up else 0.0),
+        }
     )
-    out["alone_usd"] = train * (1 + whole) + (up or {}).get("alone_usd", 0.0)
-    out["alone_usd_high"] = train_high * (1 + whole) + (up or {}).get("alone_usd_high", 0.0)
-    return out
 
 
 def break_even(prompt_tokens: float, usd_per_1k: float, card: dict | None, per_request: float | None = None) -> dict:

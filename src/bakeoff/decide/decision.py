@@ -20,7 +20,7 @@ from bakeoff.core import runs
 from bakeoff.core.records import BaseModel, Provenance, RunRecord, read_run, read_search
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
-from bakeoff.decide.sizing_record import AllIn, Money, Sizing
+from bakeoff.decide.sizing_record import AllIn, Money, Sizing, Spend
 from bakeoff.decide.verdict_record import Recommendation, Verdict
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Decision:
     records: dict[str, RunRecord]  # each variant's training record (runs/<name>/train.json)
     sizing: Sizing  # the memory model's calibration and every fit (reports/sizing.json)
     data_stats: dict  # the data stage's record (data/prepared/stats.json)
-    budget: dict  # every arm's search as spent (a shared search split among its users)
+    budget: dict[str, Spend]  # every arm's search as spent (a shared search split among its users)
     costs: dict[str, AllIn]  # each variant all in on the sizing target, and bought alone
     serving_card: object | None  # the card that would serve the fine-tuned target
     money: Money  # the recommendation's serving cost against prompting, and the break-even
@@ -116,8 +116,10 @@ def _verdict(params: Params, flips_dir, shipped):
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
     records = {n: read_run(runs.train_record(n)) for n in params.variants}
     stats = runs.read_json(runs.PREPARED / "stats.json") or {}
-    sized = sizing.report_data(
-        params, json.loads((runs.BASE / "config.json").read_text()), records, sizing.longest_answer(stats)
+    sized = Sizing.from_dict(
+        sizing.report_data(
+            params, json.loads((runs.BASE / "config.json").read_text()), records, sizing.longest_answer(stats)
+        )
     )
     v = verdict.verdict(df, params.verdict.min_gain)
     v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
@@ -129,7 +131,7 @@ def _priced(params: Params, df, records, sized, target):
     """Every arm's search budget as spent (a shared search split among its users), each variant all in, and the card
     that would serve the fine-tuned target."""
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
-    fits = {f["variant"]: f for f in sized["fits"] if f["target"] == target}
+    fits = {f.variant: f for f in sized.fits if f.target == target}
     idle = set(df.loc[df["status"].isin(["skipped", "missing"]), "name"])
     spent = costs.budget(list(params.baselines) + list(params.variants), idle)
     seen = {n: ((r.metrics or {}).get("tokens_seen") or 0) for n, r in records.items()}

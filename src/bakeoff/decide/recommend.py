@@ -108,8 +108,8 @@ def _saving(best: str, n: str, rows: dict[str, Run], costs: dict) -> tuple[float
     measured here (MB)."""
 
     def usd(x):
-        c = costs.get(x) or {}
-        return c.get("alone_usd", c.get("usd"))
+        c = costs.get(x)
+        return c.alone[0] if c else None
 
     if isinstance(usd(best), (int, float)):
         if rows[n].kind == "baseline":

@@ -179,3 +179,20 @@ class Money(Record):
     priced_by: str | None = None
     break_even_requests_per_day: float | None = None
     break_even_if_gain_held_requests_per_day: float | None = None
+
+
+@dataclass
+class Spend(Record):
+    """What one arm's search spent (``bakeoff.decide.costs.budget``): its own or the lender's whose search it used,
+    the share it carries of it, trials, training tokens, steps and seconds, and its carried part."""
+
+    own: bool | None = None
+    lender: str | None = None
+    share: float | None = None
+    trials: int | None = None
+    adopted_trial: int | None = None
+    tokens: float | None = None
+    steps: int | None = None
+    seconds: float | None = None
+    carried_tokens: float | None = None
+    carried_seconds: float | None = None

@@ -168,7 +168,7 @@ def write_all(
     prov, stats, pw = d.provenance, d.data_stats, d.pairwise
     curve = data_curve.worded(d.curve)
     extra = {
-        "budget": d.budget,
+        "budget": {n: x.to_dict() for n, x in d.budget.items()},
         "costs": {n: x.to_dict() for n, x in d.costs.items()},
         "serve_card": d.serving_card.__dict__ if d.serving_card else None,
         "shipped": shipped.to_dict() if shipped is not None else None,
@@ -181,7 +181,7 @@ def write_all(
         + pairwise_lines(pw, v.recommendation, images)
         + data_curve.lines(curve, images)
         + dpo_lines(df, pw, parents, d)
-        + budget_lines(df, extra.get("budget") or {}, params.tune, curve, d.searches)
+        + budget_lines(df, d.budget or {}, params.tune, curve, d.searches)
         + endpoint_lines(df)
         + shipped_lines(shipped, v.scope)
         + sample_lines(d.evidence, v.scope)

@@ -12,6 +12,7 @@ from bakeoff.core.records import Recipe, Search
 
 if TYPE_CHECKING:
     from bakeoff.decide.curve_record import Curve
+    from bakeoff.decide.sizing_record import Spend
 
 
 def _values(values: dict) -> str:
@@ -145,13 +146,13 @@ def budget_lines(
     ]
 
 
-def _budget_row(df: pd.DataFrame, name: str, b: dict | None, rec: Search) -> str:
+def _budget_row(df: pd.DataFrame, name: str, b: Spend | None, rec: Search) -> str:
     """One arm's row of the budget table: its search as spent, or why it has none."""
-    if b and b["trials"]:
-        of = "own" if b["own"] else f"`{b['lender']}`'s"
+    if b and b.trials:
+        of = "own" if b.own else f"`{b.lender}`'s"
         return (
-            f"| {name} | {of} | {b['trials']} | {b['tokens']:,.0f} | {b['steps']:,.0f} | {b['seconds']:,.0f} | "
-            f"{b['share']:.0%} | {b['carried_tokens']:,.0f} | {b['carried_seconds']:,.0f} |"
+            f"| {name} | {of} | {b.trials} | {b.tokens:,.0f} | {b.steps:,.0f} | {b.seconds:,.0f} | "
+            f"{b.share:.0%} | {b.carried_tokens:,.0f} | {b.carried_seconds:,.0f} |"
         )
     if rec.stopped:  # a search that crashed or ran out of memory
         why = (rec.error or "").splitlines()[0][:200] if rec.error else ""
