@@ -183,7 +183,7 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
     }
     v = {"decision": "fine-tune", "variant": "lora", "baseline": "p"}
     costs = {n: AllIn.from_dict(c) for n, c in costs.items()}
-    rec = ranking.recommend(df, v, costs, 0.02, items)
+    rec = ranking.recommend(df, Verdict.from_dict(v), costs, 0.02, items)
     assert rec["run"] == "lora" and rec["still_improving"] == ["lora"]
     scope = {"model": "smollm2-135m-instruct", "n": 60, "machine": "cpu"}
     said = recommendation_words(

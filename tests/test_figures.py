@@ -157,7 +157,7 @@ def test_no_break_even_when_prompting_is_enough():
     from bakeoff.report import verdict_lines
 
     v = {"decision": "prompting is enough", "variant": "lora", "baseline": "nearest", "reason": "x"}
-    c = verdict.cost(_df(0.38, 110.0), v, 0.0001, {}, CARD)
+    c = verdict.cost(_df(0.38, 110.0), Verdict.from_dict(v), 0.0001, {}, CARD)
     assert not any(k.startswith("break_even") for k in c)
     text = "\n".join(verdict_lines(Verdict.from_dict(v), Money.from_dict(c)))
     assert "costs less above" not in text and "No break-even: fine-tuning does not beat prompting" in text
@@ -167,12 +167,14 @@ def test_inconclusive_break_even_is_what_it_would_be_if_the_gain_held():
     from bakeoff.report import verdict_lines
 
     v = {"decision": "inconclusive", "variant": "lora", "baseline": "nearest", "reason": "x"}
-    c = verdict.cost(_df(0.55, 110.0), v, 0.0001, {}, CARD)  # 450 tokens × $0.0001/1k; $19.20 a day → 426,667
+    c = verdict.cost(
+        _df(0.55, 110.0), Verdict.from_dict(v), 0.0001, {}, CARD
+    )  # 450 tokens × $0.0001/1k; $19.20 a day → 426,667
     assert c["break_even_if_gain_held_requests_per_day"] == pytest.approx(19.2 / 0.000045)
     assert "break_even_requests_per_day" not in c
     text = "\n".join(verdict_lines(Verdict.from_dict(v), Money.from_dict(c)))
     assert "~430,000 requests a day" in text and "only if the gain held" in text
-    c = verdict.cost(_df(0.9, 110.0), {**v, "decision": "fine-tune"}, 0.0001, {}, CARD)
+    c = verdict.cost(_df(0.9, 110.0), Verdict.from_dict({**v, "decision": "fine-tune"}), 0.0001, {}, CARD)
     assert c["break_even_requests_per_day"] == pytest.approx(19.2 / 0.000045)
 
 

@@ -105,7 +105,7 @@ def test_verdict_without_a_finished_variant_is_inconclusive():
         ]
     )
     v = verdict.verdict(df, 0.05)
-    assert v == {"decision": "inconclusive", "missing": "variant", "min_gain": 0.05}
+    assert v.to_dict() == {"decision": "inconclusive", "missing": "variant", "min_gain": 0.05}
     assert worded(Verdict.from_dict(v), df).to_dict() == {
         "decision": "inconclusive",
         "reason": "no fine-tuned variant finished",
@@ -504,7 +504,7 @@ def test_a_tie_for_the_verdicts_leader_is_said_with_the_rule_that_broke_it(tmp_p
     df = figures.collect(["few_shot"], ["full", "lora"])
     figures.add_confidence(df, "exact_match", resamples=500)
     v = verdict.verdict(df, 0.05)
-    assert v["variant"] == "full" and v["tie"] == {
+    assert v.variant == "full" and v.tie.to_dict() == {
         "runs": ["full", "lora"],
         "at": 0.9,
         "split": "validation",

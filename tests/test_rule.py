@@ -129,7 +129,7 @@ def test_the_committed_runs_8_point_loss_is_not_hidden_the_best_is_recommended_w
         "ci_low": 0.55,
         "ci_high": 0.80,
     }
-    rec = recommend.recommend(df, v, _all_in(COSTS), 0.02, items)
+    rec = recommend.recommend(df, Verdict.from_dict(v), _all_in(COSTS), 0.02, items)
     assert (rec["action"], rec["run"]) == ("fine-tune", "full")
     s = {x["run"]: x for x in rec["choice"]["considered"]}
     assert set(s) == {"prompt", "lora"} and not any(x["shown"] for x in s.values())
@@ -151,7 +151,7 @@ def test_a_prompt_in_the_top_rank_group_is_not_the_recommendation_unless_shown_w
     prompt = [0] * 12 + [1] * 8 + [1] * 30 + [0] * 10
     df, items = _frame({"p": prompt, "lora": var}, {"p": "baseline"}, prompt_tokens_per_request={"p": 300})
     v = {"decision": "inconclusive", "variant": "lora", "baseline": "p", "examples_needed": 900}
-    rec = recommend.recommend(df, v, _all_in({"lora": COSTS["lora"]}), 0.02, items)
+    rec = recommend.recommend(df, Verdict.from_dict(v), _all_in({"lora": COSTS["lora"]}), 0.02, items)
     assert rec["action"] == "inconclusive" and rec["run"] == "lora" and rec["kind"] == "variant"
     line = worded(
         Recommendation.from_dict(rec), df, Verdict.from_dict({**v, "scope": {"model": "m", "n": 60}})
@@ -162,7 +162,9 @@ def test_a_prompt_in_the_top_rank_group_is_not_the_recommendation_unless_shown_w
     # the same prompt, identical to the variant on 600 items: shown within, and it trains nothing
     same = [1] * 400 + [0] * 200
     df, items = _frame({"p": same, "lora": same}, {"p": "baseline"}, prompt_tokens_per_request={"p": 300})
-    rec = recommend.recommend(df, {**v, "decision": "fine-tune"}, _all_in({"lora": COSTS["lora"]}), 0.02, items)
+    rec = recommend.recommend(
+        df, Verdict.from_dict({**v, "decision": "fine-tune"}), _all_in({"lora": COSTS["lora"]}), 0.02, items
+    )
     line = worded(
         Recommendation.from_dict(rec), df, Verdict.from_dict({**v, "decision": "fine-tune", "scope": {"n": 600}})
     ).line
@@ -174,7 +176,7 @@ def test_a_cheaper_run_shown_within_the_margin_replaces_the_best_and_says_by_how
     lora = [1] * 538 + [0] * 2 + [1] * 1 + [0] * 59  # 2 lost, 1 won of 600: −0.2 points, bound about −0.6
     df, items = _frame({"full": full, "lora": lora})
     v = {"decision": "fine-tune", "variant": "full", "baseline": "p"}
-    rec = recommend.recommend(df, v, _all_in(COSTS), 0.02, items)
+    rec = recommend.recommend(df, Verdict.from_dict(v), _all_in(COSTS), 0.02, items)
     assert (rec["action"], rec["run"], rec["best"]) == ("fine-tune", "lora", "full")
     row = _row(answer_lines(Verdict.from_dict({**v, "recommendation": rec}), Money(), _all_in(COSTS)))
     assert "`lora`: $15 less (projected, bought alone), -0.2 points" in row and "shown within 2 points" in row

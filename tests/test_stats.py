@@ -113,7 +113,7 @@ def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_los
     }
     fits = {n: AllIn.from_dict(c) for n, c in fits.items()}
     v = {"decision": "fine-tune", "variant": "full", "baseline": "few_shot"}
-    rec = recommend.recommend(df, v, fits, items=items)
+    rec = recommend.recommend(df, Verdict.from_dict(v), fits, items=items)
     # qlora is 2 items behind on 60 and $36 cheaper: not shown within 2 points, so the best stays the answer
     assert rec["action"] == "fine-tune" and rec["run"] == "full"
     assert [(s["run"], s["shown"]) for s in rec["choice"]["considered"]] == [("few_shot", False), ("qlora", False)]
@@ -123,11 +123,16 @@ def test_recommendation_is_the_best_unless_a_cheaper_run_is_shown_within_max_los
     assert "Least memory projected among the finished variants: `qlora` (~5.4 GB" in projected
     # latency measured without its spread: no run is called fastest
     assert "Fastest" not in " ".join(said.measured)
-    rec = recommend.recommend(df, {**v, "decision": "inconclusive", "examples_needed": 300}, fits, items=items)
+    rec = recommend.recommend(
+        df, Verdict.from_dict({**v, "decision": "inconclusive", "examples_needed": 300}), fits, items=items
+    )
     assert (rec["action"], rec["run"]) == ("inconclusive", "full")
     # "prompting is enough" prompts even when the variants lead the groups
     rec = recommend.recommend(
-        df, {"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"}, fits, items=items
+        df,
+        Verdict.from_dict({"decision": "prompting is enough", "baseline": "few_shot", "reason": "small gain"}),
+        fits,
+        items=items,
     )
     assert (rec["action"], rec["run"]) == ("prompt", "few_shot")
 

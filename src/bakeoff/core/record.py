@@ -79,8 +79,8 @@ class Record:
 
     def with_(self, **changes):
         """A copy with ``changes``: a key it held keeps its place, a new one comes last."""
-        keys = self._order()
-        out = dataclasses.replace(self, **changes)
+        keys, hints = self._order(), _hints(type(self))
+        out = dataclasses.replace(self, **{k: _read(hints[k], x) for k, x in changes.items()})
         object.__setattr__(out, "_keys", keys + tuple(k for k in changes if k not in keys))
         object.__setattr__(out, "_named", self._named)
         return out

@@ -68,12 +68,11 @@ def decide(params: Params, flips_dir: Path | None = None, shipped: Shipped | Non
     df, v, records, sized, stats = _verdict(params, flips_dir, shipped)
     target = params.sizing.target or (params.sizing.targets[0]["name"] if params.sizing.targets else None)
     priced, spent, card = _priced(params, df, records, sized, target)
-    pw, prov = _recommend(params, df, v, priced, stats, target)
-    typed = Verdict.from_dict(v)
-    rec = picked(typed)
+    pw, prov, v = _recommend(params, df, v, priced, stats, target)
+    rec = picked(v)
     money = verdict.cost(
         df,
-        {**v, **({"variant": rec} if rec else {})},
+        v.with_(variant=rec) if rec else v,
         params.cost.usd_per_1k_prompt_tokens,
         priced,
         card.__dict__ if card else None,
@@ -81,7 +80,7 @@ def decide(params: Params, flips_dir: Path | None = None, shipped: Shipped | Non
     names = list(df["name"])
     return Decision(
         runs=df,
-        verdict=typed,
+        verdict=v,
         pairwise=pw,
         records=records,
         sizing=Sizing.from_dict(sized),
@@ -122,8 +121,8 @@ def _verdict(params: Params, flips_dir, shipped):
         )
     )
     v = verdict.verdict(df, params.verdict.min_gain)
-    v["diagnosis"] = verdict.diagnose(df, baselines_as_run(params), stats.get("labels"))
-    v["unmoved"] = unmoved  # placed with the recommendation's keys by _recommend
+    # the runs that did not move are placed with the recommendation's keys by _recommend
+    v = v.with_(diagnosis=verdict.diagnose(df, baselines_as_run(params), stats.get("labels")), unmoved=unmoved)
     return df, v, records, sized, stats
 
 
@@ -166,14 +165,14 @@ def _recommend(params: Params, df, v, priced, stats, target):
         "machine": runs.measured_on(list(params.baselines) + list(params.variants), prov.device),
         "target": target,
     }
-    v.update(
+    v = v.without("unmoved").with_(
         rank_groups=recommend.group_line(groups),
         alpha=recommend.ALPHA,
         scope=scope,
-        unmoved=v.pop("unmoved"),
+        unmoved=v.unmoved,
         recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss),
     )
-    return pw, prov
+    return pw, prov, v
 
 
 def picked(v: Verdict) -> str | None:

@@ -19,6 +19,7 @@ from bakeoff.core.scoring import METRICS, mean
 from bakeoff.decide.figures import as_number, choosing_split, correctness, primary_items, prompting_quality
 from bakeoff.decide.rule import ALPHA  # the level of every "different" / "as good as the best" claim
 from bakeoff.decide.run_record import Run, by_name, rows_of
+from bakeoff.decide.verdict_record import Verdict
 
 
 def _binary(items: list) -> bool:
@@ -127,7 +128,7 @@ def _saving(best: str, n: str, rows: dict[str, Run], costs: dict) -> tuple[float
 
 
 def recommend(
-    df: pd.DataFrame, v: dict, costs: dict | None = None, max_loss: float = 0.02, items: dict | None = None
+    df: pd.DataFrame, v: Verdict, costs: dict | None = None, max_loss: float = 0.02, items: dict | None = None
 ) -> dict:
     """One thing to do, by one rule (``bakeoff.decide.rule.choose``): the best run picked on validation (the
     verdict's variant; the best prompt when prompting is enough) unless a cheaper run, a prompt included, is *shown*
@@ -140,10 +141,10 @@ def recommend(
 
     rows = by_name(df)
     costs = costs or {}
-    if v.get("decision") == "prompting is enough":
-        pick = v.get("baseline")
+    if v.decision == "prompting is enough":
+        pick = v.baseline
         return {"action": "prompt", "run": pick, "max_loss": max_loss} if pick else {}
-    best = v.get("variant")
+    best = v.variant
     if not best or best not in rows:
         return {}
     raw = primary_items(df) if items is None else items
@@ -159,9 +160,7 @@ def recommend(
     c = choose(best, scores, cheaper, max_loss) if best in scores else None
     pick = c.pick if c else best
     r = rows[pick]
-    action = (
-        "inconclusive" if v.get("decision") == "inconclusive" else "prompt" if r.kind == "baseline" else "fine-tune"
-    )
+    action = "inconclusive" if v.decision == "inconclusive" else "prompt" if r.kind == "baseline" else "fine-tune"
     variants = [k for k in scores if rows[k].kind == "variant"]
     return {
         "action": action,
@@ -170,7 +169,7 @@ def recommend(
         "best": best,
         "max_loss": max_loss,
         "saving_unit": unit,
-        "examples_needed": v.get("examples_needed"),
+        "examples_needed": v.examples_needed,
         "choice": c.as_dict() if c else None,
         "still_improving": [k for k in variants if rows[k].convergence == "still improving"],
         "compared": variants,

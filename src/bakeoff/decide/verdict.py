@@ -24,6 +24,7 @@ from bakeoff.decide.figures import (
 )
 from bakeoff.decide.rule import decision_of
 from bakeoff.decide.run_record import by_name, rows_of
+from bakeoff.decide.verdict_record import Verdict
 
 LN2 = math.log(2)
 MOVE_TOL = 0.01  # nats: a preference loss this close to ln 2 (where DPO starts) without a standard error of its own
@@ -52,7 +53,7 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
     return out
 
 
-def verdict(df: pd.DataFrame, min_gain: float) -> dict:
+def verdict(df: pd.DataFrame, min_gain: float) -> Verdict:
     """Fine-tune, prompting is enough, or inconclusive: the best variant's gain over the best prompting baseline
     on the primary metric, judged by its paired bootstrap interval against ``min_gain``. Both winners are chosen on
     the validation split (``choosing_split``); the gain and its interval are the test split's. The facts only:
@@ -60,43 +61,38 @@ def verdict(df: pd.DataFrame, min_gain: float) -> dict:
     best_b = df["best_baseline"].iloc[0] if "best_baseline" in df.columns and len(df) else None
     ok = df[(df["kind"] == "variant") & (df["status"] == "ok") & df.get("gain", pd.Series(dtype=float)).notna()]
     if best_b is None or ok.empty:
-        return {
-            "decision": "inconclusive",
-            "missing": "baseline" if best_b is None else "variant",
-            "min_gain": min_gain,
-        }
+        missing = "baseline" if best_b is None else "variant"
+        return Verdict.from_dict({"decision": "inconclusive", "missing": missing, "min_gain": min_gain})
     split = choosing_split(df)
     col = "val_quality" if split == "val" else "quality"
     top = rows_of(ok.sort_values(col, ascending=False, kind="stable"))[0]
     gain, lo, hi, n = float(top.gain), float(top.gain_ci_low), float(top.gain_ci_high), int(top.n_test)
-    out = {
-        "variant": top.name,
-        "baseline": best_b,
-        "gain": gain,
-        "ci_low": lo,
-        "ci_high": hi,
-        "min_gain": min_gain,
-        "n_test": n,
-        "chosen_on": "validation" if split == "val" else "test",
-    }
+    chosen_on = "validation" if split == "val" else "test"
     tied = [str(x) for x in ok.loc[ok[col] == top[col], "name"]]
-    if len(tied) > 1:  # a tie for the leader: the rule that broke it is said, not hidden in a sort
-        out["tie"] = {
-            "runs": tied,
-            "at": float(top[col]),
-            "split": out["chosen_on"],
-            "rule": "params_order",
-        }  # the first listed in params.yaml leads
+    # a tie for the leader: the rule that broke it is said, not hidden in a sort (the first in params.yaml leads)
+    tie = {"runs": tied, "at": float(top[col]), "split": chosen_on, "rule": "params_order"} if len(tied) > 1 else None
     against = df.loc[df["name"] == best_b, "verdict_figure"].iloc[0] if "verdict_figure" in df.columns else None
-    if isinstance(against, str):
-        out["baseline_figure"] = against
-    out["decision"] = decision_of(lo, hi, min_gain)
-    if out["decision"] == "inconclusive":
-        gap = abs(gain - min_gain)
-        # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
-        # rounded before the ceiling: float noise in the gain (0.09999999999999998) must not add an example
-        out["examples_needed"] = math.ceil(round(n * ((hi - lo) / 2 / gap) ** 2, 6)) if gap > 1e-9 else None
-    return out
+    decision = decision_of(lo, hi, min_gain)
+    gap = abs(gain - min_gain)
+    # the interval narrows as 1/√n: it clears min_gain once its half-width is below the gap
+    # rounded before the ceiling: float noise in the gain (0.09999999999999998) must not add an example
+    needed = math.ceil(round(n * ((hi - lo) / 2 / gap) ** 2, 6)) if gap > 1e-9 else None
+    return Verdict.from_dict(
+        {
+            "variant": top.name,
+            "baseline": best_b,
+            "gain": gain,
+            "ci_low": lo,
+            "ci_high": hi,
+            "min_gain": min_gain,
+            "n_test": n,
+            "chosen_on": chosen_on,
+            **({"tie": tie} if tie else {}),
+            **({"baseline_figure": against} if isinstance(against, str) else {}),
+            "decision": decision,
+            **({"examples_needed": needed} if decision == "inconclusive" else {}),
+        }
+    )
 
 
 FORMAT_GAP = 0.2  # contains-reference this far above the primary metric: the answers are known, the format is not
@@ -160,24 +156,24 @@ def diagnose(df: pd.DataFrame, baselines: dict, labels: list | None = None) -> l
     return out
 
 
-def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card: dict | None) -> dict:
+def cost(df: pd.DataFrame, v: Verdict, price_per_1k: float, costs: dict, serve_card: dict | None) -> dict:
     """The money side of the verdict: the verdict's variant all in on the sizing target (``costs``: name →
     ``all_in``), the prompt tokens each request saves, and the daily volume above which serving it on its own card
     costs less than pay-per-token prompting (``break_even``). The break-even follows the verdict: given for
     "fine-tune", given as what it would be if the gain held for "inconclusive", not given for "prompting is enough"
     (the card would serve a worse answer)."""
     out: dict = {}
-    if "variant" not in v:
+    if not v.has("variant"):
         return out
     rows = by_name(df)
-    var, base = rows[v["variant"]], rows[v["baseline"]]
+    var, base = rows[v.variant], rows[v.baseline]
     prompt = float(base.prompt_tokens_per_request or 0)
     saved = prompt - float(var.prompt_tokens_per_request or 0)
-    out["variant"] = v["variant"]
+    out["variant"] = v.variant
     out["prompt_tokens_saved_per_request"] = round(saved, 1)
     out["usd_saved_per_request"] = saved / 1000 * price_per_1k
     out["train_wall_s_here"] = var.train_wall_s
-    c = costs.get(v["variant"])
+    c = costs.get(v.variant)
     if c:
         out["all_in"] = c
     from bakeoff.decide.costs import break_even
@@ -188,7 +184,7 @@ def cost(df: pd.DataFrame, v: dict, price_per_1k: float, costs: dict, serve_card
     if be and endpoint_usd is not None:
         be["priced_by"] = "endpoint"
     if be:
-        key = {"fine-tune": "break_even", "inconclusive": "break_even_if_gain_held"}.get(v["decision"])
+        key = {"fine-tune": "break_even", "inconclusive": "break_even_if_gain_held"}.get(v.decision)
         out.update({k: x for k, x in be.items() if k != "break_even_requests_per_day"})
         if key:
             out[key + "_requests_per_day"] = be["break_even_requests_per_day"]
