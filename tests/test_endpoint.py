@@ -413,6 +413,7 @@ def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even
     import pandas as pd
 
     from bakeoff.decide import verdict
+    from bakeoff.decide.verdict_record import Verdict
 
     df = pd.DataFrame(
         [
@@ -420,7 +421,7 @@ def test_an_endpoint_baseline_is_priced_by_its_measured_tokens_in_the_break_even
             {"name": "lora", "kind": "variant", "prompt_tokens_per_request": 60.0, "train_wall_s": 1.0},
         ]
     )
-    v = {"decision": "fine-tune", "variant": "lora", "baseline": "big"}
+    v = Verdict.from_dict({"decision": "fine-tune", "variant": "lora", "baseline": "big"})
     c = verdict.cost(df, v, 0.0001, {}, {"name": "L4", "usd_per_hour": 0.8})
     assert c["priced_by"] == "endpoint" and c["prompt_usd_per_request"] == 0.0002
     assert round(c["break_even_requests_per_day"]) == round(24 * 0.8 / 0.0002)
