@@ -101,9 +101,9 @@ def search_records(names) -> dict:
     return {n: read_search(n) for n in names}
 
 
-def eval_records(names) -> dict:
-    """Each run's evaluation record (``runs/<name>/eval.json``; {} where it has none)."""
-    return {n: runs.read_json(runs.eval_record(n)) or {} for n in names}
+def eval_records(names) -> dict[str, RunRecord]:
+    """Each run's evaluation record (``runs/<name>/eval.json``; empty where it has none)."""
+    return {n: read_run(runs.eval_record(n)) for n in names}
 
 
 def _verdict(params: Params, flips_dir, shipped):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs
+from bakeoff.core.records import read_run
 from bakeoff.core.techniques import facts
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def log_model(params: Params, name: str, run_id: str, dtype: str) -> tuple[objec
         tok = load_tokenizer(base)
         model = load_model(base, dtype=DTYPES[dtype])
         if folder is None:  # a prompting baseline: the base, and the prompt to send with every request
-            prompt = (runs.read_json(runs.eval_record(name)) or {}).get("prompt_sent") or {}
+            prompt = read_run(runs.eval_record(name)).prompt_sent or {}
             mlflow.log_text(json.dumps(prompt, indent=2), "model_prompt/prompt.json")
             return mlflow.transformers.log_model({"model": model, "tokenizer": tok}, **chat), (
                 f"`{name}` (prompting): the base model; send the instruction and shots of model_prompt/prompt.json "

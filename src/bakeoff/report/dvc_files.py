@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core.records import RunRecord
+from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.sizing_record import AllIn
 
 if TYPE_CHECKING:
@@ -57,18 +58,18 @@ def _number(x) -> float | None:
 def arm_metrics(runs, costs: dict[str, AllIn] | None) -> dict[str, dict]:
     """Per arm, the numbers ``dvc metrics show`` lists (at most ten, flat)."""
     out = {}
-    for r in runs.to_dict("records"):
-        m = {"ok": 1 if r.get("status") == "ok" else 0}
+    for r in rows_of(runs):
+        m = {"ok": 1 if r.status == "ok" else 0}
         for name, col in COLUMNS.items():
             if (x := _number(r.get(col))) is not None:
                 m[name] = x
         peak = next((x for c in PEAKS if (x := _number(r.get(c))) is not None), None)
         if peak is not None:
             m["peak_mb"] = peak
-        usd = _number(((costs or {}).get(r["name"]) or AllIn()).usd)
+        usd = _number(((costs or {}).get(r.name) or AllIn()).usd)
         if usd is not None:
             m["usd_target"] = round(usd, 2)
-        out[r["name"]] = m
+        out[r.name] = m
     return out
 
 
@@ -103,9 +104,9 @@ def write(
     ]
     paths["loss"] = _csv(plots / "loss.csv", ["arm", "split", "step", "loss"], loss)
     quality = [
-        [r["name"], *(_number(r.get(c)) for c in ("quality", "quality_ci_low", "quality_ci_high"))]
-        for r in runs.to_dict("records")
-        if r.get("status") == "ok"
+        [r.name, *(_number(r.get(c)) for c in ("quality", "quality_ci_low", "quality_ci_high"))]
+        for r in rows_of(runs)
+        if r.status == "ok"
     ]
     paths["quality"] = _csv(plots / "quality.csv", ["arm", "quality", "ci_low", "ci_high"], quality)
     points = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bakeoff.core.records import RunRecord
 from bakeoff.decide.run_record import rows_of
 from bakeoff.report.tables import _fmt, image
 
@@ -60,8 +61,8 @@ def forgetting(
         lines += image(images, "tradeoff", "task gain against probe loss")
     skipped: dict[tuple, list[str]] = {}
     for name in names:
-        rec = evaluations.get(name) or {}
-        for task, res in (rec.get("lm_eval_tasks") or {}).items():
+        rec = evaluations.get(name) or RunRecord()
+        for task, res in (rec.lm_eval_tasks or {}).items():
             if res.get("status") == "ok":
                 figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
                 lines.append(f"- `{name}` · {task}: {figs}")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.decide.rule import ALPHA
-from bakeoff.decide.run_record import rows_of
+from bakeoff.decide.run_record import pairs_of, rows_of
 from bakeoff.decide.verdict_record import Scope
 
 if TYPE_CHECKING:
@@ -104,10 +104,10 @@ def _pairwise_heatmap(pw: pd.DataFrame, out_dir: Path, paths: dict, scope: Scope
     names = list(dict.fromkeys(list(pw["a"]) + list(pw["b"])))
     n = len(names)
     diff, p = np.zeros((n, n)), np.ones((n, n))
-    for _, r in pw.iterrows():
-        i, j = names.index(r["a"]), names.index(r["b"])
-        diff[i, j], diff[j, i] = r["diff"] * 100, -r["diff"] * 100
-        p[i, j] = p[j, i] = r["p_holm"]
+    for r in pairs_of(pw):
+        i, j = names.index(r.a), names.index(r.b)
+        diff[i, j], diff[j, i] = r.diff * 100, -r.diff * 100
+        p[i, j] = p[j, i] = r.p_holm
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * n, 1.0 + 0.7 * n))
     lim = max(abs(diff).max(), 1e-9)
     im = ax.imshow(diff, cmap="RdBu", vmin=-lim, vmax=lim)

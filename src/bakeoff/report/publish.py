@@ -22,9 +22,9 @@ def champion_of(params: Params, rec: Recommendation, evaluations: dict) -> dict 
 
     name = rec.run
     ev = evaluations.get(name) if name else None
-    if not ev or not ev.get("run_id"):
+    if not ev or not ev.run_id:
         return None
-    dtype = (ev.get("metrics") or {}).get("serving_dtype")
+    dtype = (ev.metrics or {}).get("serving_dtype")
     if dtype not in ("fp32", "bf16", "fp16"):  # an endpoint baseline: no weights here to register
         print(f"MLflow: no champion registered: `{name}` is served by an endpoint, not weights here")
         return None
@@ -40,7 +40,7 @@ def champion_of(params: Params, rec: Recommendation, evaluations: dict) -> dict 
         if p.exists()
     }
     try:  # a store without a model registry, or a failed upload, leaves the report and the runs as they are
-        return champion.register(params, name, ev["run_id"], dtype, files)
+        return champion.register(params, name, ev.run_id, dtype, files)
     except Exception as e:
         print(f"MLflow: the champion was not registered ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
         return None
