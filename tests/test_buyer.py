@@ -192,9 +192,9 @@ def test_the_recommendation_keeps_measured_apart_from_projected_and_claims_no_eq
         Verdict.from_dict({**v, "scope": scope}),
         costs,
     )
-    measured, projected = " ".join(said["measured"]), " ".join(said["projected"])
+    measured, projected = " ".join(said.measured), " ".join(said.projected)
     assert "On `smollm2-135m-instruct`, test split (60 items)" in measured
-    assert "as good as" not in measured + said["line"] and "equivalent" not in measured + said["line"]
+    assert "as good as" not in measured + said.line and "equivalent" not in measured + said.line
     assert "Projected to `llama-3.1-8b`, not measured" in projected and "$3.0–5.9 all in" in projected
     assert "GB" not in measured.split("Least training memory")[0]  # no projected memory among the measured
     assert "A100-40GB" in projected and "H100-80GB" in projected  # smallest and cheapest both named

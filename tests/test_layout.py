@@ -323,7 +323,7 @@ def test_the_report_reads_no_record_itself():
     readers = sorted(
         str(p.relative_to(LIB))
         for p in (LIB / "report").glob("*.py")
-        if re.search(r"runs\.read_json|read_json\(runs\.", p.read_text())
+        if re.search(r"runs\.read_json|read_json\(runs\.|read_run\(|read_search\(", p.read_text())
     )
     assert readers == ["report/champion.py"], f"report files that read records themselves: {readers}"
 

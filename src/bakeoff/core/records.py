@@ -164,6 +164,17 @@ class Provenance(Record):
 
 
 @dataclass
+class LossPoint(Record):
+    """A loss at an optimizer step (``se``: its standard error over the validation rows, where measured). OPEN: a
+    later figure is kept as written."""
+
+    OPEN = True
+    step: int | None = None
+    loss: float | None = None
+    se: float | None = None
+
+
+@dataclass
 class RunRecord(Record):
     """A run's record as its stage writes it (``runs/<name>/train.json``, ``eval.json``): what ran, its status (and
     why not ok), its MLflow run, its figures (``metrics``) and loss curves. OPEN: a later key is kept as written.
@@ -179,8 +190,8 @@ class RunRecord(Record):
     parent: str | None = None
     prompt_sent: dict | None = None
     run_id: str | None = None
-    history: list[dict] | None = None
-    val_curve: list[dict] | None = None
+    history: list[LossPoint] | None = None
+    val_curve: list[LossPoint] | None = None
     kernel_choice: dict | None = None
     seeds: object = None
     engine: dict | None = None

@@ -176,3 +176,25 @@ class Pair(Record):
 def pairs_of(pw: pd.DataFrame | None) -> list[Pair]:
     """The pairwise table's rows as typed records ([] without one)."""
     return [] if pw is None else [Pair.from_dict(r) for r in pw.to_dict("records")]
+
+
+@dataclass
+class HeldDtypes(Record):
+    """What a run held its weights and saved activations in (the table's ``held_dtypes``; ``bakeoff.train.kernels``)."""
+
+    OPEN = True
+    base: str | None = None
+    unquantized: str | None = None
+    head: str | None = None
+    trainable: str | None = None
+    compute: str | None = None
+    activations: str | None = None
+    checkpointed: bool | None = None
+
+
+@dataclass
+class Tuned(Record):
+    """What the tune stage chose for a run (the table's ``tuned``), and whose search it was where shared."""
+
+    values: dict | None = None
+    shared_from: str | None = None

@@ -16,6 +16,7 @@ import math
 import pandas as pd
 
 from bakeoff.core import runs
+from bakeoff.core.records import LossPoint, read_run
 from bakeoff.decide.figures import (
     _items,
     as_number,
@@ -43,9 +44,9 @@ def did_not_move(df: pd.DataFrame, parents: dict) -> dict[str, dict]:
         mine, theirs = _items(child, "prediction"), _items(parent, "prediction")
         if not mine or mine != theirs:
             continue
-        curve = (runs.read_json(runs.train_record(child)) or {}).get("val_curve") or []
-        last = curve[-1] if curve else {}
-        loss, se = last.get("loss"), last.get("se")
+        curve = read_run(runs.train_record(child)).val_curve or []
+        last = curve[-1] if curve else LossPoint()
+        loss, se = last.loss, last.se
         if loss is not None and abs(loss - LN2) > max(2 * (se or 0.0), MOVE_TOL):
             continue
         out[child] = {"parent": parent, "identical": len(mine), "pref_loss": loss}

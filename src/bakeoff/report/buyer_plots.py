@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.core.records import LossPoint
 from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.sizing_record import AllIn, SizedFit
 from bakeoff.decide.verdict_record import Recommendation, Scope
@@ -137,7 +138,11 @@ def memory_at_target(fits: list[SizedFit], cards: list, margin: float, target: s
 
 
 def loss_curves(
-    histories: dict[str, list[dict]], val_curves: dict[str, list[dict]], scope: Scope, out_dir: Path, paths: dict
+    histories: dict[str, list[LossPoint]],
+    val_curves: dict[str, list[LossPoint]],
+    scope: Scope,
+    out_dir: Path,
+    paths: dict,
 ):
     """Training loss (solid) and validation loss (dashed, with markers) per arm, each arm its own colour, line style
     and marker, so curves that coincide still show."""
@@ -148,13 +153,11 @@ def loss_curves(
         color, style, marker = f"C{k % 10}", STYLES[k % len(STYLES)], MARKERS[k % len(MARKERS)]
         h, val = histories.get(n) or [], val_curves.get(n) or []
         if h:
-            ax.plot(
-                [x["step"] for x in h], [x["loss"] for x in h], color=color, ls=style, alpha=0.8, label=f"{n} training"
-            )
+            ax.plot([x.step for x in h], [x.loss for x in h], color=color, ls=style, alpha=0.8, label=f"{n} training")
         if val:
             ax.plot(
-                [x["step"] for x in val],
-                [x["loss"] for x in val],
+                [x.step for x in val],
+                [x.loss for x in val],
                 color=color,
                 ls="--",
                 marker=marker,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bakeoff.decide.run_record import HeldDtypes, Tuned
+
 if TYPE_CHECKING:
     from bakeoff.decide.verdict_record import Unmoved
 
@@ -74,10 +76,10 @@ def dtypes_words(d):
     """What a run held its weights and saved activations in (``held_dtypes``), in a cell."""
     if not isinstance(d, dict):
         return d
-    base = d.get("base", "?") + (f" ({d['compute']} compute)" if d.get("compute") else "")
-    return (
-        f"base {base} · head {d.get('head', '?')} · trained {d.get('trainable', '?')} · activations "
-        f"{d.get('activations', '?')}" + (" · checkpointed" if d.get("checkpointed") else "")
+    h = HeldDtypes.from_dict(d)
+    base = (h.base or "?") + (f" ({h.compute} compute)" if h.compute else "")
+    return f"base {base} · head {h.head or '?'} · trained {h.trainable or '?'} · activations {h.activations or '?'}" + (
+        " · checkpointed" if h.checkpointed else ""
     )
 
 
@@ -85,8 +87,9 @@ def tuned_words(t):
     """What the tune stage chose for a run (``tuned``), in a cell: its values, and whose search where it shared one."""
     if not isinstance(t, dict):
         return t
-    said = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["values"].items())
-    return said + (f" (search of `{t['shared_from']}`)" if t.get("shared_from") else "")
+    t = Tuned.from_dict(t)
+    said = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.values.items())
+    return said + (f" (search of `{t.shared_from}`)" if t.shared_from else "")
 
 
 def worded_runs(df: pd.DataFrame, unmoved: dict[str, Unmoved] | None = None) -> pd.DataFrame:

@@ -96,11 +96,11 @@ def write(
         paths[f"arm:{name}"] = arms / f"{name}.json"
         paths[f"arm:{name}"].write_text(json.dumps(m, indent=2) + "\n")
     loss = [
-        [name, split, p["step"], round(float(p["loss"]), 5)]
+        [name, split, p.step, round(float(p.loss), 5)]
         for name, rec in sorted(records.items())
         for split, key in (("train", "history"), ("validation", "val_curve"))
         for p in (rec[key] if rec else None) or []
-        if p.get("loss") is not None
+        if p.loss is not None
     ]
     paths["loss"] = _csv(plots / "loss.csv", ["arm", "split", "step", "loss"], loss)
     quality = [

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core.records import Recipe, Search
+from bakeoff.decide.run_record import by_name
 
 if TYPE_CHECKING:
     from bakeoff.decide.curve_record import Curve
@@ -50,10 +51,10 @@ def search_lines(df: pd.DataFrame, searches: dict) -> list[str]:
         tie = tied_search(rec)
         if tie:
             said.append(tie)
-        row = df[df["name"] == name].iloc[0]
-        if row.get("adopted_from_trial") == row.get("adopted_from_trial") and row.get("adopted_from_trial") is not None:
+        adopted = by_name(df)[name].adopted_from_trial
+        if adopted == adopted and adopted is not None:
             said.append(
-                f"its training run is the search's trial {int(row['adopted_from_trial'])}, the same run, "
+                f"its training run is the search's trial {int(adopted)}, the same run, "
                 "adopted rather than trained again (its speed and memory were measured in the tune stage's "
                 "process)"
             )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bakeoff.core.records import RunRecord, Search
+from bakeoff.core.records import LossPoint, RunRecord, Search
 from bakeoff.decide.rule import ALPHA
 from bakeoff.decide.run_record import by_name, pairs_of
 from bakeoff.decide.sizing_record import AllIn, Money
@@ -260,13 +260,13 @@ def dpo_lines(df: pd.DataFrame, pw: pd.DataFrame | None, parents: dict, d) -> li
                 f"{p_margin:.2g})."
             )
         if str(a.convergence or "").startswith("did not move"):
-            loss = (d.records.get(child) or RunRecord()).val_curve or [{}]
+            loss = (d.records.get(child) or RunRecord()).val_curve or [LossPoint()]
             said.append(
                 f"- It did not move from `{parent}`: the same answer on every test item"
                 + (
-                    f", and its preference loss on the validation pairs {loss[-1]['loss']:.3f} is ln 2 = 0.693 "
+                    f", and its preference loss on the validation pairs {loss[-1].loss:.3f} is ln 2 = 0.693 "
                     "within its noise (where a policy still equal to its reference starts)"
-                    if loss[-1].get("loss") is not None
+                    if loss[-1].loss is not None
                     else ""
                 )
                 + ". Its search kept a rate too small to "

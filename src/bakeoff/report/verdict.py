@@ -8,6 +8,8 @@ the two number forms every projected price and size in the report takes (``sig``
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 
 from bakeoff.decide.figures import as_number
@@ -30,18 +32,26 @@ def usd_range(lo: float, hi: float) -> str:
     return f"${a}" if a == b else f"${a}–{b}"
 
 
-def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, costs: dict | None = None) -> dict:
+class Words(NamedTuple):
+    """The recommendation's words: its line, what was measured here, what was projected to the target."""
+
+    line: str
+    measured: list[str]
+    projected: list[str]
+
+
+def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, costs: dict | None = None) -> Words:
     """``line``, ``measured`` and ``projected`` for the recommendation ``rec`` of verdict ``v`` over the runs ``df``
     (``costs``: variant → ``costs.all_in``); the verdict's ``scope`` says what was measured on."""
     scope, costs = v.scope or Scope(), costs or {}
     model, n, pick = scope.model or "the base model", "?" if scope.n is None else scope.n, rec.run
     if v.decision == "prompting is enough":
-        return {
-            "line": f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
+        return Words(
+            f"**Recommendation: prompt** — use `{pick}`; measured on `{model}`: the gain of fine-tuning "
             f"is below min_gain ({v.reason or ''}).",
-            "measured": [],
-            "projected": [],
-        }
+            [],
+            [],
+        )
     rows = by_name(df)
     r, best, settle = rows[pick], rec.best, rec.examples_needed
     max_loss = 0.02 if rec.max_loss is None else rec.max_loss
@@ -78,7 +88,7 @@ def recommendation_words(rec: Recommendation, df: pd.DataFrame, v: Verdict, cost
     machine = scope.machine or "this machine"
     measured += [x for x in (memory_words(rows, variants, pick),) if x] + [serving_words(rows, variants, machine)]
     projected = projected_words(pick, variants, costs) if r.kind == "variant" else []
-    return {"line": line, "measured": measured, "projected": projected}
+    return Words(line, measured, projected)
 
 
 MISSING = {"baseline": "prompting baseline", "variant": "fine-tuned variant"}  # the verdict's "missing"
@@ -195,15 +205,15 @@ def worded_recommendation(
             {
                 "action": rec.action,
                 "run": rec.run,
-                "measured": said["measured"],
-                "projected": said["projected"],
+                "measured": said.measured,
+                "projected": said.projected,
                 "max_loss": rec.max_loss,
-                "line": said["line"],
+                "line": said.line,
             }
         )
     facts = {k: x for k, x in rec.to_dict().items() if k != "compared"}
     first = {k: facts.pop(k) for k in ("action", "run", "kind", "best") if k in facts}
-    return Recommendation.from_dict({**first, **said, **facts})
+    return Recommendation.from_dict({**first, **said._asdict(), **facts})
 
 
 def memory_words(rows: dict[str, Run], variants: list[str], pick: str) -> str | None:
