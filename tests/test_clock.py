@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bakeoff.core.clock_record import StageTime
 from bakeoff.run.clock import about, human
 from bakeoff.run.estimate import Estimator
 
@@ -91,7 +92,7 @@ def test_clock_plans_from_dvc_times_each_stage_and_learns_from_its_record(projec
     rec2 = json.loads((project / "reports/clock.json").read_text())
     first, second = rec["stages"]["first"]["actual_s"], rec["stages"]["second"]["actual_s"]
     # scaled by the speed probe now against then, where they differ beyond the probe's spread
-    f = Estimator(rec, probe=rec2["runs"][-1]["probe_s"]).speed(rec["stages"]["first"])[0]
+    f = Estimator(rec, probe=rec2["runs"][-1]["probe_s"]).speed(StageTime.from_dict(rec["stages"]["first"]))[0]
     assert rec2["stages"]["first"]["estimated_s"] == pytest.approx(first * f, abs=0.05)
     assert rec2["runs"][-1]["estimated_total_s"] == pytest.approx((first + second) * f, abs=0.1)
     assert (project / "b.txt").read_text() == "yy"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bakeoff.core.clock_record import ClockRecord
 from bakeoff.report import readme
 from bakeoff.report.glossary import glossary_lines
 
@@ -154,7 +155,7 @@ def test_the_readme_figures_are_the_committed_records():
     reports/clock.json; a stale or hand-typed figure fails here."""
     text = (ROOT / "README.md").read_text()
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
-    clock = json.loads((ROOT / "reports/clock.json").read_text())
+    clock = ClockRecord.from_dict(json.loads((ROOT / "reports/clock.json").read_text()))
     assert readme.rewrite(text, metrics, clock) == text, "stale: run python -m bakeoff.report.readme"
     assert readme.main(["--check", "--root", str(ROOT)]) == 0
     block = text.split(readme.BEGIN)[1].split(readme.END)[0]
@@ -185,7 +186,7 @@ def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
             {"completed": False, "stages_planned": 26, "stages_ran": 9, "actual_total_s": 900.0, "machine": "m"},
         ]
     }
-    assert readme.full_run(clock)["actual_total_s"] == 6460.6
+    assert readme.full_run(ClockRecord.from_dict(clock)).actual_total_s == 6460.6
     # the base model restored from DVC's cache, every other stage run: a whole run, said so; a run mostly restored
     # from the cache is not one
     clock["runs"] += [
@@ -206,10 +207,10 @@ def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
             "machine": "m",
         },
     ]
-    assert readme.full_run(clock)["actual_total_s"] == 7000.0
+    assert readme.full_run(ClockRecord.from_dict(clock)).actual_total_s == 7000.0
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     assert "- `make repro` (25 stages run, 1 restored from DVC's cache) took 1 h 57 min on m" in readme.block(
-        metrics, clock
+        metrics, ClockRecord.from_dict(clock)
     )
     assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 from conftest import ROOT
 
+from bakeoff.core.clock_record import ClockRecord
 from bakeoff.core.record import Record
 from bakeoff.core.records import Provenance
 from bakeoff.decide.curve_record import Curve
@@ -34,6 +35,7 @@ def test_the_committed_records_load_and_write_back_unchanged():
     _same(Verdict, json.loads((REPORTS / "metrics.json").read_text())["verdict"])
     _same(Shipped, sized["shipped"])
     _same(Provenance, json.loads((REPORTS / "metrics.json").read_text())["provenance"])
+    _same(ClockRecord, json.loads((REPORTS / "clock.json").read_text()))
     v = Verdict.from_dict(sized["verdict"])
     assert (
         v.recommendation.choice.considered[0].run

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from bakeoff.core.clock_record import ClockRecord, ClockRun
 from bakeoff.core.records import BaseModel, Provenance
 from bakeoff.decide.curve_record import ArmSummary, CurveSummary
 from bakeoff.decide.sizing_record import AllIn
@@ -45,22 +46,22 @@ def duration(seconds: float) -> str:
     return f"{m // 60} h {m % 60} min" if m >= 60 else f"{m} min"
 
 
-def full_run(clock: dict) -> dict | None:
+def full_run(clock: ClockRecord) -> ClockRun | None:
     """The newest completed run of every stage, each run or restored from DVC's cache with most of them run (a run
     of a few stages, say the compare stage alone, is not one)."""
     runs = [
         r
-        for r in clock.get("runs", [])
-        if r.get("completed")
-        and r.get("stages_ran", 0) + r.get("stages_restored", 0) == r.get("stages_planned")
-        and r.get("stages_ran", 0) > r.get("stages_restored", 0)
+        for r in clock.runs or []
+        if r.completed
+        and (r.stages_ran or 0) + (r.stages_restored or 0) == r.stages_planned
+        and (r.stages_ran or 0) > (r.stages_restored or 0)
     ]
-    most = max((r["stages_planned"] for r in runs), default=0)
-    whole = [r for r in runs if r["stages_planned"] == most]
+    most = max((r.stages_planned for r in runs), default=0)
+    whole = [r for r in runs if r.stages_planned == most]
     return whole[-1] if whole else None
 
 
-def block(metrics: dict, clock: dict) -> str:
+def block(metrics: dict, clock: ClockRecord) -> str:
     """The block's lines: the verdict with its interval, every run's test quality, the recommendation with its
     projected price, and how long the run took on which machine."""
     v, runs, prov = Verdict.from_dict(metrics["verdict"]), metrics["runs"], Provenance.from_dict(metrics["provenance"])
@@ -106,20 +107,18 @@ def block(metrics: dict, clock: dict) -> str:
     return "\n".join([*lines, *clock_lines(clock), "", END])
 
 
-def clock_lines(clock: dict) -> list[str]:
+def clock_lines(clock: ClockRecord) -> list[str]:
     """How long the committed `make repro` took, on which machine (``reports/clock.json``)."""
     whole = full_run(clock)
     if not whole:
         return []
-    restored = whole.get("stages_restored", 0)
+    restored = whole.stages_restored or 0
     what = (
-        f"({whole['stages_ran']} stages run, {restored} restored from DVC's cache)"
+        f"({whole.stages_ran} stages run, {restored} restored from DVC's cache)"
         if restored
         else "of every stage and every search"
     )
-    return [
-        f"- `make repro` {what} took {duration(whole['actual_total_s'])} on {whole['machine']} (`reports/clock.json`)."
-    ]
+    return [f"- `make repro` {what} took {duration(whole.actual_total_s)} on {whole.machine} (`reports/clock.json`)."]
 
 
 def curve_lines(c: CurveSummary | None) -> list[str]:
@@ -163,7 +162,7 @@ def curve_lines(c: CurveSummary | None) -> list[str]:
     ]
 
 
-def rewrite(readme: str, metrics: dict, clock: dict) -> str:
+def rewrite(readme: str, metrics: dict, clock: ClockRecord) -> str:
     if BEGIN not in readme or END not in readme:
         raise SystemExit(f"README.md has no block between {BEGIN!r} and {END!r}")
     head, rest = readme.split(BEGIN, 1)
@@ -177,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     path = a.root / "README.md"
     metrics = json.loads((a.root / "reports/metrics.json").read_text())
-    clock = json.loads((a.root / "reports/clock.json").read_text())
+    clock = ClockRecord.from_dict(json.loads((a.root / "reports/clock.json").read_text()))
     old = path.read_text()
     new = rewrite(old, metrics, clock)
     if a.check:

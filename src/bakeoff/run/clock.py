@@ -27,9 +27,7 @@ first stage, so how far off the clock was is on record.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,13 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bakeoff.core.clock_record import RECORD, ClockRecord, ClockRun, StageTime, read_record, write_record
 from bakeoff.run.estimate import Estimator
 from bakeoff.run.preflight import dvc_lacks, load_params_or_none, params_error
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
-
-RECORD = Path("reports/clock.json")
 
 
 def human(seconds: float) -> str:
@@ -70,29 +67,12 @@ def about(seconds: float) -> str:
     return human(round(seconds / 60.0) * 60)
 
 
-def read_record(path: Path = RECORD) -> dict:
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"stages": {}, "runs": []}
-    rec.setdefault("stages", {})
-    rec.setdefault("runs", [])
-    return rec
-
-
-def write_record(rec: dict, path: Path = RECORD) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(rec, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 @dataclass
 class Clock:
     """A run's record of stage times (``rec``, written to ``path`` as each stage ends), this machine's line, the
     estimator, and the run's tally so far: stages ran, the plan's total estimate, the estimates of the stages ended."""
 
-    rec: dict
+    rec: ClockRecord
     path: Path
     machine: str
     est: Estimator
@@ -107,9 +87,8 @@ class Clock:
         from bakeoff.core.measure import speed_probe
         from bakeoff.core.runs import machine_line
 
-        rec = read_record(path)
-        rec["machine"] = machine_line()
-        return cls(rec, path, rec["machine"], Estimator(rec, params, speed_probe()))
+        rec = read_record(path).with_(machine=machine_line())
+        return cls(rec, path, rec.machine, Estimator(rec, params, speed_probe()))
 
 
 def plan(repo, targets: list[str] | None, force: bool = False):
@@ -184,19 +163,16 @@ def _record_stage(clock: Clock, name: str, status: str, dt: float, estimate: tup
     """The stage's entry in the record (``estimate``: its seconds and what they rest on); True when it ran (a skip is
     not its real work, so not its next estimate)."""
     rec, (e, basis) = clock.rec, estimate
-    entry = dict(rec["stages"].get(name) or {})
-    entry.update(
-        {
-            "last_status": status,
-            "last_s": round(dt, 1),
-            "estimated_s": round(e, 1),
-            "estimated_from": basis,
-            "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
+    entry = (rec.stages.get(name) or StageTime()).with_(
+        last_status=status,
+        last_s=round(dt, 1),
+        estimated_s=round(e, 1),
+        estimated_from=basis,
+        at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     if status == "ran":
-        entry.update({"actual_s": round(dt, 1), "machine": clock.machine, "probe_s": clock.est.probe})
-    rec["stages"][name] = entry
+        entry = entry.with_(actual_s=round(dt, 1), machine=clock.machine, probe_s=clock.est.probe)
+    rec.stages[name] = entry
     return status == "ran"
 
 
@@ -214,27 +190,25 @@ def _track_restores(repo) -> set:
     return restored
 
 
-def _close_run(clock: Clock, run: dict, restored: int, ok: bool) -> None:
+def _close_run(clock: Clock, run: ClockRun, restored: int, ok: bool) -> None:
     """The run's entry in the record (its actual time beside its estimate) and the clock's last line. A run that
     stopped early (``ok`` false) is compared on the stages it ended (their estimates), not on the whole plan."""
-    rec, record_path, ran, total, ended = clock.rec, clock.path, clock.ran, clock.total, clock.ended
+    record_path, ran, total, ended = clock.path, clock.ran, clock.total, clock.ended
     actual = time.perf_counter() - clock.t0
-    run.update(
-        {
-            "actual_total_s": round(actual, 1),
-            "stages_ran": ran,
-            "completed": ok,
-            **({"stages_restored": restored} if restored else {}),
-        }
+    run = run.with_(
+        actual_total_s=round(actual, 1),
+        stages_ran=ran,
+        completed=ok,
+        **({"stages_restored": restored} if restored else {}),
     )
     against = total if ok else ended
     if not ok:
-        run["estimated_ended_s"] = round(ended, 1)
+        run = run.with_(estimated_ended_s=round(ended, 1))
     if against and actual:
-        run["error_pct"] = round(100.0 * (against - actual) / actual, 1)
-    rec["runs"] = (rec["runs"] + [run])[-20:]
-    write_record(rec, record_path)
-    err = run.get("error_pct")
+        run = run.with_(error_pct=round(100.0 * (against - actual) / actual, 1))
+    clock.rec = clock.rec.with_(runs=(clock.rec.runs + [run])[-20:])
+    write_record(clock.rec, record_path)
+    err = run.error_pct
     off = f" ({abs(err):.0f}% too {'high' if err > 0 else 'low'})" if err is not None else ""
     back = f" ({restored} more restored from the cache)" if restored else ""
     if ok:
@@ -259,12 +233,26 @@ DONE_WORDS = {
 }  # a stage's status, as its line says it
 
 
+def _opened(clock: Clock, planned: int, total: float) -> ClockRun:
+    """This run's line in reports/clock.json as it starts."""
+    from bakeoff.core.runs import git_commit
+
+    return ClockRun.from_dict(
+        {
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "git_commit": git_commit(),
+            "machine": clock.machine,
+            "stages_planned": planned,
+            "estimated_total_s": round(total, 1),
+            "probe_s": clock.est.probe,
+        }
+    )
+
+
 def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs) -> int:
     """``around(stage, run, restored)``: runs the stage through ``run()`` (bakeoff.run.worker holds a lock and pushes
     there); ``restored``: the names of the stages restored from the cache so far;
     ``repro_kwargs`` go to ``Repo.reproduce`` (the worker's ``pull=True``, as ``dvc repro --pull``)."""
-    from bakeoff.core.runs import git_commit
-
     restored = _track_restores(repo)
     est = clock.est
     with repo.lock:  # what `dvc status` holds to read the stages' state
@@ -272,14 +260,7 @@ def _run(repo, args, clock: Clock, _reproduce_stage, around=None, **repro_kwargs
     estimates = {s.addressing: est(s.addressing) for s in will}
     clock.total = total = sum(e for e, _ in estimates.values())
     _say_plan(steps, will, estimates, total, clock.machine)
-    run = {
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
-        "machine": clock.machine,
-        "stages_planned": len(will),
-        "estimated_total_s": round(total, 1),
-        "probe_s": est.probe,
-    }  # this run's line in reports/clock.json
+    run = _opened(clock, len(will), total)
     clock.t0 = time.perf_counter()
     state = {"left": total}
     order = {s.addressing: i for i, s in enumerate(will, 1)}

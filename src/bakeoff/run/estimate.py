@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bakeoff.core.clock_record import ClockRecord, StageTime
 from bakeoff.core.techniques import facts
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class Estimator:
     """Each stage's estimate in seconds and what it rests on; ``probe``: ``bakeoff.core.measure.speed_probe()`` now."""
 
     def __init__(self, record: dict, params: Params | None = None, probe: float | None = None):
-        self.record, self.params, self.probe = record, params, probe
+        self.record, self.params, self.probe = ClockRecord.from_dict(record), params, probe
         self.size = 1.0
         source = Path("models/base/bakeoff_source.json")
         try:
@@ -107,20 +108,23 @@ class Estimator:
             search = self._search(name, key)
             if search is not None:
                 return search
-        entry = self.record["stages"].get(name) or {}
-        if entry.get("actual_s") is not None:
-            where = entry.get("machine")
+        entry = self._stage(name)
+        if entry.actual_s is not None:
+            where = entry.machine
             f, said = self.speed(entry)
-            return float(entry["actual_s"]) * f, "last run" + (
-                f", on {where}" if where and where != self.record.get("machine") else ""
+            return float(entry.actual_s) * f, "last run" + (
+                f", on {where}" if where and where != self.record.machine else ""
             ) + said
-        f, said = self.speed({"probe_s": REFERENCE_PROBE})
+        f, said = self.speed(StageTime(probe_s=REFERENCE_PROBE))
         return self._throughput(kind, key) * f, "throughput estimate" + said.replace("speed now", "speed")
 
-    def speed(self, entry: dict) -> tuple[float, str]:
+    def _stage(self, name: str) -> StageTime:
+        return (self.record.stages or {}).get(name) or StageTime()
+
+    def speed(self, entry: StageTime) -> tuple[float, str]:
         """(factor, words): the probe now over the probe when ``entry`` was timed, within 0.4 to 2.5; 1 within
         ``SPEED_BAND`` (the probe's own spread from one process to the next)."""
-        then = entry.get("probe_s")
+        then = entry.probe_s
         if not (self.probe and then):
             return 1.0, ""
         f = min(2.5, max(0.4, self.probe / then))
@@ -129,8 +133,7 @@ class Estimator:
     def _search(self, name: str, key: str) -> tuple[float, str] | None:
         share = getattr(getattr(self.params, "tune", None), "share", None) or {}
         if share.get(key, key) != key:  # it reads another arm's study, searched before it in the same run
-            entry = self.record["stages"].get(name) or {}
-            last = entry.get("actual_s")
+            last = self._stage(name).actual_s
             return (float(last) if last is not None else 10.0), f"it takes {share[key]}'s search, which runs first"
         try:
             tuned = json.loads(Path(f"runs/{key}/tuned.json").read_text())
@@ -140,12 +143,12 @@ class Estimator:
         stored = _study_stored(tuned, storage)
         if stored is False and tuned.get("tune_wall_s"):
             overhead = 15.0
-            f, said = self.speed(self.record["stages"].get(name) or {})
+            f, said = self.speed(self._stage(name))
             return (
                 float(tuned["tune_wall_s"]) * f + overhead,
                 "its trials' recorded time (its study is not stored here)" + said,
             )
-        if stored and name not in self.record["stages"]:
+        if stored and name not in (self.record.stages or {}):
             return 10.0, "its study is stored here, so reused"
         return None
 
