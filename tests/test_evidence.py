@@ -186,10 +186,11 @@ def test_memory_at_target_draws_the_projection_against_each_cards_capacity(tmp_p
 
 
 def test_loss_curves_draw_validation_beside_training_in_distinct_styles(tmp_path):
+    from bakeoff.core.records import LossPoint
     from bakeoff.report.buyer_plots import loss_curves
 
-    h = [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5}]
-    fig = loss_curves({"a": h, "b": h}, {"a": [{"step": 2, "loss": 0.6}]}, Scope(), tmp_path, {})
+    h = [LossPoint(step=1, loss=1.0), LossPoint(step=2, loss=0.5)]
+    fig = loss_curves({"a": h, "b": h}, {"a": [LossPoint(step=2, loss=0.6)]}, Scope(), tmp_path, {})
     lines = {line.get_label(): line for line in fig.axes[0].lines}
     assert set(lines) == {"a training", "a validation", "b training"}
     assert lines["a training"].get_linestyle() != lines["b training"].get_linestyle()  # identical curves both show

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bakeoff.core.config import load_params
-from bakeoff.core.records import RunRecord
+from bakeoff.core.records import DataStats, RunRecord
 from bakeoff.data.examples import Example, read_examples, write_jsonl
 from bakeoff.decide import verdict
 from bakeoff.decide.sizing_record import Money
@@ -272,7 +272,9 @@ def test_a_budget_shorter_than_an_answer_is_named_and_auto_fits(tokenizer_dir, c
     assert not generation_budget(tok, {"train": [short], "test": [long]}, need)["truncates"]
     from bakeoff.report import warning_lines
 
-    assert "t.jsonl:7" in "\n".join(warning_lines({"generation": out}))  # and at the top of the report
+    assert "t.jsonl:7" in "\n".join(
+        warning_lines(DataStats.from_dict({"generation": out}))
+    )  # and at the top of the report
 
 
 # ---------------------------------------------------------------- 13. MLflow opens on the runs

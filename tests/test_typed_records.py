@@ -24,6 +24,7 @@ def _same(cls, d: dict) -> None:
 
 
 def test_the_committed_records_load_and_write_back_unchanged():
+    """Every record the committed run wrote, read typed and written back: the same JSON, key for key."""
     curve = json.loads((REPORTS / "curve.json").read_text())
     _same(Curve, curve)
     sized = json.loads((REPORTS / "sizing.json").read_text())

@@ -210,3 +210,45 @@ def read_run(path) -> RunRecord:
     """A run's record from ``path`` (``runs.train_record(name)``, ``runs.eval_record(name)``); empty where it has
     none."""
     return RunRecord.from_dict(runs.read_json(path) or {})
+
+
+@dataclass
+class Longest(Record):
+    """A split's longest reference answer in tokens, and where it is."""
+
+    tokens: int | None = None
+    source: str | None = None
+
+
+@dataclass
+class Generation(Record):
+    """The generation budget the data stage set (``max_new_tokens`` where ``auto``), the longest answers, and whether
+    the budget cuts any (``warning`` says so)."""
+
+    OPEN = True
+    max_new_tokens: int | None = None
+    longest_answer: dict[str, Longest] | None = None
+    truncates: bool | None = None
+    warning: str | None = None
+
+
+@dataclass
+class DataStats(Record):
+    """The data stage's record (``data/prepared/stats.json``): each split's rows, the data's hash, token counts, the
+    closed label set (None: free text), the generation budget and every check's finding. OPEN: a later key kept.
+
+    stats = read_stats()    # DataStats(); empty before the data stage ran
+    """
+
+    OPEN = True
+    splits: dict[str, int] | None = None
+    data_hash: str | None = None
+    tokens: dict | None = None
+    labels: list[str] | None = None
+    generation: Generation | None = None
+    checks: dict | None = None
+
+
+def read_stats(path=None) -> DataStats:
+    """The data stage's record (``path``: its stats.json, the prepared folder's by default); empty where none."""
+    return DataStats.from_dict(runs.read_json(path or runs.PREPARED / "stats.json") or {})

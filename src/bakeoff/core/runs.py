@@ -80,8 +80,8 @@ STACK = (
 )
 
 
-def provenance(stats: dict, base_dir: Path | None = None) -> dict:
-    """What a result traces back to: library versions, the data's hash (from the data stage's ``stats``), the git
+def provenance(data_hash: str | None, base_dir: Path | None = None) -> dict:
+    """What a result traces back to: library versions, the data's hash (the data stage's ``data_hash``), the git
     commit, the machine and the base model's source."""
     import importlib.metadata as md
     import platform
@@ -94,7 +94,7 @@ def provenance(stats: dict, base_dir: Path | None = None) -> dict:
             versions[name] = None
     source = read_json(Path(base_dir) / "bakeoff_source.json") if base_dir else None
     return {
-        "data_hash": stats.get("data_hash"),
+        "data_hash": data_hash,
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "machine": platform.machine(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs
+from bakeoff.core.records import read_stats
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
@@ -168,6 +169,4 @@ def _rows_full(recs) -> int | None:
     recorded = (
         int((r.get("metrics") or {})["rows_full"]) for _, r in recs if r and (r.get("metrics") or {}).get("rows_full")
     )
-    return next(recorded, None) or ((runs.read_json(runs.PREPARED / "stats.json") or {}).get("splits") or {}).get(
-        "train"
-    )
+    return next(recorded, None) or (read_stats().splits or {}).get("train")

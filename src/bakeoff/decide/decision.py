@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bakeoff.core import runs
-from bakeoff.core.records import BaseModel, Provenance, RunRecord, read_run, read_search
+from bakeoff.core.records import BaseModel, DataStats, Provenance, RunRecord, read_run, read_search, read_stats
 from bakeoff.core.spaces import as_run
 from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing, Spend
@@ -44,7 +44,7 @@ class Decision:
     pairwise: pd.DataFrame  # every pair of runs tested on the same test items
     records: dict[str, RunRecord]  # each variant's training record (runs/<name>/train.json)
     sizing: Sizing  # the memory model's calibration and every fit (reports/sizing.json)
-    data_stats: dict  # the data stage's record (data/prepared/stats.json)
+    data_stats: DataStats  # the data stage's record (data/prepared/stats.json)
     budget: dict[str, Spend]  # every arm's search as spent (a shared search split among its users)
     costs: dict[str, AllIn]  # each variant all in on the sizing target, and bought alone
     serving_card: object | None  # the card that would serve the fine-tuned target
@@ -114,7 +114,7 @@ def _verdict(params: Params, flips_dir, shipped):
     parents = {n: x.parent for n, x in params.variants.items() if x.parent}
     unmoved = verdict.did_not_move(df, parents)  # a derived run equal to its parent is said so, not "converged"
     records = {n: read_run(runs.train_record(n)) for n in params.variants}
-    stats = runs.read_json(runs.PREPARED / "stats.json") or {}
+    stats = read_stats()
     sized = Sizing.from_dict(
         sizing.report_data(
             params, json.loads((runs.BASE / "config.json").read_text()), records, sizing.longest_answer(stats)
@@ -122,7 +122,7 @@ def _verdict(params: Params, flips_dir, shipped):
     )
     v = verdict.verdict(df, params.verdict.min_gain)
     # the runs that did not move are placed with the recommendation's keys by _recommend
-    v = v.with_(diagnosis=verdict.diagnose(df, baselines_as_run(params), stats.get("labels")), unmoved=unmoved)
+    v = v.with_(diagnosis=verdict.diagnose(df, baselines_as_run(params), stats.labels), unmoved=unmoved)
     return df, v, records, sized, stats
 
 
@@ -156,7 +156,7 @@ def _recommend(params: Params, df, v, priced, stats, target):
     pw = recommend.pairwise(df, params.task.metric)
     groups = recommend.rank_groups(df, pw)
     df["rank_group"] = df["name"].map({n: chr(65 + i) for i, g in enumerate(groups) for n in g})
-    prov = Provenance.from_dict(runs.provenance(stats, runs.BASE))
+    prov = Provenance.from_dict(runs.provenance(stats.data_hash, runs.BASE))
     src = prov.base_model or BaseModel()
     scope = {
         "model": src.name or params.model.base,

@@ -22,6 +22,7 @@ from bakeoff.core import runs
 from bakeoff.decide.verdict_record import Recommendation
 
 if TYPE_CHECKING:
+    from bakeoff.core.records import DataStats
     from bakeoff.core.sections import Params
     from bakeoff.decide.verdict_record import Verdict
 
@@ -44,7 +45,7 @@ def _rows(name: str) -> dict[int, dict]:
     return {r["id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
-def gather(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
+def gather(params: Params, df: pd.DataFrame, v: Verdict, stats: DataStats) -> dict:
     """Everything the report's evidence sections show, as plain data (also written to reports/metrics.json)."""
     a, b = pair(v)
     ok = [str(n) for n in df.loc[df["status"] == "ok", "name"]]
@@ -53,7 +54,7 @@ def gather(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
     if not a or not b or a not in preds or b not in preds:
         return {**out, "where": None, "samples": []}
     fields = sorted(c[len("field_acc.") :] for c in df.columns if c.startswith("field_acc."))
-    labels = stats.get("labels")
+    labels = stats.labels
     if fields:
         out["where"] = by_field(df, ok, fields, a, b)
     elif labels:
@@ -64,7 +65,7 @@ def gather(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
     return out
 
 
-def guarded(params: Params, df: pd.DataFrame, v: Verdict, stats: dict) -> dict:
+def guarded(params: Params, df: pd.DataFrame, v: Verdict, stats: DataStats) -> dict:
     """``gather``, or what stopped it (a predictions file the compare stage cannot read): the report says so and is
     written all the same."""
     try:

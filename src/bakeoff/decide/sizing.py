@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bakeoff.core.flops import hardware_flops_per_token
-from bakeoff.core.records import RunRecord
+from bakeoff.core.records import DataStats, Generation, Longest, RunRecord
 from bakeoff.core.techniques import facts
 from bakeoff.decide.memory import GB, Setup, Shape, calibrate, estimate
 from bakeoff.decide.speed import GPU_CHECK, measured_speeds, on_card, speed_at
@@ -173,10 +173,11 @@ def run_width(train_metrics: dict, effective_batch: int, sequences_per_row: int 
     return per_row / max(1e-6, 1 - train_metrics.get("padding_share", 0.0))
 
 
-def longest_answer(stats: dict) -> int | None:
+def longest_answer(stats: DataStats) -> int | None:
     """The training split's longest answer in tokens, its end-of-turn token included (the data stage's record,
     data/prepared/stats.json): the logits a labelled loss holds per row."""
-    return (((stats.get("generation") or {}).get("longest_answer") or {}).get("train") or {}).get("tokens") or None
+    longest = (stats.generation or Generation()).longest_answer or {}
+    return (longest.get("train") or Longest()).tokens or None
 
 
 def calibration(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bakeoff.core.records import DataStats, Generation
 from bakeoff.core.runs import Resume
 from bakeoff.core.scoring import all_metrics, exact_match, loose_match, preference_metrics, score
 from bakeoff.data.examples import Example, Pair
@@ -218,9 +219,10 @@ class EvalInputs:
         if params.eval.max_examples:
             test = test[: params.eval.max_examples]
         pairs = load_pairs(d / "prefs_test.jsonl") if (d / "prefs_test.jsonl").exists() else []
-        stats = json.loads((d / "stats.json").read_text())
-        plan = EvalPlan.from_params(params, stats.get("labels"))
-        plan.max_new_tokens = (stats.get("generation") or {}).get("max_new_tokens", plan.max_new_tokens)  # auto
+        stats = DataStats.from_dict(json.loads((d / "stats.json").read_text()))
+        plan = EvalPlan.from_params(params, stats.labels)
+        gen = stats.generation or Generation()
+        plan.max_new_tokens = gen.max_new_tokens if gen.has("max_new_tokens") else plan.max_new_tokens  # auto
         return cls(train, val, test, pairs, plan)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bakeoff.core.records import BaseModel, Provenance
+from bakeoff.core.records import BaseModel, DataStats, Generation, Provenance
 from bakeoff.decide.run_record import rows_of
 from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report import curve as data_curve
@@ -69,9 +69,9 @@ VERDICT_KEYS = (
 )
 
 
-def warning_lines(stats: dict) -> list[str]:
+def warning_lines(stats: DataStats) -> list[str]:
     """What the data stage found that makes figures mislead: a generation budget that cuts reference answers."""
-    warning = (stats.get("generation") or {}).get("warning")
+    warning = (stats.generation or Generation()).warning
     return [f"> **Warning:** {warning}.", ""] if warning else []
 
 
@@ -80,7 +80,7 @@ def opening_lines(
 ) -> list[str]:
     """The report's first lines: a quick look's banner before anything (its answer is only that), then the four-row
     answer, then what the data stage found that makes figures mislead."""
-    return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or {})
+    return quick_look_lines(params, df, v) + answer_lines(v, c, costs) + warning_lines(stats or DataStats())
 
 
 def quick_look_lines(params: Params, df: pd.DataFrame, v: Verdict) -> list[str]:

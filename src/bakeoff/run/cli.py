@@ -139,7 +139,7 @@ def _clock(root: Path, params: Path, args: list[str]) -> int:
 def size(args) -> int:
     from bakeoff.core import runs
     from bakeoff.core.config import load_params
-    from bakeoff.core.records import read_run
+    from bakeoff.core.records import read_run, read_stats
     from bakeoff.decide.sizing import longest_answer
     from bakeoff.run.cards import Asked, cards, every_variant, lines, table_lines
 
@@ -149,7 +149,7 @@ def size(args) -> int:
         )
     params = load_params(_params(args.params))
     records = {n: read_run(runs.train_record(n)) for n in params.variants}  # after a run, if any
-    answer = longest_answer(runs.read_json(runs.PREPARED / "stats.json") or {})  # after the data stage, if it ran
+    answer = longest_answer(read_stats())  # after the data stage, if it ran
     asked = Asked(args.model or "", args.technique or "", args.seq_len, args.micro_batch, args.tokens)
     if not args.model:
         print("\n".join(table_lines(every_variant(params, asked, records, answer), params.sizing.margin)))

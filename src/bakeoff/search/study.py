@@ -73,10 +73,10 @@ def open_study(params: Params, name: str, space: dict, dirs: SearchDirs, directi
     continued, with heartbeats: a trial whose worker stops beating for ``GRACE_S`` is marked failed."""
     import optuna
 
-    from bakeoff.core import runs
+    from bakeoff.core.records import read_stats
 
     tc = params.tune
-    data_hash = (runs.read_json(Path(dirs.data) / "stats.json") or {}).get("data_hash", "")
+    data_hash = read_stats(Path(dirs.data) / "stats.json").data_hash or ""
     url = storage_url(params, dirs.work)
     sampler, pruner = _sampler_and_pruner(tc, space, rung_steps)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial comes from the stage instead

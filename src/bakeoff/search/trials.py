@@ -289,6 +289,7 @@ def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None)
     (its best evaluation's, ``keeps_best``), and its model and record were kept. train@ adopts it when its fingerprint
     (bakeoff.search.space.run_identity, the data, the parent's run) matches; else it trains as usual."""
     from bakeoff.core import runs
+    from bakeoff.core.records import read_run, read_stats
     from bakeoff.train.trainer import fingerprint
 
     if "best_trial" not in rec or v.train.seeds > 1 or v.train.processes > 1:
@@ -300,8 +301,8 @@ def adoptable(v, rec: dict, work_dir: Path, data_dir: Path, parent: Path | None)
         return None
     if keeps_best(v) != bool(saved.get("kept_best")) and saved["best_step"] != saved["stopped_at_step"]:
         return None  # the trial ended on other weights than the variant's own run would (a study from before)
-    data_hash = (runs.read_json(Path(data_dir) / "stats.json") or {}).get("data_hash", "")
-    parent_run = (runs.read_json(runs.train_record(v.parent)) or {}).get("run_id") if parent else None
+    data_hash = read_stats(Path(data_dir) / "stats.json").data_hash or ""
+    parent_run = read_run(runs.train_record(v.parent)).run_id if parent else None
     fp = fingerprint(run_identity(apply(v, rec["values"]), rec["values"]), data_hash, parent_run)
     return {"trial": trial["number"], "dir": str(folder), "fingerprint": fp}
 

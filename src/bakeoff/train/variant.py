@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, spaces
-from bakeoff.core.records import read_search
+from bakeoff.core.records import DataStats, RunRecord, read_search
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -120,10 +120,10 @@ class Job:
     def prepare(cls, params: Params, name: str, v, tuned: dict, no_unsloth: str | None) -> Job:
         from bakeoff.train.trainer import fingerprint, resumable
 
-        data_hash = runs.read_json(runs.PREPARED / "stats.json")["data_hash"]
+        data_hash = DataStats.from_dict(runs.read_json(runs.PREPARED / "stats.json")).data_hash
         logged = spaces.run_identity(v, tuned)
         parent_rec = runs.read_json(runs.train_record(v.parent)) if v.parent else None
-        fp = fingerprint(logged, data_hash, (parent_rec or {}).get("run_id"))
+        fp = fingerprint(logged, data_hash, RunRecord.from_dict(parent_rec or {}).run_id)
         resume, resume_run_id = resumable(runs.work_dir(name), fp, v.train.checkpoint_steps)
         adopt = read_search(name).adopt
         adopt = (
