@@ -252,3 +252,22 @@ class DataStats(Record):
 def read_stats(path=None) -> DataStats:
     """The data stage's record (``path``: its stats.json, the prepared folder's by default); empty where none."""
     return DataStats.from_dict(runs.read_json(path or runs.PREPARED / "stats.json") or {})
+
+
+@dataclass
+class PointRecord(Record):
+    """One data-value curve point as the curve stage writes it (``reports/curve/<arm>-<share>/point.json``): the arm,
+    the share, the run it was drawn for and how that run was chosen, its status (and why not ok) and its figures.
+    OPEN: a later key kept as written."""
+
+    OPEN = True
+    arm: str | None = None
+    share: float | None = None
+    run: str | None = None
+    chosen_as: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    error: str | None = None
+    metrics: dict | None = None
+    mlflow_run_id: str | None = None
+    mlflow_error: str | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs
-from bakeoff.core.records import read_stats
+from bakeoff.core.records import PointRecord, read_run, read_stats
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice
 from bakeoff.decide import figures
@@ -19,6 +19,7 @@ from bakeoff.decide.crossover import crossover, verdict_at
 from bakeoff.decide.curve import Points, fit_arm, resample_indices
 from bakeoff.decide.curve_record import Arm, Curve, Point, Spent
 from bakeoff.decide.evidence_record import Evidence
+from bakeoff.decide.run_record import by_name
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -93,8 +94,8 @@ def report_data(params: Params, df) -> Curve | None:
 
 def _own_interval(a: Arm, df) -> Arm:
     """The full size is the arm's own run: one interval for it, the quality table's (not a second bootstrap)."""
-    own = df[df["name"] == a.run].iloc[0]
-    lo, hi = figures.as_number(own.get("quality_ci_low")), figures.as_number(own.get("quality_ci_high"))
+    own = by_name(df)[a.run]
+    lo, hi = figures.as_number(own.quality_ci_low), figures.as_number(own.quality_ci_high)
     if a.figure != "generation" or lo == float("-inf") or hi == float("-inf"):
         return a
     return a.with_(quality_ci=[*a.quality_ci[:-1], [round(lo, 4), round(hi, 4)]])
@@ -112,18 +113,18 @@ def spent(points: list[Point]) -> Spent:
     )
 
 
-def _point(share: float, r: dict, name: str) -> Point:
+def _point(share: float, r: PointRecord, name: str) -> Point:
     """A share's record as the curve holds it: its status (``stale`` where it was drawn for another run), the figures
     kept, its error."""
-    m = r.get("metrics") or {}
-    stale = r.get("run", name) != name  # drawn for another run than the arm's now
+    m = r.metrics or {}
+    stale = (r.run if r.has("run") else name) != name  # drawn for another run than the arm's now
     return Point.from_dict(
         {
             "share": share,
-            "status": "stale" if stale else r.get("status", "missing"),
-            **({"drawn_for": r["run"]} if stale else {}),
+            "status": "stale" if stale else (r.status if r.has("status") else "missing"),
+            **({"drawn_for": r.run} if stale else {}),
             **{k: m[k] for k in KEPT if k in m},
-            **({"error": r["error"]} if r.get("error") else {}),
+            **({"error": r.error} if r.error else {}),
         }
     )
 
@@ -132,19 +133,22 @@ def arm_points(params: Params, df, arm: str, full_items: dict) -> tuple[Arm, Poi
     """One arm's record (its points, smallest share first, its own run last) and the per-test-item scores of the
     points that finished (None where its run did not), scored by the figure its own run is judged by (a baseline's
     label choice where that won)."""
-    recs = [(s, runs.read_json(point_dir(arm, s) / "point.json")) for s in sorted(params.curve.fractions)]
-    name = next((r.get("run") for _, r in recs if r and r.get("run")), None)
-    entry = {"run": name, "chosen_as": next((r.get("chosen_as") for _, r in recs if r), None), "points": []}
+    recs = [
+        (s, PointRecord.from_dict(runs.read_json(point_dir(arm, s) / "point.json") or {}))
+        for s in sorted(params.curve.fractions)
+    ]
+    name = next((r.run for _, r in recs if r and r.run), None)
+    entry = {"run": name, "chosen_as": next((r.chosen_as for _, r in recs if r), None), "points": []}
     full = full_items.get(name) if name else None
     if full is None:
         missing = "no_run" if name is None else "unfinished"
         return Arm.from_dict({**entry, "status": "skipped", "missing": missing}), None
-    row = df[df["name"] == name].iloc[0]
-    choice = row["kind"] == "baseline" and by_label_choice(row, figures.choosing_split(df))
+    row = by_name(df)[name]
+    choice = row.kind == "baseline" and by_label_choice(row, figures.choosing_split(df))
     ids = sorted(full)
     ns, items, names = [], [], []
     for share, r in recs:
-        point = _point(share, r or {}, name)
+        point = _point(share, r, name)
         entry["points"].append(point)
         got = (
             figures.read_items(point_dir(arm, share) / "predictions.jsonl", "choice_score" if choice else "score")
@@ -156,17 +160,15 @@ def arm_points(params: Params, df, arm: str, full_items: dict) -> tuple[Arm, Poi
             items.append([got[i] for i in ids])
             names.append(f"{share:g}")
     rows_full = int(_rows_full(recs))
-    own_steps = ((runs.read_json(runs.train_record(name)) or {}).get("metrics") or {}).get("train_steps")
+    own_steps = (read_run(runs.train_record(name)).metrics or {}).get("train_steps")
     own = {"share": 1.0, "status": "ok", "rows": rows_full, "own_run": True, "train_steps": own_steps}
     entry["points"].append(Point.from_dict(own))
     figure = "label choice" if choice else "generation"
-    arm_ = Arm.from_dict({**entry, "status": "collected", "kind": str(row["kind"]), "figure": figure})
+    arm_ = Arm.from_dict({**entry, "status": "collected", "kind": str(row.kind), "figure": figure})
     return arm_, Points(ns + [rows_full], items + [[full[i] for i in ids]], None, names + ["own run"])
 
 
 def _rows_full(recs) -> int | None:
     """The training split's rows: as the points recorded them, else the data stage's count."""
-    recorded = (
-        int((r.get("metrics") or {})["rows_full"]) for _, r in recs if r and (r.get("metrics") or {}).get("rows_full")
-    )
+    recorded = (int(full) for _, r in recs if (full := (r.metrics or {}).get("rows_full")))
     return next(recorded, None) or (read_stats().splits or {}).get("train")
