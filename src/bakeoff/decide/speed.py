@@ -38,7 +38,22 @@ class Speed:
 BASES = ("row", "lora_row", "params", "no_record", "unmeasured")
 
 
-def measured_speeds(path: str | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class Measured:
+    """A GPU-check row that measured one technique as sizing prices it, with its HFU on the check's card."""
+
+    part: str
+    row: str
+    technique: str
+    checkpointing: bool
+    flop_params: int
+    micro_batch: int | None
+    seq_len: int | None
+    device: str | None
+    hfu: float
+
+
+def measured_speeds(path: str | None = None) -> list[Measured]:
     """Every row of the GPU check's record that measured one technique as sizing prices it (``full``, ``lora``,
     ``qlora`` and ``<technique> + checkpointing``), with its HFU on the check's card (``bakeoff.core.flops.hfu``: the
     utilisation ``train_hours`` divides hardware FLOPs by). [] without a record."""
@@ -67,22 +82,22 @@ def measured_speeds(path: str | None = None) -> list[dict]:
             ):
                 continue
             out.append(
-                {
-                    "part": part,
-                    "row": name,
-                    "technique": t,
-                    "checkpointing": ckpt,
-                    "flop_params": int(r["flop_params"]),
-                    "micro_batch": st.get("micro_batch"),
-                    "seq_len": st.get("seq_len"),
-                    "device": device,
-                    "hfu": hfu(r["tokens_per_s"], r["flop_params"], t, peak, ckpt),
-                }
+                Measured(
+                    part,
+                    name,
+                    t,
+                    ckpt,
+                    int(r["flop_params"]),
+                    st.get("micro_batch"),
+                    st.get("seq_len"),
+                    device,
+                    hfu(r["tokens_per_s"], r["flop_params"], t, peak, ckpt),
+                )
             )
     return out
 
 
-def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[dict]) -> Speed:
+def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[Measured]) -> Speed:
     """The utilisation for ``technique`` at ``shape`` (``s``: params.sizing): with ``mfu_from: gpu_check``, the
     measured row of that technique nearest the target in parameter count (then the same checkpointing), taken at
     that row's size and shape, not scaled; else, or where none was measured, ``sizing.mfu``, labelled assumed. The
@@ -94,37 +109,35 @@ def speed_at(s, shape: Shape, technique: str, checkpointing: bool, speeds: list[
     def low(m: float) -> float:
         return m / 2 if s.mfu_low is None else min(m, per_technique(s.mfu_low, technique))
 
-    def nearest(rows: list[dict]) -> dict:
+    def nearest(rows: list[Measured]) -> Measured:
         return min(
             rows,
             key=lambda r: (
-                round(abs(math.log(r["flop_params"] / shape.flop_params)), 3),
-                r["checkpointing"] != checkpointing,
+                round(abs(math.log(r.flop_params / shape.flop_params)), 3),
+                r.checkpointing != checkpointing,
             ),
         )
 
-    def shape_of(r: dict) -> dict:
+    def shape_of(r: Measured) -> dict:
         return {
-            "part": r["part"],
-            "row": r["row"],
-            "flop_params": r["flop_params"],
-            "micro_batch": r["micro_batch"],
-            "seq_len": r["seq_len"],
+            "part": r.part,
+            "row": r.row,
+            "flop_params": r.flop_params,
+            "micro_batch": r.micro_batch,
+            "seq_len": r.seq_len,
             "target_flop_params": shape.flop_params,
         }
 
     measured = speeds if s.mfu_from == "gpu_check" else []
-    rows = [r for r in measured if r["technique"] == technique]
+    rows = [r for r in measured if r.technique == technique]
     if rows:
         r = nearest(rows)
-        return Speed(
-            r["hfu"], low(r["hfu"]), "measured", "row", r["device"], f"{r['part']} {r['row']}", shape_of(r), technique
-        )
+        return Speed(r.hfu, low(r.hfu), "measured", "row", r.device, f"{r.part} {r.row}", shape_of(r), technique)
     like = facts(technique).like
-    borrowed = [r for r in measured if r["technique"] == like] if like else []
+    borrowed = [r for r in measured if r.technique == like] if like else []
     if borrowed:  # DPO, a LoRA adapter trained on pairs, never measured: LoRA's figure at this size, assumed
         r = nearest(borrowed)
-        return Speed(r["hfu"], low(r["hfu"]), "assumed", "lora_row", r["device"], None, shape_of(r), technique)
+        return Speed(r.hfu, low(r.hfu), "assumed", "lora_row", r.device, None, shape_of(r), technique)
     m = s.mfu_for(technique)
     basis = "params" if s.mfu_from != "gpu_check" else "no_record" if not speeds else "unmeasured"
     return Speed(m, low(m), "assumed", basis, technique=technique)
