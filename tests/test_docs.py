@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bakeoff.core.clock_record import ClockRecord
+from bakeoff.decide.metrics_record import MetricsFile
 from bakeoff.report import readme
 from bakeoff.report.glossary import glossary_lines
 
@@ -156,7 +157,9 @@ def test_the_readme_figures_are_the_committed_records():
     text = (ROOT / "README.md").read_text()
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     clock = ClockRecord.from_dict(json.loads((ROOT / "reports/clock.json").read_text()))
-    assert readme.rewrite(text, metrics, clock) == text, "stale: run python -m bakeoff.report.readme"
+    assert readme.rewrite(text, MetricsFile.from_dict(metrics), clock) == text, (
+        "stale: run python -m bakeoff.report.readme"
+    )
     assert readme.main(["--check", "--root", str(ROOT)]) == 0
     block = text.split(readme.BEGIN)[1].split(readme.END)[0]
     v = metrics["verdict"]
@@ -210,7 +213,7 @@ def test_the_run_time_is_the_newest_run_of_every_stage_not_a_partial_one():
     assert readme.full_run(ClockRecord.from_dict(clock)).actual_total_s == 7000.0
     metrics = json.loads((ROOT / "reports/metrics.json").read_text())
     assert "- `make repro` (25 stages run, 1 restored from DVC's cache) took 1 h 57 min on m" in readme.block(
-        metrics, ClockRecord.from_dict(clock)
+        MetricsFile.from_dict(metrics), ClockRecord.from_dict(clock)
     )
     assert readme.duration(6460.6) == "1 h 48 min" and readme.duration(3120) == "52 min"
 

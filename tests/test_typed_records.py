@@ -11,6 +11,7 @@ from bakeoff.core.clock_record import ClockRecord
 from bakeoff.core.record import Record
 from bakeoff.core.records import Provenance
 from bakeoff.decide.curve_record import Curve
+from bakeoff.decide.metrics_record import MetricsFile
 from bakeoff.decide.shipped_record import Shipped
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing
 from bakeoff.decide.verdict_record import Verdict
@@ -37,6 +38,7 @@ def test_the_committed_records_load_and_write_back_unchanged():
     _same(Shipped, sized["shipped"])
     _same(Provenance, json.loads((REPORTS / "metrics.json").read_text())["provenance"])
     _same(ClockRecord, json.loads((REPORTS / "clock.json").read_text()))
+    _same(MetricsFile, json.loads((REPORTS / "metrics.json").read_text()))
     v = Verdict.from_dict(sized["verdict"])
     assert (
         v.recommendation.choice.considered[0].run

@@ -175,6 +175,15 @@ class LossPoint(Record):
 
 
 @dataclass
+class TaskResult(Record):
+    """A standard lm-eval task's result for a run: ``ok`` with its figures (kept as named, OPEN), or why not."""
+
+    OPEN = True
+    status: str | None = None
+    reason: str | None = None
+
+
+@dataclass
 class RunRecord(Record):
     """A run's record as its stage writes it (``runs/<name>/train.json``, ``eval.json``): what ran, its status (and
     why not ok), its MLflow run, its figures (``metrics``) and loss curves. OPEN: a later key is kept as written.
@@ -195,7 +204,7 @@ class RunRecord(Record):
     kernel_choice: dict | None = None
     seeds: object = None
     engine: dict | None = None
-    lm_eval_tasks: object = None
+    lm_eval_tasks: dict[str, TaskResult] | None = None
     status: str | None = None
     error: str | None = None
     metrics: dict | None = None

@@ -63,11 +63,12 @@ def forgetting(
     for name in names:
         rec = evaluations.get(name) or RunRecord()
         for task, res in (rec.lm_eval_tasks or {}).items():
-            if res.get("status") == "ok":
-                figs = ", ".join(f"{k} {v:.3f}" for k, v in res.items() if k != "status")
+            if res.status == "ok":
+                figs = ", ".join(f"{k} {v:.3f}" for k, v in res.to_dict().items() if k != "status")
                 lines.append(f"- `{name}` · {task}: {figs}")
             else:
-                skipped.setdefault((task, res.get("status", "skipped"), res.get("reason", "")), []).append(name)
+                why = (res.status if res.has("status") else "skipped", res.reason if res.has("reason") else "")
+                skipped.setdefault((task, *why), []).append(name)
     for (task, status, reason), who in skipped.items():
         lines.append(f"- {task}: {not_run(status, reason)} for {', '.join(f'`{n}`' for n in who)}")
     return ["## Forgetting check", "", *lines, ""] if lines else []

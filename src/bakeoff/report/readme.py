@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 from bakeoff.core.clock_record import ClockRecord, ClockRun
-from bakeoff.core.records import BaseModel, Provenance
+from bakeoff.core.records import BaseModel
 from bakeoff.decide.curve_record import ArmSummary, CurveSummary
-from bakeoff.decide.sizing_record import AllIn
+from bakeoff.decide.metrics_record import MetricsFile
 from bakeoff.decide.statistics import round_sig
-from bakeoff.decide.verdict_record import Recommendation, Verdict
+from bakeoff.decide.verdict_record import Recommendation
 
 BEGIN = (
     "<!-- results: written by `python -m bakeoff.report.readme` from reports/metrics.json and reports/clock.json -->"
@@ -61,10 +61,10 @@ def full_run(clock: ClockRecord) -> ClockRun | None:
     return whole[-1] if whole else None
 
 
-def block(metrics: dict, clock: ClockRecord) -> str:
+def block(metrics: MetricsFile, clock: ClockRecord) -> str:
     """The block's lines: the verdict with its interval, every run's test quality, the recommendation with its
     projected price, and how long the run took on which machine."""
-    v, runs, prov = Verdict.from_dict(metrics["verdict"]), metrics["runs"], Provenance.from_dict(metrics["provenance"])
+    v, runs, prov = metrics.verdict, metrics.runs or {}, metrics.provenance
     rec = v.recommendation or Recommendation()
     src = prov.base_model or BaseModel()
     base = src.alias or (src.source if src.has("source") else "the base")
@@ -78,18 +78,18 @@ def block(metrics: dict, clock: ClockRecord) -> str:
         f"(the best prompt), {_pts(v.gain)} points, 95% interval [{_pts(v.ci_low)}, "
         f"{_pts(v.ci_high)}], against a minimum gain of {100 * v.min_gain:.0f} points."
     )
-    scored = [(n, r) for n, r in runs.items() if r.get("status") == "ok"]
-    others = [f"`{n}` {r['status']}" for n, r in runs.items() if r.get("status") != "ok"]
+    scored = [(n, r) for n, r in runs.items() if r.status == "ok"]
+    others = [f"`{n}` {r.status}" for n, r in runs.items() if r.status != "ok"]
     lines.append(
         "- Test quality ("
-        + metrics["metric"]
+        + metrics.metric
         + "): "
-        + ", ".join(f"`{n}` {_pct(r.get('quality'))}" for n, r in scored)
+        + ", ".join(f"`{n}` {_pct(r.quality)}" for n, r in scored)
         + (f"; {', '.join(others)}" if others else "")
         + "."
     )
     run = rec.run
-    cost = AllIn.from_dict((metrics.get("costs") or {}).get(run)) if run else None
+    cost = (metrics.costs or {}).get(run) if run else None
     if run and cost:
         why = (
             ""
@@ -103,7 +103,7 @@ def block(metrics: dict, clock: ClockRecord) -> str:
         )
     elif run:
         lines.append(f"- Recommended: **{rec.action}** with `{run}`.")
-    lines += curve_lines(CurveSummary.from_dict(metrics.get("curve")))
+    lines += curve_lines(metrics.curve)
     return "\n".join([*lines, *clock_lines(clock), "", END])
 
 
@@ -162,7 +162,7 @@ def curve_lines(c: CurveSummary | None) -> list[str]:
     ]
 
 
-def rewrite(readme: str, metrics: dict, clock: ClockRecord) -> str:
+def rewrite(readme: str, metrics: MetricsFile, clock: ClockRecord) -> str:
     if BEGIN not in readme or END not in readme:
         raise SystemExit(f"README.md has no block between {BEGIN!r} and {END!r}")
     head, rest = readme.split(BEGIN, 1)
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=Path("."))
     a = ap.parse_args(argv)
     path = a.root / "README.md"
-    metrics = json.loads((a.root / "reports/metrics.json").read_text())
+    metrics = MetricsFile.from_dict(json.loads((a.root / "reports/metrics.json").read_text()))
     clock = ClockRecord.from_dict(json.loads((a.root / "reports/clock.json").read_text()))
     old = path.read_text()
     new = rewrite(old, metrics, clock)

@@ -168,5 +168,5 @@ def _budget_row(df: pd.DataFrame, name: str, b: Spend | None, rec: Search) -> st
 
 
 def _status(df: pd.DataFrame, name: str) -> str:
-    row = df[df["name"] == name]
-    return str(row["status"].iloc[0]) if len(row) else "missing"
+    row = by_name(df).get(name)
+    return str(row.status) if row is not None else "missing"

@@ -45,7 +45,9 @@ HIDDEN = ("Dataset", "Source", "Models")
 
 def report_commit(root: Path = Path(".")) -> str:
     """The commit the committed report was made at (its provenance in reports/metrics.json)."""
-    return json.loads((root / "reports/metrics.json").read_text())["provenance"]["git_commit"]
+    from bakeoff.decide.metrics_record import MetricsFile
+
+    return MetricsFile.from_dict(json.loads((root / "reports/metrics.json").read_text())).provenance.git_commit
 
 
 def stamp(png: Path, commit: str) -> None:
