@@ -184,6 +184,34 @@ class TaskResult(Record):
 
 
 @dataclass
+class SideCheck(Record):
+    """A side check of an evaluation (lm-eval, the probe, KL) that did not finish, and why."""
+
+    status: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Engine(Record):
+    """An endpoint baseline's engine: the model that answered and how label choice was made. OPEN."""
+
+    OPEN = True
+    model: str | None = None
+    label_choice: str | None = None
+
+
+@dataclass
+class SeedRun(Record):
+    """A variant's extra training seed: its seed, MLflow run, status and its headline figures (OPEN)."""
+
+    OPEN = True
+    seed: int | None = None
+    run_id: str | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+@dataclass
 class RunRecord(Record):
     """A run's record as its stage writes it (``runs/<name>/train.json``, ``eval.json``): what ran, its status (and
     why not ok), its MLflow run, its figures (``metrics``) and loss curves. OPEN: a later key is kept as written.
@@ -202,13 +230,13 @@ class RunRecord(Record):
     history: list[LossPoint] | None = None
     val_curve: list[LossPoint] | None = None
     kernel_choice: dict | None = None
-    seeds: object = None
-    engine: dict | None = None
+    seeds: list[SeedRun] | None = None
+    engine: Engine | None = None
     lm_eval_tasks: dict[str, TaskResult] | None = None
     status: str | None = None
     error: str | None = None
     metrics: dict | None = None
-    side_checks: dict | None = None
+    side_checks: dict[str, SideCheck] | None = None
     mlflow_run_id: str | None = None
     mlflow_error: str | None = None
     device: str | None = None

@@ -90,8 +90,9 @@ def record_killed(stage: str, name: str, status: str, reason: str, peak_mb: floa
         (out / "NOT_TRAINED").write_text(f"{status}: {reason}\n")
         path = runs.train_record(name)
     else:
-        trained = runs.read_json(runs.train_record(name)) or {}
-        record["run_id"] = trained.get("run_id")
+        from bakeoff.core.records import read_run
+
+        record["run_id"] = read_run(runs.train_record(name)).run_id
         runs.predictions(name).parent.mkdir(parents=True, exist_ok=True)
         runs.predictions(name).write_text("")
         path = runs.eval_record(name)

@@ -34,9 +34,9 @@ def collect(baselines: list[str], variants: list[str]) -> pd.DataFrame:
             **(ev.metrics or {}),
         }
         if ev.side_checks:  # side checks that did not finish (lm-eval, the probe, KL): their own failures
-            row["side_checks_failed"] = "; ".join(f"{k} {c['status']}: {c['error']}" for k, c in ev.side_checks.items())
+            row["side_checks_failed"] = "; ".join(f"{k} {c.status}: {c.error}" for k, c in ev.side_checks.items())
         if ev.engine:  # an endpoint baseline: which model answered, and how label choice was made
-            row.update(engine=f"endpoint: {ev.engine.get('model')}", label_choice_via=ev.engine.get("label_choice"))
+            row.update(engine=f"endpoint: {ev.engine.model}", label_choice_via=ev.engine.label_choice)
         tuned = read_search(name)
         if tuned.values:  # what the tune stage chose, and what its search cost (training tokens and time)
             shared = tuned.shared_from  # its search was another variant's, counted there

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_tokenizer, resolve_precision, torch_name
+from bakeoff.core.records import RunRecord, SeedRun, read_run
 from bakeoff.core.techniques import facts
 from bakeoff.data.examples import write_jsonl
 from bakeoff.evaluate.generation import latency
@@ -50,16 +51,16 @@ def unmerged_latency(technique, v, serving: str, tok, inputs) -> dict:
 def evaluate_variant(params: Params, name: str) -> None:
     """The evaluate stage: score the variant (or carry its training's failure over) and write its record."""
     v = params.variant(name)
-    trained = runs.read_json(runs.train_record(name)) or {}
+    trained = read_run(runs.train_record(name))
     inputs = EvalInputs.load(runs.PREPARED, params)
     record = {"name": name, "kind": "variant", "technique": v.technique, "backend": v.backend}
-    with tracking.resume(params, trained.get("run_id"), tracking.RunTags(name, "variant", v.technique), {}) as run:
+    with tracking.resume(params, trained.run_id, tracking.RunTags(name, "variant", v.technique), {}) as run:
         record["run_id"] = run.info.run_id
         tracking.log_splits({"test": "testing"}, str(runs.PREPARED))
-        if trained.get("status") != "ok":  # training did not produce a model: carry its status over
-            record.update(
-                status=trained.get("status", "failed"), metrics={}, error=trained.get("error", "no training record")
-            )
+        if trained.status != "ok":  # training did not produce a model: carry its status over
+            status = trained.status if trained.has("status") else "failed"
+            error = trained.error if trained.has("error") else "no training record"
+            record.update(status=status, metrics={}, error=error)
             write_jsonl(runs.predictions(name), [])
         else:
             runs.guarded(record, lambda: Evaluation(params, v, trained, inputs, record).run())
@@ -74,7 +75,7 @@ class Evaluation:
     """One variant's evaluation, one model resident at a time: the test split and its seeds, then the side figures
     (each a side check: its failure is recorded, never the arm's), the base loaded last for KL."""
 
-    def __init__(self, params: Params, v, trained: dict, inputs, record: dict):
+    def __init__(self, params: Params, v, trained: RunRecord, inputs, record: dict):
         self.params, self.v, self.trained, self.inputs, self.record = params, v, trained, inputs, record
         self.name, self.technique = v.name, get_technique(v.technique)
         self.out, self.serving = runs.variant_dir(v.name), resolve_precision(params.eval.dtype)
@@ -101,7 +102,7 @@ class Evaluation:
         self.model = self.technique.load_for_eval(BASE, self.out, self.v, self.serving)
         resume = runs.Resume(
             runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
-            f"{trained.get('run_id')}|{self.serving}|{inputs.plan.max_new_tokens}",
+            f"{trained.run_id}|{self.serving}|{inputs.plan.max_new_tokens}",
         )
         metrics, rows = evaluate_examples(
             self.model,
@@ -111,7 +112,7 @@ class Evaluation:
             inputs.plan,
             Ask(pairs=inputs.pairs, desc=name, resume=resume),
         )
-        seeds = [x for x in trained.get("seeds") or [] if x.get("status") == "ok"]
+        seeds = [x for x in trained.seeds or [] if x.status == "ok"]
         if seeds:  # the other training seeds: test quality each, mean and spread (bakeoff.decide.figures)
             metrics.update(self.seed_metrics(rows, metrics["quality"], seeds))
         write_jsonl(runs.predictions(name), rows)
@@ -178,19 +179,19 @@ class Evaluation:
             )
         self.general_checks(metrics)
 
-    def seed_metrics(self, rows: list[dict], primary: float, seeds: list[dict]) -> dict:
+    def seed_metrics(self, rows: list[dict], primary: float, seeds: list[SeedRun]) -> dict:
         """Each extra seed's test quality (also logged into its child MLflow run), and the mean and standard deviation
         over every seed, the primary one included."""
         import statistics
 
         v, qualities = self.v, [primary]
         for s in seeds:
-            model = self.technique.load_for_eval(BASE, runs.seed_dir(v.name, s["seed"]), v, self.serving)
-            q = score_seed(model, self.tok, self.inputs, rows, s["seed"], f"{v.name} seed {s['seed']}")
+            model = self.technique.load_for_eval(BASE, runs.seed_dir(v.name, s.seed), v, self.serving)
+            q = score_seed(model, self.tok, self.inputs, rows, s.seed, f"{v.name} seed {s.seed}")
             del model
             gc.collect()
             qualities.append(q)
-            tracking.log_to_run(s["run_id"], {"quality": q})
+            tracking.log_to_run(s.run_id, {"quality": q})
         return {
             "seeds": len(qualities),
             "quality_seed_mean": round(statistics.mean(qualities), 4),

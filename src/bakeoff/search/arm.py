@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from bakeoff.core.errors import UserError
+from bakeoff.core.records import LossPoint, Trial
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -69,19 +70,21 @@ class TrialLog:
 
         from bakeoff.core import tracking
 
-        mlflow.set_tag("state", result["state"])
+        t = Trial.from_json(result)
+        mlflow.set_tag("state", t.state)
         tracking.log_metrics({k: result[k] for k in ("value", "tokens_seen", "wall_s") if k in result})
         if not curves:
-            for point in result.get("val_curve") or []:
-                tracking.log_metrics({"val_loss_during_training": point["loss"]}, step=point["step"])
+            for point in map(LossPoint.from_dict, t.val_curve or []):
+                tracking.log_metrics({"val_loss_during_training": point.loss}, step=point.step)
 
     def log(self, number: int, values: dict, result: dict) -> None:
         import mlflow
 
-        with mlflow.start_run(run_name=f"{self.name} trial {number}", nested=True, tags=self._tags(result["state"])):
+        t = Trial.from_json(result)
+        with mlflow.start_run(run_name=f"{self.name} trial {number}", nested=True, tags=self._tags(t.state)):
             mlflow.log_params({k: str(v) for k, v in values.items()})
             self._end(values, result, curves=False)
-        print(f"[{self.name}] trial {number}: {values} → {result['state']} {result.get('value', '')}", flush=True)
+        print(f"[{self.name}] trial {number}: {values} → {t.state} {'' if t.value is None else t.value}", flush=True)
 
     __call__ = log
 

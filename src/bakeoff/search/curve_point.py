@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
+from bakeoff.core.records import RunRecord, read_run
 from bakeoff.core.runs import curve_point_dir as point_dir
 from bakeoff.core.scoring import by_label_choice as label_choice_wins
 
@@ -51,15 +52,15 @@ def run_point(params: Params, arm: str, share: float, name: str | None, why: str
     ``bakeoff.decide.decision.curve_arm``), its predictions and record in its folder; returns the record."""
     out = runs.fresh_dir(point_dir(arm, share))
     record = {"arm": arm, "share": share, "run": name, "chosen_as": why}
-    own = runs.read_json(runs.eval_record(name)) if name else None
-    if not own or own.get("status") != "ok":
+    own = read_run(runs.eval_record(name)) if name else RunRecord()
+    if not own or own.status != "ok":
         record.update(
             status="skipped", metrics={}, error=f"no finished run to draw the curve of ({why}: {name or 'none'})"
         )
     else:
-        record["kind"] = own.get("kind")
+        record["kind"] = own.kind
         runs.guarded(record, lambda: _measure(params, name, share, record, out))
-        parent = own.get("run_id")
+        parent = own.run_id
         if parent:
             try:  # a child of the arm's MLflow run; its failure (the run gone from the store) is the point's note
                 record["mlflow_run_id"] = tracking.child_of(
@@ -129,14 +130,14 @@ def by_label_choice(params: Params, name: str, labels) -> bool:
     and only so."""
     if name not in params.baselines or not labels:
         return False
-    own = (runs.read_json(runs.eval_record(name)) or {}).get("metrics") or {}
+    own = read_run(runs.eval_record(name)).metrics or {}
     return label_choice_wins(own, "val" if "val_quality" in own else "test")
 
 
 def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
     """A prompt without shots reads no training row: at every share it is its own run, whose answers it takes."""
     shutil.copy(runs.predictions(name), out / "predictions.jsonl")
-    own = (runs.read_json(runs.eval_record(name)) or {}).get("metrics") or {}
+    own = read_run(runs.eval_record(name)).metrics or {}
     return {
         "rows": max(1, round(share * len(inputs.train))),
         "rows_full": len(inputs.train),

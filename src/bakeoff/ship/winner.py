@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision
+from bakeoff.core.records import read_run
 from bakeoff.core.scoring import METRICS, score
 from bakeoff.decide import decision
 from bakeoff.decide.figures import correctness
@@ -80,13 +81,13 @@ def serving_figures(
 
 def ship(params: Params, name: str, dest: Path, inputs: EvalInputs) -> dict:
     """One variant into ``dest``: its artifacts, then the checks that they still answer as the evaluated model."""
-    rec = runs.read_json(runs.eval_record(name)) or {}
+    rec = read_run(runs.eval_record(name))
     vdir = runs.variant_dir(name)
-    if rec.get("status") != "ok" or not vdir.exists():
-        return {"status": "skipped", "reason": f"{name} has no evaluated weights (status {rec.get('status')!r})"}
+    if rec.status != "ok" or not vdir.exists():
+        return {"status": "skipped", "reason": f"{name} has no evaluated weights (status {rec.status!r})"}
     t, t0 = {}, time.perf_counter()
     out = _checks(params, name, dest, inputs, _Made(*_artifacts(params, name, vdir, dest, t, t0), t, t0))
-    m = rec.get("metrics") or {}
+    m = rec.metrics or {}
     out["in_framework"] = {
         k: m.get(k)
         for k in ("latency_p50_s", "latency_p95_s", "latency_tokens_per_s", "gen_tokens_per_s", "serving_dtype")
@@ -210,9 +211,9 @@ def export_all(params: Params, out: Path, shipped: dict) -> None:
         runs.guarded(rec, lambda name=name: ship(params, name, out / name, inputs))
         got = shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
         flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got for f in ("identical_share", "quality")}
-        ev = runs.read_json(runs.eval_record(name)) or {}
-        if ev.get("run_id") and flat:
-            tracking.log_to_run(ev["run_id"], {f"shipped_{k}": v for k, v in flat.items()}, params)
+        ev = read_run(runs.eval_record(name))
+        if ev.run_id and flat:
+            tracking.log_to_run(ev.run_id, {f"shipped_{k}": v for k, v in flat.items()}, params)
         print(f"[export] {name}: {got.get('status')} {flat or got.get('reason') or got.get('error', '')}")
     if not names:
         shipped["note"] = "nothing to export: the recommendation is not a fine-tuned variant (set export.variants)"
@@ -234,7 +235,7 @@ def time_interleaved(params: Params, inputs: EvalInputs) -> dict:
 
     serving, models = resolve_precision(params.eval.dtype), {}
     for name, v in params.variants.items():
-        if (runs.read_json(runs.eval_record(name)) or {}).get("status") == "ok":
+        if read_run(runs.eval_record(name)).status == "ok":
             models[name] = get_technique(v.technique).load_for_eval(runs.BASE, runs.variant_dir(name), v, serving)
     if len(models) < 2:
         return {}
