@@ -243,6 +243,11 @@ class RunRecord(Record):
     torch_threads: int | None = None
 
 
+def metric(rec: RunRecord, name: str):
+    """One figure of a run's record (``metrics[name]``; None where it has none)."""
+    return (rec.metrics or {}).get(name)
+
+
 def read_run(path) -> RunRecord:
     """A run's record from ``path`` (``runs.train_record(name)``, ``runs.eval_record(name)``); empty where it has
     none."""

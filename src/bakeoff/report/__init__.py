@@ -167,9 +167,10 @@ def write_all(
     df, v, c, sized = worded_runs(d.runs, d.verdict.unmoved), said(d), d.money, worded(d.sizing)
     prov, stats, pw = d.provenance, d.data_stats, d.pairwise
     curve = data_curve.worded(d.curve)
+    costs = {n: x.to_dict() for n, x in d.costs.items()}
     extra = {
         "budget": {n: x.to_dict() for n, x in d.budget.items()},
-        "costs": {n: x.to_dict() for n, x in d.costs.items()},
+        "costs": costs,
         "serve_card": d.serving_card.__dict__ if d.serving_card else None,
         "shipped": shipped.to_dict() if shipped is not None else None,
     }
@@ -199,7 +200,7 @@ def write_all(
         "provenance": prov.to_dict(),
         "curve": summary.to_dict() if summary else None,
         "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
-        "costs": extra.get("costs"),
+        "costs": costs,
         "where": d.evidence.where.to_dict() if d.evidence and d.evidence.where else None,
     }
     head = (

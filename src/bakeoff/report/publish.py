@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, tracking
+from bakeoff.core.records import metric
 from bakeoff.decide.evidence_record import Evidence
 from bakeoff.decide.verdict_record import Recommendation
 
@@ -24,7 +25,7 @@ def champion_of(params: Params, rec: Recommendation, evaluations: dict) -> dict 
     ev = evaluations.get(name) if name else None
     if not ev or not ev.run_id:
         return None
-    dtype = (ev.metrics or {}).get("serving_dtype")
+    dtype = metric(ev, "serving_dtype")
     if dtype not in ("fp32", "bf16", "fp16"):  # an endpoint baseline: no weights here to register
         print(f"MLflow: no champion registered: `{name}` is served by an endpoint, not weights here")
         return None
