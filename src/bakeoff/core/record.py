@@ -7,11 +7,12 @@ absent stays absent (an absent field reads as None).
     class Tie(Record):
         runs: list[str] | None = None
         at: float | None = None
+        rule: str | None = None
 
     t = Tie.from_dict({"at": 0.5, "runs": ["a", "b"]})
     t.at, t.has("runs"), t.to_dict()        # 0.5, True, {"at": 0.5, "runs": ["a", "b"]}
     t.with_(at=0.6)                          # a copy with ``at`` changed in its place
-    t.renamed("at", "reason", "tied")        # a copy with ``reason`` where ``at`` was
+    t.renamed("at", "rule", "first listed")  # a copy with ``rule`` where ``at`` was
 
 A key no field names is an error naming the record and the key: a record's fields are its schema. A record whose
 keys include names only the data knows (a run's name as a column) sets ``OPEN``: those keys are kept in their place
