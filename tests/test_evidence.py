@@ -284,14 +284,15 @@ def test_every_figure_of_the_runs_names_what_it_was_measured_on_in_its_title(tmp
 def test_a_baseline_records_the_turns_it_sent_and_the_report_shows_them(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
+    from bakeoff.core.sections import BaselineConfig
     from bakeoff.data.examples import Example
-    from bakeoff.data.prompts import shot_picker
+    from bakeoff.data.prompts import Prompter
     from bakeoff.evaluate.baseline import prompt_sent
 
     train = [Example([{"role": "user", "content": f"train {i}"}], f"answer {i}", id=i) for i in range(5)]
     test = [Example([{"role": "user", "content": "the test item"}], "x", id=7)]
-    b = SimpleNamespace(shots=2, selection="nearest", instruction="Answer in JSON.")
-    sent = prompt_sent(b, SimpleNamespace(test=test), shot_picker(train, 2, "nearest", 0))
+    b = BaselineConfig(name="few", shots=2, selection="nearest", instruction="Answer in JSON.")
+    sent = prompt_sent(b, SimpleNamespace(test=test), Prompter(b, train, 0, "all-minilm-l6-v2"))
     assert sent["item"] == 7 and "most similar to each test item" in sent["rule"]
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]  # instruction, 2 shots, the item

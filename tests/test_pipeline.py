@@ -60,6 +60,7 @@ def repo(tmp_path_factory, tiny_model_dir):
         "zero_shot": {"shots": 0},
         "few_shot": {"shots": 2},
         "nearest": {"shots": 2, "selection": "nearest", "instruction": "Answer in JSON."},
+        "rag": {"passages": 2},  # retrieval-augmented, on a task without task.corpus: skipped, the run goes on
     }
     params["eval"].update(latency_requests=2, bootstrap_resamples=200, probe_limit=40)
     params["variants"] = {
@@ -113,6 +114,9 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
     # the child trains after its parent; the report comes after the export it reports
     assert out.index("Running stage 'train_from@dpo'") > out.index("Running stage 'train@lora'")
     assert out.index("Running stage 'compare'") > out.index("Running stage 'export'")
+    rag = json.loads((repo / "runs" / "rag" / "eval.json").read_text())
+    assert rag["status"] == "skipped" and rag["error"].startswith("no task.corpus"), rag
+    assert json.loads((repo / "runs" / "rag" / "tuned.json").read_text())["skipped"] == "baselines.rag has no search"
     shipped = json.loads((repo / "reports" / "shipped.json").read_text())
     assert shipped["chosen_by"] == "the recommendation"
     assert "## Shipped" in (repo / "reports" / "comparison.md").read_text()

@@ -37,6 +37,7 @@ from bakeoff.core.sections import (
     ExportConfig,
     ModelConfig,
     Params,
+    RetrievalConfig,
     SizingConfig,
     TrackingConfig,
     TrainConfig,
@@ -59,6 +60,7 @@ SECTIONS = (
     "sizing",
     "export",
     "curve",
+    "retrieval",
 )
 
 
@@ -113,8 +115,21 @@ def parse_params(raw: dict, src: Source) -> Params:
         tune=tune,
         export=export,
         curve=curve,
+        retrieval=_retrieval(raw, src),
         path=src.path,
     )
+
+
+def _retrieval(raw: dict, src: Source) -> RetrievalConfig:
+    """How dense and hybrid shots embed: ``embedder`` a built-in alias, a local folder or a hub id."""
+    retrieval = build(RetrievalConfig, raw.get("retrieval"), "retrieval", src)
+    check(
+        isinstance(retrieval.embedder, str) and bool(retrieval.embedder),
+        src,
+        "retrieval.embedder",
+        "must name an embedding model: all-minilm-l6-v2 (shipped), a local folder or a hub id",
+    )
+    return retrieval
 
 
 def _verdict(raw: dict, src: Source) -> VerdictConfig:

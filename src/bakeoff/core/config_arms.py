@@ -19,7 +19,7 @@ from bakeoff.core.sections import (
     TrainConfig,
     VariantConfig,
 )
-from bakeoff.core.spaces import check_prompt_search
+from bakeoff.core.spaces import SELECTIONS, check_prompt_search
 
 ATTENTION = ("auto", "eager_fp32", "eager", "sdpa", "flash_attention_2", "flex_attention")  # bakeoff.train.kernels
 LOSS_LOGITS = ("auto", "labelled", "all")
@@ -153,11 +153,13 @@ def baselines_of(raw: dict, src: Source) -> dict[str, BaselineConfig]:
         check_name(name, f"baselines.{name}", src)
         obj = build(BaselineConfig, {"name": name, **(b or {})}, f"baselines.{name}", src)
         check(obj.shots >= 0, src, f"baselines.{name}.shots", "must be ≥ 0")
+        for key, ok in (("passages", obj.passages >= 0), ("chunk_words", obj.chunk_words >= 20)):
+            check(ok, src, f"baselines.{name}.{key}", "must be ≥ 0" if key == "passages" else "must be ≥ 20 words")
         check(
-            obj.selection in ("fixed", "nearest"),
+            obj.selection in SELECTIONS,
             src,
             f"baselines.{name}.selection",
-            f"must be fixed or nearest; got {obj.selection!r}",
+            f"must be one of {', '.join(SELECTIONS)}; got {obj.selection!r}",
         )
         for key, msg in check_prompt_search(obj.search, f"baselines.{name}.search"):
             raise src.error(key, msg)

@@ -27,6 +27,7 @@ class TaskConfig:
     val: str | None = None
     test: str | None = None
     prefs: str | None = None
+    corpus: str | None = None  # documents for retrieval-augmented baselines (passages: k): a folder or a JSONL file
     format: str = "auto"  # auto | jsonl | csv | parquet
     columns: dict = field(default_factory=dict)  # ours → the user's column, e.g. {prompt: text, completion: label}
     prefs_columns: dict = field(default_factory=dict)  # the same for the preference file: {prompt, chosen, rejected}
@@ -106,13 +107,21 @@ class EvalConfig:
 class BaselineConfig:
     name: str
     shots: int = 0
-    selection: str = "fixed"  # fixed: the same k shots for every item | nearest: the k most similar (TF-IDF)
+    selection: str = "fixed"  # fixed: the same k shots for every item | nearest: the k most similar (TF-IDF) |
+    #                           nearest_dense: by embeddings (retrieval.embedder) | hybrid: BM25 and embeddings
     instruction: str | None = None  # a system prompt for this baseline only (after task.system_prompt)
+    passages: int = 0  # k > 0: the k passages of task.corpus most relevant to each item, before its question (RAG)
+    chunk_words: int = 120  # a passage's length in words (task.corpus cut at paragraphs)
     search: dict | None = None  # with tune.trials > 0: {shots: [...], selection: [...], instruction: [...]} tried
     #                             on the validation split; the best point is what this baseline reports on test
     endpoint: dict | None = None  # {base_url, model, api_key_env, concurrency, timeout_s, max_retries}: an
     # OpenAI-compatible server answers instead of the local base (bakeoff.evaluate.endpoint)
     price: dict | None = None  # {usd_per_1m_input, usd_per_1m_output}: the endpoint's prices per million tokens
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    embedder: str = "all-minilm-l6-v2"  # nearest_dense and hybrid shots: a built-in alias, a local folder or a hub id
 
 
 @dataclass(frozen=True)
@@ -223,6 +232,7 @@ class Params:
     tune: TuneConfig = field(default_factory=TuneConfig)
     export: ExportConfig = ExportConfig()
     curve: CurveConfig | None = CurveConfig()  # None: no data-value curve
+    retrieval: RetrievalConfig = RetrievalConfig()
     path: str = "params.yaml"
 
     def variant(self, name: str) -> VariantConfig:

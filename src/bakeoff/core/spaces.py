@@ -92,10 +92,13 @@ def check_spaces(tc: TuneConfig, train_keys: set[str], options_of, variants: lis
     return bad
 
 
+SELECTIONS = ("fixed", "nearest", "nearest_dense", "hybrid")  # how a prompt's shots are chosen (bakeoff.data.prompts)
 PROMPT_CHECKS = {
     "shots": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
-    "selection": lambda x: x in ("fixed", "nearest"),
+    "selection": lambda x: x in SELECTIONS,
     "instruction": lambda x: x is None or isinstance(x, str),
+    "passages": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+    "chunk_words": lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 20,
 }
 
 
@@ -108,7 +111,12 @@ def check_prompt_search(search, key: str) -> list[tuple[str, str]]:
     bad = []
     for k, values in search.items():
         if k not in PROMPT_CHECKS:
-            bad.append((f"{key}.{k}", "unknown: a prompting search tries shots, selection and instruction"))
+            bad.append(
+                (
+                    f"{key}.{k}",
+                    "unknown: a prompting search tries shots, selection, instruction, passages and chunk_words",
+                )
+            )
         elif not isinstance(values, list) or not values:
             bad.append((f"{key}.{k}", f"must be a non-empty list, got {values!r}"))
         elif [x for x in values if not PROMPT_CHECKS[k](x)]:

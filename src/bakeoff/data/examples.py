@@ -32,9 +32,13 @@ class Example:
     completion: str  # the target answer
     source: str = ""  # file:line, kept for error messages and per-example outputs
     id: int = 0
+    doc: str = ""  # the corpus document that holds the answer, where the task names one (retrieval's recall)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.doc:  # a task without gold documents writes the rows it always wrote
+            del d["doc"]
+        return d
 
 
 @dataclass
@@ -198,7 +202,9 @@ def read_examples(
                 row[columns.get("completion", "completion")], where, columns.get("completion", "completion")
             )
             messages = _prompt_messages(prompt, row, template, system, where)
-        out.append(Example(messages=messages, completion=completion.strip(), source=where, id=len(out)))
+        doc = row.get(columns.get("doc", "doc"))
+        doc = str(doc) if doc is not None and doc == doc else ""  # absent or NaN: none named
+        out.append(Example(messages=messages, completion=completion.strip(), source=where, id=len(out), doc=doc))
     if not out:
         raise DataError(f"{path}: no rows")
     return out

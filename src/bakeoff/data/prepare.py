@@ -216,6 +216,27 @@ def prepare_pairs(t, kw: dict, out_dir: Path, stats: dict) -> None:
     stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
 
 
+def prepare_corpus(path: str, splits: dict, out_dir: Path, stats: dict) -> None:
+    """task.corpus read and checked (``bakeoff.data.corpus``) into corpus.jsonl; a row naming a document the corpus
+    lacks is counted and warned about (its recall cannot be met)."""
+    from bakeoff.data.corpus import read_corpus
+
+    docs = read_corpus(path)
+    write_jsonl(out_dir / "corpus.jsonl", docs)
+    ids = {d["id"] for d in docs}
+    named = [e for rows in splits.values() for e in rows if e.doc]
+    unknown = sorted({e.doc for e in named} - ids)
+    stats["corpus"] = {
+        "docs": len(docs),
+        "words": sum(len(d["text"].split()) for d in docs),
+        "rows_naming_a_doc": len(named),
+    }
+    if unknown:
+        said = f"{len(unknown)} documents named by rows are not in task.corpus ({path}), e.g. {unknown[:3]}"
+        stats["checks"]["corpus"] = said
+        warn(said)
+
+
 def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
     """Read, validate, check and split the task's raw files into ``out_dir``; return the stats record."""
     t = params.task
@@ -260,9 +281,11 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
             warn(said)
     if t.prefs:
         prepare_pairs(t, kw, out_dir, stats)
+    if t.corpus:
+        prepare_corpus(t.corpus, splits, out_dir, stats)
     # what a run trains and is chosen on: the raw files and the splits carved from them (val_size, seed, the checks
     # change those), so a search or a resumable checkpoint made on other splits is never taken for this one
-    carved = ["train", "val"] + (["prefs_train", "prefs_val"] if t.prefs else [])
+    carved = ["train", "val"] + (["prefs_train", "prefs_val"] if t.prefs else []) + (["corpus"] if t.corpus else [])
     stats["data_hash"] = file_hash(t.train, t.val, t.test, t.prefs, *(out_dir / f"{f}.jsonl" for f in carved))
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2))
     return stats

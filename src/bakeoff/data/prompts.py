@@ -2,7 +2,8 @@
 
 Every baseline, variant, log-probability and lm-eval task sees prompts rendered here, so they see the same tokens.
 Shots come as earlier chat turns: the same seeded k for every item (``fixed``) or the k training examples most
-similar to each item (``nearest``, TF-IDF).
+similar to each item: ``nearest`` (TF-IDF), ``nearest_dense`` (an embedding model) or ``hybrid`` (BM25 and the
+embeddings fused; ``bakeoff.data.retrieval``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 
 from bakeoff.data.examples import DataError, Example
+from bakeoff.data.retrieval import prompt_text
 
 
 def render_prompt(tok, messages: list[dict]) -> str:
@@ -58,10 +60,6 @@ def fixed_shots(train: list[Example], k: int, seed: int) -> list[Example]:
     return rng.sample(train, k)
 
 
-def _prompt_text(ex: Example) -> str:
-    return "\n".join(m["content"] for m in ex.messages if m["role"] != "system")
-
-
 class NearestShots:
     """The k training examples most similar to a test prompt: TF-IDF over word uni- and bigrams, cosine
     similarity, ties broken by train order. Deterministic; the most similar shot comes last, nearest the
@@ -74,21 +72,56 @@ class NearestShots:
             raise DataError(f"few-shot asks for {k} examples but the train split has {len(train)}")
         self.train, self.k = train, k
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-        self.matrix = self.vectorizer.fit_transform([_prompt_text(e) for e in train]) if k else None
+        self.matrix = self.vectorizer.fit_transform([prompt_text(e) for e in train]) if k else None
 
     def __call__(self, ex: Example) -> list[Example]:
         if not self.k:
             return []
         import numpy as np
 
-        sims = (self.matrix @ self.vectorizer.transform([_prompt_text(ex)]).T).toarray().ravel()
+        sims = (self.matrix @ self.vectorizer.transform([prompt_text(ex)]).T).toarray().ravel()
         order = np.lexsort((np.arange(len(sims)), -sims))[: self.k]  # highest first; ties: lower index
         return [self.train[i] for i in order[::-1]]
 
 
-def shot_picker(train: list[Example], k: int, selection: str, seed: int):
-    """Example → its shots: the same seeded k for every item (``fixed``) or the k nearest (``nearest``)."""
+SIMILAR = {"nearest": "TF-IDF", "nearest_dense": "embeddings", "hybrid": "BM25 and embeddings fused"}  # per item
+
+
+def shot_picker(train: list[Example], k: int, selection: str, seed: int, embedder: str = "all-minilm-l6-v2"):
+    """Example → its shots: the same seeded k for every item (``fixed``) or the k most similar (``SIMILAR``'s
+    selections; ``embedder``: ``retrieval.embedder``, for the two that embed)."""
     if selection == "nearest":
         return NearestShots(train, k)
+    if selection in ("nearest_dense", "hybrid"):
+        from bakeoff.data.retrieval import DenseShots, HybridShots
+
+        return (DenseShots if selection == "nearest_dense" else HybridShots)(train, k, embedder)
     shots = fixed_shots(train, k, seed)
     return lambda ex: shots
+
+
+class Prompter:
+    """Example → the messages a prompting baseline sends: its shots (``shot_picker``), its instruction and, with
+    ``passages: k``, the k passages of the task's corpus most relevant to the item (``bakeoff.data.corpus``).
+    ``b``: anything with shots, selection, instruction, passages and chunk_words (a baseline, or one with a search's
+    values); ``corpus``: data/prepared/corpus.jsonl's documents (None: the task has none, and a baseline that asks
+    for passages is ``skipped``)."""
+
+    def __init__(self, b, train: list[Example], seed: int, embedder: str, corpus: list[dict] | None = None):
+        self.b, self.pick, self.passages = b, shot_picker(train, b.shots, b.selection, seed, embedder), None
+        if getattr(b, "passages", 0):
+            from bakeoff.core.runs import Skipped
+            from bakeoff.data.corpus import Passages
+
+            if not corpus:
+                raise Skipped(
+                    "no task.corpus: this baseline retrieves passages from the task's documents "
+                    "(set task.corpus to a folder of .txt/.md files or a JSONL of {id, text})"
+                )
+            self.passages = Passages(corpus, b.passages, b.chunk_words, embedder)
+
+    def __call__(self, ex: Example) -> list[dict]:
+        from bakeoff.data.corpus import with_passages
+
+        msgs = few_shot_messages(ex, self.pick(ex), self.b.instruction)
+        return with_passages(msgs, self.passages(ex)) if self.passages else msgs

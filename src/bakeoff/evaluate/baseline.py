@@ -12,18 +12,20 @@ from typing import TYPE_CHECKING
 from bakeoff.core import runs, tracking
 from bakeoff.core.models import load_for_eval, load_tokenizer, resolve_precision, torch_name
 from bakeoff.core.spaces import as_run
-from bakeoff.data.examples import Example, write_jsonl
-from bakeoff.data.prompts import few_shot_messages, shot_picker
+from bakeoff.data.examples import write_jsonl
+from bakeoff.data.prompts import SIMILAR, Prompter
 from bakeoff.evaluate.local import Ask, EvalInputs, LmEvalRun, evaluate_examples, run_lm_eval, side_check
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
 
 BASE = runs.BASE
+SELECTED = {"nearest": "nearest", "nearest_dense": "nearest (embeddings)", "hybrid": "nearest (hybrid)"}
 
 
 def describe(b) -> str:
-    what = "zero-shot" if not b.shots else f"{b.shots}-shot {'nearest' if b.selection == 'nearest' else 'fixed'}"
+    what = "zero-shot" if not b.shots else f"{b.shots}-shot {SELECTED.get(b.selection, b.selection)}"
+    what += f" + {b.passages} retrieved passages" if b.passages else ""
     who = f" of {b.endpoint['model']} at an endpoint" if b.endpoint else ""
     return what + (" + instruction" if b.instruction else "") + " prompting" + who
 
@@ -55,50 +57,64 @@ def endpoint_work(b, name: str, inputs, to_prompt, record: dict):
     return work
 
 
-def prompt_sent(b, inputs, pick) -> dict | None:
-    """The exact turns sent for the first test item (instruction and shots included) and the rule that chose the
-    shots, for the report's "The prompts sent"."""
+def prompt_sent(b, inputs, to_prompt) -> dict | None:
+    """The exact turns sent for the first test item (instruction, shots and passages included) and the rule that
+    chose them, for the report's "The prompts sent"."""
     if not inputs.test:
         return None
     ex = inputs.test[0]
     rule = (
-        f"the {b.shots} training examples most similar to each test item (TF-IDF), the most similar last"
-        if b.shots and b.selection == "nearest"
+        f"the {b.shots} training examples most similar to each test item ({SIMILAR[b.selection]}), "
+        "the most similar last"
+        if b.shots and b.selection in SIMILAR
         else f"the same {b.shots} training examples for every item, drawn with task.seed"
         if b.shots
         else "no shots"
     )
-    return {
-        "item": ex.id,
-        "rule": rule,
-        "instruction": b.instruction,
-        "messages": few_shot_messages(ex, pick(ex), b.instruction),
-    }
+    if b.passages:
+        rule += f"; the {b.passages} passages of task.corpus ({b.chunk_words} words) most relevant to the item"
+    return {"item": ex.id, "rule": rule, "instruction": b.instruction, "messages": to_prompt(ex)}
 
 
 def evaluate_baseline(params: Params, name: str) -> None:
     """The baseline stage: score the baseline (as its prompt search chose it) and write its record."""
     b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
     inputs = EvalInputs.load(runs.PREPARED, params)
-    pick = shot_picker(inputs.train, b.shots, b.selection, params.task.seed)
+    record = {"name": name, "kind": "baseline", "technique": describe(b)}
+    try:
+        to_prompt = Prompter(b, inputs.train, params.task.seed, params.retrieval.embedder, inputs.corpus)
+    except runs.Skipped as e:  # passages asked of a task without a corpus: this baseline's recorded status
+        to_prompt, skipped = None, e
+    record["prompt_sent"] = prompt_sent(b, inputs, to_prompt) if to_prompt else None
+    remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint and to_prompt else None  # checked first
 
-    def to_prompt(e: Example) -> list[dict]:
-        return few_shot_messages(e, pick(e), b.instruction)
+    def work() -> dict:
+        if to_prompt is None:
+            raise skipped
+        return remote() if remote else local_work(params, b, name, inputs, to_prompt, record)
 
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval), "tuned": tuned}
-    record = {"name": name, "kind": "baseline", "technique": describe(b), "prompt_sent": prompt_sent(b, inputs, pick)}
-    remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint else None  # checked before any run
     with tracking.run(params, tracking.RunTags(name, "baseline", record["technique"]), logged) as run:
         record["run_id"] = run.info.run_id
         tracking.log_splits(
             {**({"train": "shots"} if b.shots else {}), "val": "validation", "test": "testing"}, str(runs.PREPARED)
         )
-        runs.guarded(record, remote or (lambda: local_work(params, b, name, inputs, to_prompt, record)))
+        runs.guarded(record, work)
         if record["status"] != "ok":
             write_jsonl(runs.predictions(name), [])
         tracking.log_metrics(record["metrics"])
         tracking.mark(record)
     runs.finish(record, runs.eval_record(name))
+
+
+def retrieval_metrics(b, inputs, to_prompt) -> dict:
+    """With passages: k, and recall@k, the share of test items whose passages include the document they name."""
+    if not to_prompt.passages:
+        return {}
+    from bakeoff.data.corpus import recall
+
+    share, named = recall(inputs.test, to_prompt.passages.found)
+    return {"retrieval_k": b.passages, **({"retrieval_recall": share, "recall_items": named} if named else {})}
 
 
 def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) -> dict:
@@ -109,7 +125,7 @@ def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) ->
         runs.work_dir(name) / "test_answers.jsonl",  # a killed evaluation continues here
         f"base:{params.model.base}|{serving}|{inputs.plan.max_new_tokens}",
     )
-    as_is = not b.shots and not b.instruction  # the base model as it is: the model-level checks run here
+    as_is = not b.shots and not b.instruction and not b.passages  # the base as it is: the model-level checks run here
     metrics, rows = evaluate_examples(
         model,
         tok,
@@ -119,6 +135,7 @@ def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) ->
         Ask(to_prompt, inputs.pairs if as_is else None, name, label_choice=True, resume=resume),
     )
     metrics["serving_dtype"] = serving
+    metrics.update(retrieval_metrics(b, inputs, to_prompt))
     write_jsonl(runs.predictions(name), rows)
     resume.finish()
     if params.eval.lm_eval != "off":  # each side check's failure is its own, never the baseline's

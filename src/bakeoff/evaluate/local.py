@@ -207,11 +207,13 @@ class EvalInputs:
     test: list[Example]
     pairs: list[Pair]
     plan: EvalPlan
+    corpus: list[dict] | None = None  # task.corpus's documents (data/prepared/corpus.jsonl), where the task has one
 
     @classmethod
     def load(cls, data_dir, params: Params) -> EvalInputs:
         from pathlib import Path
 
+        from bakeoff.data.corpus import prepared
         from bakeoff.data.examples import load_examples, load_pairs
 
         d = Path(data_dir)
@@ -223,7 +225,7 @@ class EvalInputs:
         plan = EvalPlan.from_params(params, stats.labels)
         gen = stats.generation or Generation()
         plan.max_new_tokens = gen.max_new_tokens if gen.has("max_new_tokens") else plan.max_new_tokens  # auto
-        return cls(train, val, test, pairs, plan)
+        return cls(train, val, test, pairs, plan, prepared(d))
 
 
 def side_check(record: dict, metrics: dict, name: str, fn) -> bool:

@@ -203,14 +203,15 @@ def _prompted(params: Params, name: str, share: float, train_rows: list, labels,
     """The base model prompted as the baseline's own run, its shots drawn from the share."""
     from bakeoff.core.models import load_for_eval
     from bakeoff.core.spaces import as_run
-    from bakeoff.data.prompts import few_shot_messages, shot_picker
+    from bakeoff.data.corpus import prepared
+    from bakeoff.data.prompts import Prompter
     from bakeoff.data.subsets import nested_subset
 
     b, _ = as_run(params, name)
     if b.endpoint:
         raise runs.Skipped("an endpoint baseline: its curve would be paid per call (name a local baseline)")
     rows = nested_subset(train_rows, share, params.task.seed, labels)
-    pick = shot_picker(rows, b.shots, b.selection, params.task.seed)
+    to_prompt = Prompter(b, rows, params.task.seed, params.retrieval.embedder, prepared(runs.PREPARED))
     model = load_for_eval(runs.BASE, precision=serving)
     m = {
         "rows": len(rows),
@@ -222,4 +223,4 @@ def _prompted(params: Params, name: str, share: float, train_rows: list, labels,
         "tokens_seen": 0,
         "train_wall_s": 0.0,
     }
-    return model, (lambda e: few_shot_messages(e, pick(e), b.instruction)), m
+    return model, to_prompt, m

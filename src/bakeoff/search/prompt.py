@@ -22,13 +22,20 @@ def search_prompt(params: Params, name: str, dirs: SearchDirs, log_trial=None) -
     tc, b = params.tune, params.baseline(name)
     recipe = {k: getattr(b, k, None) for k in b.search or {}}  # trial 0: the baseline as params.yaml writes it
     space = with_recipe({k: {"choices": v} for k, v in (b.search or {}).items()}, recipe)
-    if not tc.trials or not space:
+    no_corpus = (b.passages or any((b.search or {}).get("passages") or [])) and not (
+        dirs.data / "corpus.jsonl"
+    ).exists()
+    if not tc.trials or not space or no_corpus:
         return {
             "baseline": name,
             "values": {},
             "trials": [],
             "searched": b.search,
-            "skipped": "tune.trials is 0" if not tc.trials else f"baselines.{name} has no search",
+            "skipped": "tune.trials is 0"
+            if not tc.trials
+            else f"baselines.{name} has no search"
+            if not space
+            else "no task.corpus: its passages have nothing to come from",
         }
     s = PromptSearch(params, name, space, dirs, log_trial)
     study, storage = open_study(params, name, space, dirs, "maximize")
@@ -64,13 +71,14 @@ class PromptSearch:
         self.context = getattr(self.model.config, "max_position_embeddings", None) or 10**9
 
     def prompts(self, cfg: dict) -> list[list[dict]]:
-        """The validation prompts at this trial's shots, selection and instruction."""
-        from bakeoff.data.prompts import few_shot_messages, shot_picker
+        """The validation prompts at this trial's shots, selection, instruction, passages and passage length."""
+        from dataclasses import replace
 
-        b, inputs = self.b, self.inputs
-        shots, selection = cfg.get("shots", b.shots), cfg.get("selection", b.selection)
-        pick = shot_picker(inputs.train, shots, selection, self.params.task.seed)
-        return [few_shot_messages(e, pick(e), cfg.get("instruction", b.instruction)) for e in inputs.val]
+        from bakeoff.data.prompts import Prompter
+
+        p, inputs = self.params, self.inputs
+        to_prompt = Prompter(replace(self.b, **cfg), inputs.train, p.task.seed, p.retrieval.embedder, inputs.corpus)
+        return [to_prompt(e) for e in inputs.val]
 
     def objective(self, trial):
         import optuna
