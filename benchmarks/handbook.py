@@ -1,0 +1,124 @@
+"""The shipped knowledge task (data/raw/handbook.jsonl, its corpus data/raw/handbook/) through the pipeline at the
+current code: zero-shot, the searched few-shot prompt (TF-IDF shots), a retrieval-augmented prompt (its passages and
+their length searched on validation) and LoRA, with the verdict.
+
+    .venv/bin/python benchmarks/handbook.py     # about 20 min on 2 CPU cores; reports/bench/handbook.json
+
+A workspace of its own (bench/handbook/, ignored by git) with the project's dvc.yaml, stages and code and
+params.yaml's settings but the task below; `python -m bakeoff.run.clock` runs it. No curve, no export. The record
+names the commit and the machine, each arm's test figures, the RAG arm's recall@k and its paired difference against
+zero-shot and the searched prompt (bootstrap 95% interval, exact McNemar p). Targets: RAG above both (the interval's
+lower end > 0) and recall ≥ 0.8; exits 1 on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "src"))
+from retrieval_shots import paired
+from targets import Targets
+from targets import add_argument as add_target_argument
+
+DEST = ROOT / "bench" / "handbook"
+TASK = {
+    "name": "handbook",
+    "train": "data/raw/handbook.jsonl",
+    "corpus": "data/raw/handbook",
+    "prefs": None,
+    "metric": "exact_match",
+    "test_size": 48,
+    "val_size": 24,
+    "max_new_tokens": 16,
+}
+BASELINES = {
+    "zero_shot": {"shots": 0},
+    "prompt_search": {"shots": 3, "search": {"shots": [1, 3, 8], "selection": ["fixed", "nearest"]}},
+    "rag": {"shots": 3, "passages": 2, "search": {"passages": [1, 2, 4], "chunk_words": [40, 120]}},
+}
+ARMS = ("zero_shot", "prompt_search", "rag", "lora")
+
+
+def workspace(dest: Path = DEST) -> Path:
+    import yaml
+
+    from bakeoff.run.quick import _copy
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in ("dvc.yaml", "stages", "src", "data"):
+        _copy(ROOT / part, dest / part)
+    (dest / "reports" / "curve").mkdir(parents=True, exist_ok=True)
+    (dest / "reports" / "curve" / ".gitkeep").touch()
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["task"] = {**raw["task"], **TASK}
+    raw["baselines"] = BASELINES
+    raw["variants"] = {"lora": raw["variants"]["lora"]}
+    raw["derived"] = {}
+    raw["tune"] = {**raw["tune"], "share": {}}
+    raw["curve"] = {**raw["curve"], "fractions": []}
+    raw["export"] = {**raw["export"], "gguf": None, "serve": False}
+    raw["eval"] = {**raw["eval"], "lm_eval": "off", "lm_eval_tasks": []}
+    raw["tracking"] = {**(raw.get("tracking") or {}), "experiment": "handbook (benchmark)"}
+    (dest / "params.yaml").write_text(
+        "# benchmarks/handbook.py wrote this from ../../params.yaml\n" + yaml.safe_dump(raw, sort_keys=False)
+    )
+    if not (dest / ".dvc").exists():
+        subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=dest, check=True)
+    return dest
+
+
+def record(dest: Path) -> dict:
+    from bakeoff.core.runs import device_name, git_commit
+
+    def read(*p):
+        f = dest.joinpath(*p)
+        return json.loads(f.read_text()) if f.exists() else {}
+
+    out = {"what": __doc__.split("\n")[0], "code": git_commit(), "machine": device_name(), "arms": {}}
+    for name in ARMS:
+        ev = read("runs", name, "eval.json")
+        m = ev.get("metrics") or {}
+        keep = ("quality", "val_quality", "retrieval_recall", "retrieval_k", "prompt_tokens_per_request")
+        out["arms"][name] = {
+            "status": ev.get("status"),
+            "chosen": read("runs", name, "tuned.json").get("values"),
+            **{k: m[k] for k in keep if k in m},
+        }
+    for other in ("zero_shot", "prompt_search", "lora"):
+        out["arms"]["rag"][f"minus_{other}"] = paired(dest, "rag", other, "score")
+    out["clock"] = read("reports", "clock.json").get("runs", [{}])[-1:]
+    out["verdict"] = read("reports", "metrics.json").get("verdict") or {}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "handbook.json"))
+    add_target_argument(ap)
+    args = ap.parse_args()
+    targets = Targets.from_args(args.target)
+    dest = workspace()
+    rc = subprocess.run([sys.executable, "-m", "bakeoff.run.clock"], cwd=dest, check=False).returncode
+    targets.equal("pipeline_ran", rc, 0)
+    rec = record(dest)
+    for name, arm in rec["arms"].items():
+        print(f"{name:14s} {arm}")
+    rag = rec["arms"]["rag"]
+    for other in ("zero_shot", "prompt_search"):
+        targets.at_least(f"rag_minus_{other}_ci_low", rag[f"minus_{other}"]["ci95"][0], 1e-9)
+    targets.at_least("rag_recall", rag.get("retrieval_recall") or 0.0, 0.8)
+    rec["targets"] = targets.results
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(rec, indent=2, default=str) + "\n")
+    print(f"wrote {args.out} ({rec['machine']}, {rec['code']})")
+    targets.exit()
+
+
+if __name__ == "__main__":
+    main()
