@@ -36,11 +36,17 @@ TASK = {
     "test_size": 48,
     "val_size": 24,
     "max_new_tokens": 16,
+    "system_prompt": "Answer with the value only: a name, a time, a code word or a number.",
 }
 BASELINES = {
     "zero_shot": {"shots": 0},
     "prompt_search": {"shots": 3, "search": {"shots": [1, 3, 8], "selection": ["fixed", "nearest"]}},
-    "rag": {"shots": 3, "passages": 2, "search": {"passages": [1, 2, 4], "chunk_words": [40, 120]}},
+    "rag": {
+        "shots": 3,
+        "selection": "nearest",
+        "passages": 2,
+        "search": {"passages": [1, 2, 4], "chunk_words": [20, 60, 120]},
+    },
 }
 ARMS = ("zero_shot", "prompt_search", "rag", "lora")
 

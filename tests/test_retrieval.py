@@ -163,3 +163,18 @@ def test_a_baseline_that_asks_for_passages_on_a_task_without_a_corpus_is_skipped
         Prompter(rag, TRAIN, 0, "all-minilm-l6-v2", corpus=None)
     plain = Prompter(BaselineConfig(name="zero_shot"), TRAIN, 0, "all-minilm-l6-v2", corpus=None)
     assert plain(TRAIN[0]) == TRAIN[0].messages
+
+
+def test_a_retrieval_augmented_prompt_gives_each_shot_its_own_passages():
+    from bakeoff.core.sections import BaselineConfig
+    from bakeoff.data.prompts import Prompter
+
+    corpus = [{"id": f"{e.completion}.md", "text": f"Notes on {e.messages[0]['content']}"} for e in TRAIN]
+    to_prompt = Prompter(BaselineConfig(name="rag", shots=2, passages=1), TRAIN, 0, "all-minilm-l6-v2", corpus)
+    msgs = to_prompt(ex("the app crashes when I log in", i=9))
+    users = [m["content"] for m in msgs if m["role"] == "user"]
+    assert len(users) == 3 and all(
+        u.startswith("Answer the question from these passages.\n\n[1] Notes on ") for u in users
+    )
+    assert users[-1].endswith("Question: the app crashes when I log in")
+    assert "[1] Notes on the app crashes on login" in users[-1]  # the item's own nearest page

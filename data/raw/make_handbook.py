@@ -57,9 +57,8 @@ def main() -> None:
         kind = rng.choice(KINDS)
         doc = f"{site.lower().replace(' ', '-')}.md"
         facts = [(fact, q, value(v, rng)) for fact, q, v in FACTS]
-        text = [f"# The {site} {kind}", ""]
-        text += [fact.format(s=site, k=kind, v=v) for fact, _, v in facts]
-        (pages / doc).write_text("\n".join(text) + "\n")
+        text = [f"# The {site} {kind}"] + [fact.format(s=site, k=kind, v=v) for fact, _, v in facts]
+        (pages / doc).write_text("\n\n".join(text) + "\n")  # a paragraph a fact
         rows += [{"prompt": q.format(s=site, k=kind), "completion": v, "doc": doc} for _, q, v in facts]
     rng.shuffle(rows)
     with open(HERE / "handbook.jsonl", "w") as f:

@@ -99,10 +99,11 @@ class Passages:
 
 
 def with_passages(messages: list[dict], passages: list[Passage]) -> list[dict]:
-    """The messages with the passages numbered before the last user turn's question."""
+    """The messages with the passages (best first) numbered before the last user turn's question, the best last,
+    nearest the question."""
     if not passages:
         return messages
-    block = "\n\n".join(f"[{i}] {p.text}" for i, p in enumerate(passages, 1))
+    block = "\n\n".join(f"[{i}] {p.text}" for i, p in enumerate(reversed(passages), 1))  # the best last
     last = max(i for i, m in enumerate(messages) if m["role"] == "user")
     out = [dict(m) for m in messages]
     out[last]["content"] = f"{LEAD}\n\n{block}\n\nQuestion: {messages[last]['content']}"

@@ -102,7 +102,8 @@ def shot_picker(train: list[Example], k: int, selection: str, seed: int, embedde
 
 class Prompter:
     """Example → the messages a prompting baseline sends: its shots (``shot_picker``), its instruction and, with
-    ``passages: k``, the k passages of the task's corpus most relevant to the item (``bakeoff.data.corpus``).
+    ``passages: k``, the k passages of the task's corpus most relevant to the item (``bakeoff.data.corpus``), each
+    shot's question with its own k passages too.
     ``b``: anything with shots, selection, instruction, passages and chunk_words (a baseline, or one with a search's
     values); ``corpus``: data/prepared/corpus.jsonl's documents (None: the task has none, and a baseline that asks
     for passages is ``skipped``)."""
@@ -121,7 +122,12 @@ class Prompter:
             self.passages = Passages(corpus, b.passages, b.chunk_words, embedder)
 
     def __call__(self, ex: Example) -> list[dict]:
+        from dataclasses import replace
+
         from bakeoff.data.corpus import with_passages
 
-        msgs = few_shot_messages(ex, self.pick(ex), self.b.instruction)
-        return with_passages(msgs, self.passages(ex)) if self.passages else msgs
+        if not self.passages:
+            return few_shot_messages(ex, self.pick(ex), self.b.instruction)
+        # each shot with its own passages, so the shots show how an answer is read out of them
+        shots = [replace(s, messages=with_passages(s.messages, self.passages(s))) for s in self.pick(ex)]
+        return with_passages(few_shot_messages(ex, shots, self.b.instruction), self.passages(ex))
