@@ -133,6 +133,7 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
         "full": "oom",
         "dpo": "ok",
         "unsloth": "skipped",
+        "rag": "skipped",  # passages asked of a task without task.corpus
     }
     # Unsloth without a CUDA GPU: skipped before anything loads, with the reason, in the report too
     unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
@@ -231,6 +232,7 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
         "zero_shot",
         "few_shot",
         "nearest",
+        "rag",
         "lora",
         "full",
         "unsloth",

@@ -117,20 +117,22 @@ def write(tmp_path, text: str):
 
 
 def test_the_corpus_is_read_from_a_folder_or_jsonl_and_cut_at_paragraphs(tmp_path):
-    from bakeoff.data.corpus import chunk, read_corpus
+    from bakeoff.data.corpus import Document, chunk, read_corpus
 
     (tmp_path / "pages").mkdir()
     (tmp_path / "pages" / "a.md").write_text("one two three\n\nfour five six seven")
     (tmp_path / "pages" / "skip.bin").write_text("not a page")
     docs = read_corpus(tmp_path / "pages")
-    assert docs == [{"id": "a.md", "text": "one two three\n\nfour five six seven"}]
+    assert docs == [Document("a.md", "one two three\n\nfour five six seven")]
     assert [p.text for p in chunk(docs, 4)] == ["one two three", "four five six seven"]  # whole paragraphs
     assert [p.text for p in chunk(docs, 7)] == ["one two three four five six seven"]  # two fit in one
     assert [p.text for p in chunk(docs, 3)] == ["one two three", "four five six", "seven"]  # a long one is cut
     rows = tmp_path / "docs.jsonl"
-    rows.write_text('{"id": "x", "text": "hello"}\n{"text": 3}\n')
+    rows.write_text('{"id": "x", "text": "hello", "url": "kept out"}\n{"text": 3}\n')
     with pytest.raises(DataError, match=r"docs\.jsonl:2: a corpus row needs 'text'"):
         read_corpus(rows)
+    rows.write_text('{"id": "x", "text": "hello", "url": "kept out"}\n')
+    assert read_corpus(rows) == [Document("x", "hello")]  # other keys of a row are left
     with pytest.raises(DataError, match="task.corpus: .* does not exist"):
         read_corpus(tmp_path / "nowhere")
 
@@ -167,9 +169,10 @@ def test_a_baseline_that_asks_for_passages_on_a_task_without_a_corpus_is_skipped
 
 def test_a_retrieval_augmented_prompt_gives_each_shot_its_own_passages():
     from bakeoff.core.sections import BaselineConfig
+    from bakeoff.data.corpus import Document
     from bakeoff.data.prompts import Prompter
 
-    corpus = [{"id": f"{e.completion}.md", "text": f"Notes on {e.messages[0]['content']}"} for e in TRAIN]
+    corpus = [Document(f"{e.completion}.md", f"Notes on {e.messages[0]['content']}") for e in TRAIN]
     to_prompt = Prompter(BaselineConfig(name="rag", shots=2, passages=1), TRAIN, 0, "all-minilm-l6-v2", corpus)
     msgs = to_prompt(ex("the app crashes when I log in", i=9))
     users = [m["content"] for m in msgs if m["role"] == "user"]

@@ -24,17 +24,26 @@ LEAD = "Answer the question from these passages."
 
 
 @dataclass(frozen=True)
+class Document:
+    id: str  # its path inside the corpus folder, or its JSONL row's id
+    text: str
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "text": self.text}
+
+
+@dataclass(frozen=True)
 class Passage:
     doc: str  # the document's id
     text: str
 
 
-def read_corpus(path: str | Path) -> list[dict]:
-    """``[{"id", "text"}]`` from a folder of text files or a JSONL file; a DataError names the file (and line)."""
+def read_corpus(path: str | Path) -> list[Document]:
+    """The documents of a folder of text files or a JSONL file; a DataError names the file (and line)."""
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
-        docs = [{"id": str(f.relative_to(p)), "text": f.read_text(encoding="utf-8", errors="replace")} for f in files]
+        docs = [Document(str(f.relative_to(p)), f.read_text(encoding="utf-8", errors="replace")) for f in files]
     elif p.is_file() and p.suffix.lower() == ".jsonl":
         docs = []
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
@@ -45,49 +54,50 @@ def read_corpus(path: str | Path) -> list[dict]:
             except ValueError as e:
                 raise DataError(f"{p}:{n}: not JSON ({e})") from None
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                raise DataError(f"{p}:{n}: a corpus row needs 'text' (and an 'id'); found {sorted(row)[:6]}")
-            docs.append({"id": str(row.get("id", n)), "text": row["text"]})
+                found = sorted(row)[:6] if isinstance(row, dict) else type(row).__name__
+                raise DataError(f"{p}:{n}: a corpus row needs 'text' (and an 'id'); found {found}")
+            docs.append(Document(str(row.get("id", n)), row["text"]))  # other keys (a title, a URL) are left
     elif p.exists():
         raise DataError(f"task.corpus: {p} is neither a folder of {'/'.join(SUFFIXES)} files nor a .jsonl file")
     else:
         raise DataError(f"task.corpus: {p} does not exist")
-    docs = [d for d in docs if d["text"].strip()]
+    docs = [d for d in docs if d.text.strip()]
     if not docs:
         raise DataError(f"task.corpus: {p} holds no document with text")
     return docs
 
 
-def prepared(data_dir: str | Path) -> list[dict] | None:
+def prepared(data_dir: str | Path) -> list[Document] | None:
     """The corpus the data stage wrote (``data_dir``/corpus.jsonl), or None where the task has none."""
     f = Path(data_dir) / "corpus.jsonl"
-    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.exists() else None
+    return [Document(**json.loads(x)) for x in f.read_text().splitlines() if x.strip()] if f.exists() else None
 
 
-def chunk(docs: list[dict], words: int) -> list[Passage]:
+def chunk(docs: list[Document], words: int) -> list[Passage]:
     """Each document cut into passages of at most ``words`` words, whole paragraphs where they fit."""
     out = []
     for d in docs:
         current: list[str] = []
-        for para in (x.split() for x in d["text"].split("\n\n")):
+        for para in (x.split() for x in d.text.split("\n\n")):
             while len(para) > words:  # a paragraph longer than a passage: cut it
                 if current:
-                    out.append(Passage(d["id"], " ".join(current)))
+                    out.append(Passage(d.id, " ".join(current)))
                     current = []
-                out.append(Passage(d["id"], " ".join(para[:words])))
+                out.append(Passage(d.id, " ".join(para[:words])))
                 para = para[words:]
             if current and len(current) + len(para) > words:
-                out.append(Passage(d["id"], " ".join(current)))
+                out.append(Passage(d.id, " ".join(current)))
                 current = []
             current += para
         if current:
-            out.append(Passage(d["id"], " ".join(current)))
+            out.append(Passage(d.id, " ".join(current)))
     return out
 
 
 class Passages:
     """An example → the k passages of the corpus most relevant to its prompt, best first."""
 
-    def __init__(self, docs: list[dict], k: int, chunk_words: int, embedder: str):
+    def __init__(self, docs: list[Document], k: int, chunk_words: int, embedder: str):
         self.k, self.passages = k, chunk(docs, chunk_words)
         self.index = Index([p.text for p in self.passages], embedder, lexical=True)
         self.found: dict[tuple, list[str]] = {}  # (source, id) of an example → the documents its passages came from

@@ -34,11 +34,8 @@ class Example:
     id: int = 0
     doc: str = ""  # the corpus document that holds the answer, where the task names one (retrieval's recall)
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        if not self.doc:  # a task without gold documents writes the rows it always wrote
-            del d["doc"]
-        return d
+    def to_json(self) -> dict:  # a task without gold documents writes the rows it always wrote
+        return {k: v for k, v in asdict(self).items() if k != "doc" or self.doc}
 
 
 @dataclass

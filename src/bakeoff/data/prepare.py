@@ -216,25 +216,18 @@ def prepare_pairs(t, kw: dict, out_dir: Path, stats: dict) -> None:
     stats["splits"].update({f"prefs_{name}": len(p[name]) for name in ("train", "val", "test")})
 
 
-def prepare_corpus(path: str, splits: dict, out_dir: Path, stats: dict) -> None:
-    """task.corpus read and checked (``bakeoff.data.corpus``) into corpus.jsonl; a row naming a document the corpus
-    lacks is counted and warned about (its recall cannot be met)."""
+def prepare_corpus(path: str, splits: dict, out_dir: Path) -> tuple[dict, str | None]:
+    """task.corpus read and checked (``bakeoff.data.corpus``) into corpus.jsonl: (its figures for stats.json, a
+    warning where rows name documents the corpus lacks, whose recall cannot be met)."""
     from bakeoff.data.corpus import read_corpus
 
     docs = read_corpus(path)
     write_jsonl(out_dir / "corpus.jsonl", docs)
-    ids = {d["id"] for d in docs}
     named = [e for rows in splits.values() for e in rows if e.doc]
-    unknown = sorted({e.doc for e in named} - ids)
-    stats["corpus"] = {
-        "docs": len(docs),
-        "words": sum(len(d["text"].split()) for d in docs),
-        "rows_naming_a_doc": len(named),
-    }
-    if unknown:
-        said = f"{len(unknown)} documents named by rows are not in task.corpus ({path}), e.g. {unknown[:3]}"
-        stats["checks"]["corpus"] = said
-        warn(said)
+    unknown = sorted({e.doc for e in named} - {d.id for d in docs})
+    said = f"{len(unknown)} documents named by rows are not in task.corpus ({path}), e.g. {unknown[:3]}"
+    words = sum(len(d.text.split()) for d in docs)
+    return {"docs": len(docs), "words": words, "rows_naming_a_doc": len(named)}, said if unknown else None
 
 
 def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
@@ -272,8 +265,12 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
         "generation": generation_budget(tokenizer, splits, t.max_new_tokens),
         "checks": checks,
     }
+    corpus, corpus_said = prepare_corpus(t.corpus, splits, out_dir) if t.corpus else (None, None)
+    if corpus:
+        stats.update(corpus=corpus)
     for key, said in {
         "val_labels": small_val(len(splits["val"]), stats["labels"]),
+        "corpus": corpus_said,
         **remarks(t, splits, stats["labels"]),
     }.items():
         if said:
@@ -281,8 +278,6 @@ def prepare(params: Params, out_dir: str | Path, tokenizer) -> dict:
             warn(said)
     if t.prefs:
         prepare_pairs(t, kw, out_dir, stats)
-    if t.corpus:
-        prepare_corpus(t.corpus, splits, out_dir, stats)
     # what a run trains and is chosen on: the raw files and the splits carved from them (val_size, seed, the checks
     # change those), so a search or a resumable checkpoint made on other splits is never taken for this one
     carved = ["train", "val"] + (["prefs_train", "prefs_val"] if t.prefs else []) + (["corpus"] if t.corpus else [])

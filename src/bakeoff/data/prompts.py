@@ -108,7 +108,7 @@ class Prompter:
     values); ``corpus``: data/prepared/corpus.jsonl's documents (None: the task has none, and a baseline that asks
     for passages is ``skipped``)."""
 
-    def __init__(self, b, train: list[Example], seed: int, embedder: str, corpus: list[dict] | None = None):
+    def __init__(self, b, train: list[Example], seed: int, embedder: str, corpus: list | None = None):
         self.b, self.pick, self.passages = b, shot_picker(train, b.shots, b.selection, seed, embedder), None
         if getattr(b, "passages", 0):
             from bakeoff.core.runs import Skipped

@@ -80,12 +80,12 @@ def evaluate_baseline(params: Params, name: str) -> None:
     """The baseline stage: score the baseline (as its prompt search chose it) and write its record."""
     b, tuned = as_run(params, name)  # with the prompting search's choice, made on validation
     inputs = EvalInputs.load(runs.PREPARED, params)
-    record = {"name": name, "kind": "baseline", "technique": describe(b)}
     try:
         to_prompt = Prompter(b, inputs.train, params.task.seed, params.retrieval.embedder, inputs.corpus)
     except runs.Skipped as e:  # passages asked of a task without a corpus: this baseline's recorded status
         to_prompt, skipped = None, e
-    record["prompt_sent"] = prompt_sent(b, inputs, to_prompt) if to_prompt else None
+    sent = prompt_sent(b, inputs, to_prompt) if to_prompt else None
+    record = {"name": name, "kind": "baseline", "technique": describe(b), "prompt_sent": sent}
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint and to_prompt else None  # checked first
 
     def work() -> dict:

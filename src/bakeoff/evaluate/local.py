@@ -207,7 +207,7 @@ class EvalInputs:
     test: list[Example]
     pairs: list[Pair]
     plan: EvalPlan
-    corpus: list[dict] | None = None  # task.corpus's documents (data/prepared/corpus.jsonl), where the task has one
+    corpus: list | None = None  # task.corpus's documents (data/prepared/corpus.jsonl), where the task has one
 
     @classmethod
     def load(cls, data_dir, params: Params) -> EvalInputs:
