@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 from bakeoff.data.examples import DataError, Example
-from bakeoff.data.retrieval import prompt_text
+from bakeoff.data.retrieval import SHIPPED_EMBEDDER, prompt_text
 
 
 def render_prompt(tok, messages: list[dict]) -> str:
@@ -87,7 +87,7 @@ class NearestShots:
 SIMILAR = {"nearest": "TF-IDF", "nearest_dense": "embeddings", "hybrid": "BM25 and embeddings fused"}  # per item
 
 
-def shot_picker(train: list[Example], k: int, selection: str, seed: int, embedder: str = "all-minilm-l6-v2"):
+def shot_picker(train: list[Example], k: int, selection: str, seed: int, embedder: str = SHIPPED_EMBEDDER):
     """Example → its shots: the same seeded k for every item (``fixed``) or the k most similar (``SIMILAR``'s
     selections; ``embedder``: ``retrieval.embedder``, for the two that embed)."""
     if selection == "nearest":

@@ -82,15 +82,15 @@ def evaluate_baseline(params: Params, name: str) -> None:
     inputs = EvalInputs.load(runs.PREPARED, params)
     try:
         to_prompt = Prompter(b, inputs.train, params.task.seed, params.retrieval.embedder, inputs.corpus)
-    except runs.Skipped as e:  # passages asked of a task without a corpus: this baseline's recorded status
-        to_prompt, skipped = None, e
+    except Exception as e:  # passages without a corpus (skipped), an embedder that cannot load: this arm's status
+        to_prompt, refused = None, e
     sent = prompt_sent(b, inputs, to_prompt) if to_prompt else None
     record = {"name": name, "kind": "baseline", "technique": describe(b), "prompt_sent": sent}
     remote = endpoint_work(b, name, inputs, to_prompt, record) if b.endpoint and to_prompt else None  # checked first
 
     def work() -> dict:
         if to_prompt is None:
-            raise skipped
+            raise refused
         return remote() if remote else local_work(params, b, name, inputs, to_prompt, record)
 
     logged = {"baseline": asdict(b), "task": asdict(params.task), "eval": asdict(params.eval), "tuned": tuned}
