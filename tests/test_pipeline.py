@@ -67,6 +67,7 @@ def repo(tmp_path_factory, tiny_model_dir):
         "lora": {"technique": "lora", "r": 4, "alpha": 8, "seeds": 2},  # a second training seed, seed 1
         "full": {"technique": "full", "memory_budget_gb": 0.05},  # cannot fit: its search and its run end `oom`
         "unsloth": {"technique": "lora", "backend": "unsloth", "r": 4, "alpha": 8},  # no CUDA here: skipped at once
+        "raft": {"technique": "lora", "r": 4, "alpha": 8, "passages": 2, "raft": 0.8},  # no task.corpus: skipped
     }
     # full alone is searched (2 trials), on a budget no trial fits in
     params["tune"].update(
@@ -134,7 +135,10 @@ def test_every_stage_ran_and_report_lists_every_run(repo):
         "dpo": "ok",
         "unsloth": "skipped",
         "rag": "skipped",  # passages asked of a task without task.corpus
+        "raft": "skipped",  # a variant trained and asked with passages, on the same task
     }
+    raft = json.loads((repo / "runs" / "raft" / "train.json").read_text())
+    assert raft["error"].startswith("no task.corpus: variant 'raft'") and raft["metrics"] == {}
     # Unsloth without a CUDA GPU: skipped before anything loads, with the reason, in the report too
     unsloth = json.loads((repo / "runs" / "unsloth" / "train.json").read_text())
     assert "CUDA GPU" in unsloth["error"] and unsloth["metrics"] == {}
@@ -236,11 +240,13 @@ def test_mlflow_server_reads_back_one_latest_run_each(repo):
         "lora",
         "full",
         "unsloth",
+        "raft",
         "dpo",
         "comparison",
         "full.tune",
         "lora.tune",
         "unsloth.tune",
+        "raft.tune",
         "dpo.tune",
     }  # tune.trials > 0: a search run each
     trials = mlflow.search_runs(experiment_names=["tickets"], filter_string="tags.kind = 'trial'")
@@ -331,6 +337,7 @@ def test_second_repro_reruns_nothing_and_one_edit_reruns_only_that_variant(repo)
         "train_from@dpo",
         "tune@full",
         "tune@lora",
+        "tune@raft",
         "tune@unsloth",
         "tune_from@dpo",
     ]

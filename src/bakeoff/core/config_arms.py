@@ -26,6 +26,8 @@ LOSS_LOGITS = ("auto", "labelled", "all")
 OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bit")
 BATCHING = ("padded", "group_by_length", "padding_free", "sequential")  # TrainConfig.batching
 TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
+RETRIEVAL_KEYS = ("passages", "chunk_words", "raft")  # a variant asked (and with raft, trained) with passages
+RETRIEVAL_DEFAULTS = dict(zip(RETRIEVAL_KEYS, (0, 120, None)))  # VariantConfig's
 
 
 def check_train(t: TrainConfig, key: str, src: Source) -> None:
@@ -113,13 +115,13 @@ def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) 
     tech_defaults = technique_options.defaults(technique)
     options = {}
     for k, val in v.items():
-        if k in TRAIN_KEYS or k in ("technique", "backend"):
+        if k in TRAIN_KEYS or k in ("technique", "backend") or k in RETRIEVAL_KEYS:
             continue
         if k not in tech_defaults:
             raise src.error(
                 f"{key}.{k}",
                 f"unknown option for technique {technique!r}"
-                + suggest(str(k), list(tech_defaults) + sorted(TRAIN_KEYS)),
+                + suggest(str(k), [*tech_defaults, *RETRIEVAL_KEYS, *sorted(TRAIN_KEYS)]),
             )
         options[k] = val
     options = {**tech_defaults, **options}
@@ -143,7 +145,46 @@ def variant_config(section: str, name: str, v, train: TrainConfig, src: Source) 
         )
     if section == "derived" and parent is None:
         raise src.error(key, f"a `derived:` variant needs init_from (technique {technique!r} has none)")
-    return VariantConfig(name=name, technique=technique, train=vtrain, backend=backend, options=options, parent=parent)
+    passages = _passages(v, technique, key, src)
+    return VariantConfig(
+        name=name, technique=technique, train=vtrain, backend=backend, options=options, parent=parent, **passages
+    )
+
+
+def _passages(v: dict, technique: str, key: str, src: Source) -> dict:
+    """A variant's ``passages``, ``chunk_words`` and ``raft`` (``bakeoff.data.raft``), checked."""
+    got = {k: v[k] for k in RETRIEVAL_KEYS if k in v}
+    if not got:
+        return {}
+    k, words, raft = ({**RETRIEVAL_DEFAULTS, **got}[x] for x in RETRIEVAL_KEYS)
+    whole = isinstance(k, int) and not isinstance(k, bool)
+    check(whole and k >= 0, src, f"{key}.passages", f"must be a whole number ≥ 0, got {k!r}")
+    check(
+        isinstance(words, int) and not isinstance(words, bool) and words >= 20,
+        src,
+        f"{key}.chunk_words",
+        f"must be a whole number ≥ 20 words, got {words!r}",
+    )
+    share = isinstance(raft, (int, float)) and not isinstance(raft, bool) and 0 <= raft <= 1
+    check(
+        raft is None or share,
+        src,
+        f"{key}.raft",
+        f"is the share of rows with the gold passage, in [0, 1]; got {raft!r}",
+    )
+    check(
+        k > 0 or (raft is None and "chunk_words" not in got),
+        src,
+        f"{key}.passages",
+        "raft and chunk_words need passages: k > 0 (the passages each prompt carries)",
+    )
+    check(
+        not technique_options.facts(technique).pairs,
+        src,
+        f"{key}.passages",
+        f"a {technique} variant trains on preference pairs; passages are for supervised variants (lora, qlora, full)",
+    )
+    return {"passages": k, "chunk_words": words, "raft": None if raft is None else float(raft)}
 
 
 def baselines_of(raw: dict, src: Source) -> dict[str, BaselineConfig]:

@@ -132,6 +132,10 @@ class VariantConfig:
     backend: str = "hf"
     options: dict = field(default_factory=dict)  # technique-specific, validated by the technique
     parent: str | None = None  # for `derived:` variants: the variant whose output this one starts from
+    passages: int = 0  # k > 0: asked with the k passages of task.corpus most relevant to each item (bakeoff.data.raft)
+    chunk_words: int = 120  # a passage's length in words
+    raft: float | None = None  # None: trained on plain prompts (retrieval at test time only); p: RAFT's rows, the
+    #                            gold passage among distractors in a share p of them
 
     def __post_init__(self):  # gradient_checkpointing auto: the technique's (on for QLoRA: its point is memory)
         if self.train.gradient_checkpointing == "auto":

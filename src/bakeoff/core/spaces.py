@@ -153,8 +153,10 @@ def as_run(params, name: str) -> tuple:
 def run_identity(variant, tuned: dict) -> dict:
     """What makes two training runs the same run (with the data and the parent's run): the variant as run and the
     chosen values. train@ resumes a checkpoint, or adopts a search's trial, only when this matches."""
+    passages = getattr(variant, "passages", 0)  # a variant asked with passages: which, and RAFT's share
+    retrieval = {"passages": passages, "chunk_words": variant.chunk_words, "raft": variant.raft} if passages else {}
     return {
-        "variant": {"technique": variant.technique, "backend": variant.backend, **variant.options},
+        "variant": {"technique": variant.technique, "backend": variant.backend, **variant.options, **retrieval},
         "train": asdict(variant.train),
         "tuned": tuned,
     }

@@ -107,6 +107,10 @@ class Passages:
         self.found[(ex.source, ex.id)] = [p.doc for p in got]
         return got
 
+    def ranked(self, ex: Example) -> list[Passage]:
+        """Every passage, the most relevant to the example's prompt first (RAFT's distractors are read from it)."""
+        return [self.passages[i] for i in self.index.search(prompt_text(ex), self.index.n)]
+
 
 def with_passages(messages: list[dict], passages: list[Passage]) -> list[dict]:
     """The messages with the passages (best first) numbered before the last user turn's question, the best last,

@@ -208,6 +208,7 @@ class EvalInputs:
     pairs: list[Pair]
     plan: EvalPlan
     corpus: list | None = None  # task.corpus's documents (data/prepared/corpus.jsonl), where the task has one
+    retrieval: object | None = None  # a variant asked with passages: its bakeoff.data.raft.VariantPassages
 
     @classmethod
     def load(cls, data_dir, params: Params) -> EvalInputs:
@@ -226,6 +227,20 @@ class EvalInputs:
         gen = stats.generation or Generation()
         plan.max_new_tokens = gen.max_new_tokens if gen.has("max_new_tokens") else plan.max_new_tokens  # auto
         return cls(train, val, test, pairs, plan, prepared(d))
+
+    def as_asked(self, v, embedder: str) -> EvalInputs:
+        """The inputs as variant ``v`` is asked them: its validation and test prompts with their retrieved passages
+        where it has ``passages`` (``bakeoff.data.raft``; ``Skipped`` without a corpus), else these."""
+        from dataclasses import replace
+
+        from bakeoff.data.raft import VariantPassages
+
+        use = VariantPassages.of(v, self.corpus, embedder)
+        if use is None:
+            return self
+        asked = replace(self, val=use.asked(self.val), test=use.asked(self.test))
+        asked.retrieval = use
+        return asked
 
 
 def side_check(record: dict, metrics: dict, name: str, fn) -> bool:

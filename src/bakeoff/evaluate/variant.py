@@ -76,7 +76,8 @@ class Evaluation:
     (each a side check: its failure is recorded, never the arm's), the base loaded last for KL."""
 
     def __init__(self, params: Params, v, trained: RunRecord, inputs, record: dict):
-        self.params, self.v, self.trained, self.inputs, self.record = params, v, trained, inputs, record
+        self.params, self.v, self.trained, self.record = params, v, trained, record
+        self.inputs = inputs.as_asked(v, params.retrieval.embedder)  # with its passages, where it has passages
         self.name, self.technique = v.name, get_technique(v.technique)
         self.out, self.serving = runs.variant_dir(v.name), resolve_precision(params.eval.dtype)
         self.tok = load_tokenizer(BASE)
@@ -120,6 +121,11 @@ class Evaluation:
         metrics.update(
             served=self.technique.served_as(self.out), serving_dtype=self.technique.serving_dtype(self.v, self.serving)
         )
+        if inputs.retrieval is not None:  # asked with passages: how often they held the gold document
+            share, named = inputs.retrieval.recall(inputs.test)
+            metrics.update(
+                retrieval_k=self.v.passages, **({"retrieval_recall": share, "recall_items": named} if named else {})
+            )
         return metrics, rows
 
     def control(self, metrics: dict, kl) -> None:

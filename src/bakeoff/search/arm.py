@@ -175,7 +175,7 @@ def val_metric(params: Params):
         from bakeoff.evaluate.local import EvalInputs
         from bakeoff.train.techniques import get_technique
 
-        inputs = EvalInputs.load(runs.PREPARED, params)
+        inputs = EvalInputs.load(runs.PREPARED, params).as_asked(variant, params.retrieval.embedder)
         model = get_technique(variant.technique).load_for_eval(
             runs.BASE, out_dir, variant, resolve_precision(params.eval.dtype)
         )

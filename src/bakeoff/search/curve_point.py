@@ -155,6 +155,8 @@ def _no_shots(name: str, share: float, inputs, out: Path) -> dict:
 def _trained(params: Params, name: str, share: float, labels, serving: str):
     """The variant trained on the share at its searched values on ``curve.schedule``; the model as served."""
     from bakeoff.core.spaces import apply, as_run
+    from bakeoff.data.corpus import prepared
+    from bakeoff.data.raft import VariantPassages
     from bakeoff.data.subsets import nested_subset
     from bakeoff.train.techniques import get_technique
     from bakeoff.train.trainer import Job, train
@@ -171,10 +173,11 @@ def _trained(params: Params, name: str, share: float, labels, serving: str):
     rows = nested_subset(every, share, params.task.seed, labels)
     steps = steps_at(v.train.max_steps, share, params.curve.min_steps, params.curve.schedule)
     pv = apply(v, {}, max_steps=steps, checkpoint_steps=0, seeds=1)
+    use = VariantPassages.of(v, prepared(runs.PREPARED), params.retrieval.embedder)  # a variant asked with passages
+    val = technique.val_rows(runs.PREPARED)
+    trained_on, val = (use.training(rows, pv.train.seed), use.asked(val or [])) if use else (rows, val)
     work = runs.fresh_dir(runs.work_dir(f"curve.{name}-{share}"))
-    got = train(
-        Job.of_variant(technique, pv, work / "model", work / "train"), rows, val_rows=technique.val_rows(runs.PREPARED)
-    )
+    got = train(Job.of_variant(technique, pv, work / "model", work / "train"), trained_on, val_rows=val or None)
     model = technique.load_for_eval(runs.BASE, work / "model", pv, serving)
     shutil.rmtree(work, ignore_errors=True)  # loaded: the point keeps its answers, not its weights
     keep = (
@@ -196,7 +199,7 @@ def _trained(params: Params, name: str, share: float, labels, serving: str):
         "lr": pv.train.lr,
         **{k: got[k] for k in keep if k in got},
     }
-    return model, (lambda e: e.messages), m
+    return model, ((lambda e: use.asked([e])[0].messages) if use else (lambda e: e.messages)), m
 
 
 def _prompted(params: Params, name: str, share: float, train_rows: list, labels, serving: str):

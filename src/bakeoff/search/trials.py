@@ -72,12 +72,13 @@ def search_variant(params: Params, name: str, dirs: SearchDirs, score_fn=None, l
     ``score_fn(variant, out_dir) → float``: the primary metric on the validation split, for ``objective: metric``.
     ``log_trial(number, values, result)``: called once per finished or pruned trial (the stage logs it to MLflow).
     """
+    from bakeoff.data.raft import variant_rows
     from bakeoff.train.techniques import get_technique
 
     tc, v = params.tune, params.variant(name)
     space = tc.spaces.get(v.technique) or {}
     technique = get_technique(v.technique)
-    rows, val = technique.load_rows(dirs.data), technique.val_rows(dirs.data)
+    rows, val = variant_rows(technique, v, dirs.data, params.retrieval.embedder, dirs.base)  # with passages, if set
     if not tc.trials or not space or not val:
         why = (
             "tune.trials is 0"

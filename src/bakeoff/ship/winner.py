@@ -208,7 +208,7 @@ def export_all(params: Params, out: Path, shipped: dict) -> None:
     for name in names:
         rec = {}
         # one failure is that variant's status
-        runs.guarded(rec, lambda name=name: ship(params, name, out / name, inputs))
+        runs.guarded(rec, lambda name=name: ship(params, name, out / name, asked(params, name, inputs)))
         got = shipped["variants"][name] = rec["metrics"] if rec["status"] == "ok" else rec
         flat = {f"{k}_{f}": got[k][f] for k in ("merged", "served") if k in got for f in ("identical_share", "quality")}
         ev = read_run(runs.eval_record(name))
@@ -225,6 +225,12 @@ def export_all(params: Params, out: Path, shipped: dict) -> None:
             if rec["status"] == "ok"
             else {"status": rec["status"], "error": rec["error"].splitlines()[0]}
         )
+
+
+def asked(params: Params, name: str, inputs: EvalInputs) -> EvalInputs:
+    """The inputs as variant ``name`` is asked them (with its passages where it has them), so the served files are
+    scored on the prompts its evaluation scored."""
+    return inputs.as_asked(params.variant(name), params.retrieval.embedder)
 
 
 def time_interleaved(params: Params, inputs: EvalInputs) -> dict:

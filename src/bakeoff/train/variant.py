@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from bakeoff.core import runs, spaces
 from bakeoff.core.records import DataStats, RunRecord, read_search
+from bakeoff.data.raft import variant_rows
 
 if TYPE_CHECKING:
     from bakeoff.core.sections import Params
@@ -153,13 +154,8 @@ class Job:
             }
         technique = get_technique(v.technique)
         job = Job.of_variant(technique, v, self.out, runs.work_dir(name))
-        got = train(
-            job,
-            technique.load_rows(runs.PREPARED),
-            val_rows=technique.val_rows(runs.PREPARED),
-            resume=self.resume,
-            extra_callbacks=live_curves(),
-        )
+        rows, val = variant_rows(technique, v, runs.PREPARED, self.params.retrieval.embedder, runs.BASE)  # passages
+        got = train(job, rows, val_rows=val, resume=self.resume, extra_callbacks=live_curves())
         return {**got, "curves_logged": True}
 
     def run(self) -> dict:
@@ -253,7 +249,8 @@ class Job:
         v, name = self.v, self.name
         technique = get_technique(v.technique)
         job = Job.of_variant(technique, sv, runs.seed_dir(name, seed), runs.work_dir(name) / f"seed-{seed}")
-        got = train(job, technique.load_rows(runs.PREPARED), val_rows=technique.val_rows(runs.PREPARED))
+        rows, val = variant_rows(technique, sv, runs.PREPARED, self.params.retrieval.embedder)
+        got = train(job, rows, val_rows=val)
         for h in got.pop("history"):
             tracking.log_metrics({"train_loss": h["loss"]}, step=h["step"])
         got.pop("val_curve"), got.pop("kernel_choice")
