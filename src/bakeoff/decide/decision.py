@@ -19,7 +19,7 @@ import pandas as pd
 from bakeoff.core import runs
 from bakeoff.core.records import BaseModel, DataStats, Provenance, RunRecord, read_run, read_search, read_stats
 from bakeoff.core.spaces import as_run
-from bakeoff.decide import costs, figures, memory, recommend, sizing, verdict
+from bakeoff.decide import costs, families, figures, memory, recommend, sizing, verdict
 from bakeoff.decide.sizing_record import AllIn, Money, Sizing, Spend
 from bakeoff.decide.verdict_record import Recommendation, Verdict
 
@@ -172,7 +172,8 @@ def _recommend(params: Params, df, v, priced, stats, target):
         unmoved=v.unmoved,
         recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss),
     )
-    return pw, prov, v
+    fam = families.families(df, params, figures.primary_items(df), params.eval.bootstrap_resamples)
+    return pw, prov, v.with_(families=fam.to_dict()) if fam else v
 
 
 def picked(v: Verdict) -> str | None:

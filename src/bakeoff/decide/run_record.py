@@ -43,6 +43,7 @@ class Run(Record):
     prompt_tokens_per_request: float | None = None
     gen_wall_s: float | None = None
     val_quality: float | None = None
+    retrieval_recall: float | None = None  # a run asked with passages: the share whose passages held the gold document
     n_val: float | None = None
     pref_accuracy: float | None = None
     pref_margin: float | None = None

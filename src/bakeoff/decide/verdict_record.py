@@ -147,3 +147,4 @@ class Verdict(Record):
     scope: Scope | None = None
     unmoved: dict[str, Unmoved] | None = None
     recommendation: Recommendation | None = None
+    families: dict | None = None  # prompt / RAG / fine-tune / fine-tune + RAG (bakeoff.decide.families.Families)

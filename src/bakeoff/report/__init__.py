@@ -24,6 +24,7 @@ from bakeoff.decide.verdict_record import Recommendation, Scope
 from bakeoff.report import curve as data_curve
 from bakeoff.report.columns import worded_runs
 from bakeoff.report.evidence import cost_plot_lines, prompt_lines, sample_lines, where_lines
+from bakeoff.report.families import family_summary
 from bakeoff.report.forgetting import forgetting
 from bakeoff.report.glossary import glossary_lines
 from bakeoff.report.html import html
@@ -200,6 +201,7 @@ def write_all(
         "provenance": prov.to_dict(),
         "curve": summary.to_dict() if summary else None,
         "verdict": {k: facts[k] for k in VERDICT_KEYS if k in facts},
+        "families": family_summary(v.families),
         "costs": costs,
         "where": d.evidence.where.to_dict() if d.evidence and d.evidence.where else None,
     }

@@ -14,6 +14,7 @@ from bakeoff.decide.sizing_record import AllIn, Money
 from bakeoff.decide.statistics import round_sig
 from bakeoff.decide.verdict_record import Recommendation, Scope, Verdict
 from bakeoff.report.choice import against_best_lines, technique_words
+from bakeoff.report.families import family_row
 from bakeoff.report.tables import _fmt, image
 
 
@@ -69,6 +70,8 @@ def answer_lines(v: Verdict, c: Money, costs: dict[str, AllIn] | None) -> list[s
     else:
         gain = "no gain was measured"
     rows = [("Fine-tune?", f"**{v.decision}**: {gain}, {on}")]
+    family = family_row(v)  # prompt / RAG / fine-tune / fine-tune + RAG, where a run retrieves
+    rows += [family] if family else []
     run = rec.run
     if rec.action in ("fine-tune", "inconclusive") and run and (rec.kind or "variant") == "variant":
         rows.append(("Technique", technique_words(rec, v) if rec.choice else f"`{run}`"))
