@@ -62,7 +62,7 @@ ARMS = {
 def test_the_winning_family_is_picked_on_validation_and_set_against_each_other_family_on_test():
     df, items = runs(
         {
-            "zero_shot": ("baseline", "ok", 0.05, set(range(2)), None),
+            "zero_shot": ("baseline", "ok", 0.05, set(range(2)), float("nan")),
             "rag": ("baseline", "ok", 0.70, set(range(34)), 1.0),
             "lora": ("variant", "ok", 0.10, set(range(40, 44)), None),
             "raft": ("variant", "ok", 0.72, set(range(33)) | {44, 45, 46}, 1.0),
@@ -81,6 +81,7 @@ def test_the_winning_family_is_picked_on_validation_and_set_against_each_other_f
     assert label == "Which family?" and text.startswith("**fine-tuning + RAG** (`raft`, 75.0% on test;")
     assert "RAG (`rag`, 70.8%): +4.2 points [" in text and ", not separated" in text
     assert "Why: knowledge" in text and "recall@k of `raft`'s passages: 100%" in text
+    assert f.leader("prompt").recall is None  # NaN in the table: no passages, no recall
     s = summary(from_dict(f.to_dict()))
     assert s["winner"] == "finetune_rag" and s["leaders"]["prompt"]["winner_minus"] == pytest.approx(0.7083, abs=1e-4)
 

@@ -107,7 +107,8 @@ def families(df: pd.DataFrame, params: Params, items: dict, resamples: int = 200
             score, test = as_number(r.val_quality if split == "val" else r.quality), as_number(r.quality)
         recall = r.retrieval_recall
         if fam not in leaders or score > leaders[fam].chosen_by:
-            leaders[fam] = Leader(fam, str(r.name), score, test, recall if isinstance(recall, float) else None)
+            known = isinstance(recall, float) and recall == recall  # NaN where the run retrieved nothing
+            leaders[fam] = Leader(fam, str(r.name), score, test, recall if known else None)
     not_run = {f: why for f, why in not_run.items() if f not in leaders}
     if len(leaders) < 2 or not any(f in leaders or f in not_run for f in RETRIEVING):
         return None
