@@ -108,7 +108,7 @@ def record(dest: Path) -> dict:
                 out["arms"][arm][f"minus_{other}"] = paired(dest, arm, other, "score")
     out["recall_at_4"] = recall_at(dest, 4, BASELINES["rag"]["search"]["chunk_words"])
     ran = [r for r in read("reports", "clock.json").get("runs", []) if r.get("stages_ran")]
-    out["clock"] = ran[-1:] if ran and ran[-1]["stages_ran"] > 1 else ran[-2:]  # the run that ran the arms too
+    out["clock"] = [max(ran[-3:], key=lambda r: r["stages_ran"])] if ran else []  # the run that ran the arms
     metrics = read("reports", "metrics.json")
     out["verdict"], out["families"] = metrics.get("verdict") or {}, metrics.get("families") or {}
     return out
