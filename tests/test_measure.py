@@ -35,6 +35,15 @@ def test_steplog_counts_rows_and_tokens_of_each_micro_batch():
     log.add_micro_batch({"input_ids": torch.zeros(3, 4, dtype=torch.long), "attention_mask": torch.ones(3, 4)})
     log.end_step()
     assert log.step_tokens == [5 + 12] and log.step_padded_tokens == [8 + 12] and log.metrics()["rows_seen"] == 5
+    # on CPU each step is read as it ends: nothing waits in settle, and a second read gives the same figures
+    assert isinstance(log.step_tokens[0], int) and log._pending == []
+    assert log.metrics() == log.metrics()
+    from transformers import BatchEncoding
+
+    log.begin_step()  # a tokenizer's BatchEncoding as the collator hands it over; no mask: every token counts
+    log.add_micro_batch(BatchEncoding({"input_ids": torch.zeros(2, 3, dtype=torch.long)}))
+    log.end_step()
+    assert log.step_tokens[-1] == 6 and log.step_seconds[-1] >= 0
 
 
 def test_peak_memory_sees_a_known_block_and_resets_between_windows():

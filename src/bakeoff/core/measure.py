@@ -4,7 +4,9 @@ Training speed
     ``train_tokens_per_s``: non-padding tokens fed to the model (attention-mask ones, prompt and completion) divided
     by the wall time of the same optimizer steps, over the steady state: the first ``warmup_steps_excluded`` steps
     (compilation, allocator warm-up) are left out.
-    ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches).
+    ``train_step_s_median``: median wall time of one optimizer step (all its micro-batches). On a CUDA GPU a step's
+    wall time is the elapsed time between two CUDA events recorded on the stream at its ends, read after the run, so
+    the loop never waits for the GPU to time itself (``StepLog``).
     ``train_wall_s``: wall time of building the trainer (tokenizing the rows; DPO's reference pass over its pairs) and
     the whole ``trainer.train()`` call. A DPO run that took its reference log-probabilities from an earlier trial of
     its search adds that pass's time, measured there (``ref_pass_reused_s``): the time the run costs on its own.
@@ -197,16 +199,33 @@ class PeakMemory:
 # ---------------------------------------------------------------- training speed
 
 
-def non_padding_tokens(batch: dict) -> int:
-    """Tokens the model really computed on in one micro-batch (attention-mask ones; all tokens when packed)."""
-    if "attention_mask" in batch and batch["attention_mask"] is not None:
-        return int(batch["attention_mask"].sum().item())
-    return int(batch["input_ids"].numel())
+def non_padding_tokens(batch: dict):
+    """Tokens the model really computed on in one micro-batch (attention-mask ones; all tokens when packed): an int,
+    or on a GPU a 0-d tensor there, summed without waiting for it (``StepLog.settle`` reads it)."""
+    mask = batch.get("attention_mask")
+    if mask is None:
+        return int(batch["input_ids"].numel())
+    total = mask.sum()
+    return total if total.is_cuda else int(total.item())
+
+
+def _event():
+    """A CUDA event that records its time on the stream; None on CPU."""
+    if not _cuda():
+        return None
+    import torch
+
+    e = torch.cuda.Event(enable_timing=True)
+    e.record()
+    return e
 
 
 @dataclass
 class StepLog:
-    """Per-optimizer-step tokens and wall time, filled by the trainer hooks in bakeoff.train.trainer."""
+    """Per-optimizer-step tokens and wall time, filled by the trainer hooks in bakeoff.train.trainer. On CPU each
+    step's time is ``time.perf_counter`` at its ends. On CUDA nothing here makes the loop wait for the GPU: each step
+    is timed by two CUDA events recorded on the stream at its ends and its token count summed on the device, and both
+    are read once, by ``settle`` (called by ``metrics``), after the last step."""
 
     warmup_steps_excluded: int = 2
     step_seconds: list[float] = field(default_factory=list)
@@ -214,31 +233,47 @@ class StepLog:
     step_padded_tokens: list[int] = field(default_factory=list)
     step_rows: list[int] = field(default_factory=list)
     _t0: float | None = None
-    _tokens: int = 0
+    _start: object = None  # CUDA: the step's first event
+    _tokens: object = 0  # an int, or a 0-d tensor on the GPU
     _padded: int = 0
     _rows: int = 0
+    _pending: list = field(default_factory=list)  # CUDA: (start, end, tokens, padded, rows) of steps not yet read
 
     def add_micro_batch(self, batch: dict) -> None:
-        self._tokens += non_padding_tokens(batch)
+        self._tokens = self._tokens + non_padding_tokens(batch)
         self._padded += int(batch["input_ids"].numel())
         self._rows += int(batch["input_ids"].shape[0])
 
     def begin_step(self) -> None:
-        _cuda_sync()
+        self._start = _event()
         self._t0 = time.perf_counter()
         self._tokens = self._padded = self._rows = 0
 
     def end_step(self) -> None:
         if self._t0 is None:
             return
-        _cuda_sync()
-        self.step_seconds.append(time.perf_counter() - self._t0)
-        self.step_tokens.append(self._tokens)
-        self.step_padded_tokens.append(self._padded)
-        self.step_rows.append(self._rows)
-        self._t0 = None
+        if self._start is not None:
+            self._pending.append((self._start, _event(), self._tokens, self._padded, self._rows))
+        else:
+            self._append(time.perf_counter() - self._t0, self._tokens, self._padded, self._rows)
+        self._t0 = self._start = None
+
+    def _append(self, seconds: float, tokens, padded: int, rows: int) -> None:
+        self.step_seconds.append(seconds)
+        self.step_tokens.append(int(tokens))
+        self.step_padded_tokens.append(padded)
+        self.step_rows.append(rows)
+
+    def settle(self) -> None:
+        """The GPU's steps read: one wait, for the newest step's end event, then every elapsed time and count."""
+        if self._pending:
+            self._pending[-1][1].synchronize()
+        for start, end, tokens, padded, rows in self._pending:
+            self._append(start.elapsed_time(end) / 1000, tokens, padded, rows)
+        self._pending.clear()
 
     def metrics(self) -> dict[str, float]:
+        self.settle()
         n = len(self.step_seconds)
         skip = min(self.warmup_steps_excluded, max(n - 1, 0))
         secs, toks = self.step_seconds[skip:], self.step_tokens[skip:]

@@ -19,6 +19,9 @@ What each lever does and why ``auto`` picks it (figures: ``benchmarks/step_profi
   the head is a plain projection (no soft-capping or scaling) and the step runs in one process (DDP's gradient
   hooks live in the wrapper's forward), on CPU and GPU alike (on a GPU it also spares the [batch × length × vocab]
   logits, 1 GB at 1 × 1024 tokens of a 128k vocabulary in fp32, and their gradient).
+- **tf32** (CUDA only): fp32 matrix multiplies run on the tensor cores in TF32 (10-bit mantissa, fp32 range and
+  accumulation), as PyTorch leaves off by default; it changes only what runs in fp32 (an ``fp32`` run, fp32 master
+  weights' updates), not a bf16 run's matmuls.
 - **adapter input cast** off under autocast: PEFT casts each LoRA layer's bf16 input to the adapter's fp32 and
   autocast casts it straight back for the matmul, an exact round trip that copies every activation twice.
 """
@@ -91,12 +94,17 @@ def choose(t, model, precision: str, sft: bool = True, backend: str = "hf") -> d
         "loss_logits": loss,
         "adapter_input_cast": not (adapters and precision in ("bf16", "fp16")),
         "optimizer": t.optimizer,
+        **({"tf32": True} if cuda else {}),  # fp32 matmuls on tensor cores (TF32) on a CUDA GPU
     }
 
 
 def apply(model, k: dict) -> None:
     """Put the choice in place on ``model`` (before the trainer wraps it)."""
     inner = _inner(model)
+    if "tf32" in k:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(k["tf32"])
     if k["loss_logits"] == "unsloth's own":
         return
     if str(getattr(inner.config, "_attn_implementation", "")) != k["attention"]:
