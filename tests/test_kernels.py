@@ -33,22 +33,28 @@ def _batch(tok):
 def test_labelled_loss_and_gradients_equal_the_models_own(tiny_model_dir):
     tok = load_tokenizer(tiny_model_dir)
     batch = _batch(tok)
+    # a GPU's version: each row's labelled positions gathered to a [batch × span] block, span counted on the host
+    span = kernels.LabelSpan(lambda rows: dict(batch))([])[kernels.LabelSpan.KEY]
+    assert span == int((batch["labels"][:, 1:] != -100).sum(dim=1).max())
     for num_items in (None, torch.tensor(23)):  # mean over labels; sum over the accumulated batch's 23 labels
-        grads = []
-        for fn in ("model", "labelled"):
+        grads, per_row = [], {}
+        for fn in ("model", "labelled", "gathered"):
             model = load_model(tiny_model_dir)
             extra = {} if num_items is None else {"num_items_in_batch": num_items}
+            rows = per_row.setdefault(fn, [])
             loss = (
                 model(**batch, use_cache=False, **extra).loss
                 if fn == "model"
-                else kernels.labelled_loss(model, batch, num_items)
+                else kernels.labelled_loss(model, batch, num_items, rows, span if fn == "gathered" else None)
             )
             loss.backward()
             grads.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
-        (ref, g_ref), (got, g_got) = grads
-        assert got == pytest.approx(ref, rel=1e-6)
-        for n in g_ref:
-            torch.testing.assert_close(g_got[n], g_ref[n], rtol=1e-5, atol=1e-7, msg=n)
+        (ref, g_ref), *others = grads
+        for got, g_got in others:
+            assert got == pytest.approx(ref, rel=1e-6)
+            for n in g_ref:
+                torch.testing.assert_close(g_got[n], g_ref[n], rtol=1e-5, atol=1e-7, msg=n)
+        assert per_row["gathered"] == pytest.approx(per_row["labelled"], rel=1e-6) and len(per_row["labelled"]) == 2
     labelled = int((batch["labels"][:, 1:] != -100).sum())
     assert labelled < batch["attention_mask"].sum() / 2  # the head ran on under half the positions
 

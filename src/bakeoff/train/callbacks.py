@@ -55,6 +55,8 @@ class MeasuredLoss:
     def __init__(self, *args, step_log: StepLog, loss_logits: str = "all", val_rows: list | None = None, **kw):
         self.bakeoff_log, self.bakeoff_loss_logits, self.bakeoff_val_rows = step_log, loss_logits, val_rows
         super().__init__(*args, **kw)
+        if loss_logits == "labelled" and torch.cuda.is_available():  # the labelled loss's shape known on the host
+            self.data_collator = kernels.LabelSpan(self.data_collator)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.bakeoff_log.add_micro_batch(inputs)
@@ -64,13 +66,14 @@ class MeasuredLoss:
         from trl import SFTTrainer
 
         sft = isinstance(self, SFTTrainer)
+        span = inputs.pop(kernels.LabelSpan.KEY, None)  # a GPU's labelled loss: its shape, counted on the host
         if self.bakeoff_val_rows is not None and not model.training and "labels" in inputs and sft:
             with self.accelerator.autocast():  # per-row losses for the stopping rule, and the same mean loss
-                loss = kernels.labelled_loss(model, inputs, num_items_in_batch, rows=self.bakeoff_val_rows)
+                loss = kernels.labelled_loss(model, inputs, num_items_in_batch, self.bakeoff_val_rows, span)
             return (loss, {"loss": loss}) if return_outputs else loss
         if self.bakeoff_loss_logits == "labelled" and "labels" in inputs:
             with self.accelerator.autocast():  # the wrapper's forward, which carries autocast, is bypassed
-                loss = kernels.labelled_loss(model, inputs, num_items_in_batch)
+                loss = kernels.labelled_loss(model, inputs, num_items_in_batch, span=span)
             return (loss, {"loss": loss}) if return_outputs else loss
         if torch.cuda.is_available() or not sft:
             return super().compute_loss(

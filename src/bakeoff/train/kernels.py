@@ -133,31 +133,61 @@ def plain_head(model) -> bool:
     )
 
 
-def labelled_loss(model, inputs: dict, num_items_in_batch=None, rows: list | None = None):
+def labelled_loss(model, inputs: dict, num_items_in_batch=None, rows: list | None = None, span: int | None = None):
     """The causal-LM loss with the output head applied only where a label is (see the module's text); ``rows``: a
-    list to append each row's mean per-token loss to (validation's stopping rule)."""
+    list to append each row's mean per-token loss to (validation's stopping rule). ``span``: the most labels any row
+    of the batch has, known on the host (``LabelSpan``): each row's labelled positions are gathered into a
+    [batch × span] block, a shape the data does not decide, so a GPU never waits for the host to learn it; without it
+    (on CPU) the labelled positions are picked by a boolean mask, which computes nothing for padding."""
     import torch
     import torch.nn.functional as F
 
     inner = _inner(model)
     labels = inputs["labels"]
     fwd = {k: inputs[k] for k in ("input_ids", "attention_mask", "position_ids") if k in inputs}
-    hidden = inner.get_decoder()(**fwd, use_cache=False).last_hidden_state
+    hidden = inner.get_decoder()(**fwd, use_cache=False).last_hidden_state[:, :-1]
     target = labels[:, 1:]
     keep = target != -100
-    logits = inner.get_output_embeddings()(hidden[:, :-1][keep])
-    per_token = F.cross_entropy(logits.float(), target[keep], reduction="none")
+    head, n = inner.get_output_embeddings(), labels.shape[0]
+    if span is None:
+        per_token = F.cross_entropy(head(hidden[keep]).float(), target[keep], reduction="none")
+    else:
+        order = torch.argsort((~keep).int(), dim=1, stable=True)[:, :span]  # each row's labelled positions first
+        picked = hidden.gather(1, order.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        wanted = target.gather(1, order)  # -100 where a row has fewer labels than span
+        per_token = F.cross_entropy(
+            head(picked).float().flatten(0, 1), wanted.flatten(), reduction="none", ignore_index=-100
+        )
     loss = per_token.sum()
     if rows is not None:
-        which = keep.nonzero()[:, 0]
-        sums = torch.zeros(labels.shape[0], device=loss.device).index_add_(0, which, per_token.detach())
-        counts = keep.sum(dim=1).clamp(min=1)
-        rows.extend((sums / counts).tolist())
+        sums = (
+            torch.zeros(n, device=loss.device).index_add_(0, keep.nonzero()[:, 0], per_token.detach())
+            if span is None
+            else per_token.detach().view(n, span).sum(dim=1)
+        )
+        rows.extend((sums / keep.sum(dim=1).clamp(min=1)).tolist())
     if num_items_in_batch is None:
         return loss / keep.sum().clamp(min=1)
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(loss.device)
     return loss / num_items_in_batch
+
+
+class LabelSpan:
+    """A data collator wrapped so each batch carries ``bakeoff_label_span``: the most labelled tokens of any of its
+    rows (as the shifted loss reads them), counted on the host before the batch moves to the GPU. The labelled loss
+    sizes its gather by it, so the step never reads a count back from the device."""
+
+    KEY = "bakeoff_label_span"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, features):
+        batch = self.inner(features)
+        labels = batch["labels"]
+        batch[self.KEY] = int((labels[:, 1:] != -100).sum(dim=1).max()) if labels.numel() else 0
+        return batch
 
 
 def _name(dtype) -> str:
