@@ -7,7 +7,7 @@ Both sides train the same LoRA (params.yaml's `lora` variant: rank, targets, bf1
 fast at bf16) on the same rows in the same order, the same micro-batch, accumulation, sequence length, steps and
 threads. The hand loop tokenizes each row in the chat template, masks the prompt, pads each micro-batch to its
 longest row and runs forward, backward and AdamW itself. Both count tokens and time the same way
-(``bakeoff.core.measure.StepLog``: non-padding tokens over the steady-state steps) over the same window: a step's
+(``bakeoff.core.step_timing.StepLog``: non-padding tokens over the steady-state steps) over the same window: a step's
 micro-batches are collated before its clock starts on both sides, as the Trainer fetches them before
 ``on_step_begin``. The runs alternate (bakeoff, hand, bakeoff, hand, ...) so drift on the machine hits both; the
 ratio is bakeoff ÷ hand per pair. Pairs are added (``--min-pairs`` to ``--max-pairs``) until the 95% bootstrap
@@ -35,8 +35,8 @@ def hand_loop(base: Path, variant, rows, precision: str) -> dict:
     import torch
     from peft import get_peft_model
 
-    from bakeoff.core.measure import StepLog
     from bakeoff.core.models import frozen_dtype, load_model, load_tokenizer
+    from bakeoff.core.step_timing import StepLog
     from bakeoff.data.prompts import prompt_and_full
     from bakeoff.train.techniques import get_technique
 

@@ -4,7 +4,7 @@
 
 It builds each variant's real trainer (TRL's collator, the sampler its `batching` selects) and walks one epoch
 of its training dataloader without training: padding share = 1 − non-padding tokens ÷ computed tokens, the
-same definition as the `padding_share` training records (``bakeoff.core.measure.StepLog``). Writes
+same definition as the `padding_share` training records (``bakeoff.core.step_timing.StepLog``). Writes
 reports/bench/padding.json.
 """
 
@@ -23,8 +23,8 @@ from targets import add_argument as add_target_argument
 
 
 def share(variant, base: Path, rows, precision: str, work: Path) -> dict:
-    from bakeoff.core.measure import non_padding_tokens
     from bakeoff.core.models import load_tokenizer
+    from bakeoff.core.step_timing import non_padding_tokens
     from bakeoff.train.techniques import get_technique
 
     tech = get_technique(variant.technique)

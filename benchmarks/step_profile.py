@@ -7,7 +7,7 @@ Each variant of params.yaml trains a few steps through bakeoff's own loop (``bak
 trainer, the pipeline's dtypes, batching and optimizer) on the prepared training rows; a TrainerCallback wraps one
 steady-state optimizer step (after ``--steps`` − 1 warm-up steps) in ``torch.profiler``. The ops' self CPU time is
 grouped (matmul, attention, copies, elementwise, loss, optimizer, other) and the top ops listed; tokens/s is the
-pipeline's own figure (``bakeoff.core.measure.StepLog``) for the same run. Writes reports/bench/step_profile.json.
+pipeline's own figure (``bakeoff.core.step_timing.StepLog``) for the same run. Writes reports/bench/step_profile.json.
 
     python benchmarks/step_profile.py --compare             # part of `make bench`: before/after the speed levers
 

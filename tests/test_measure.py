@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from bakeoff.core import flops
-from bakeoff.core.measure import GenerationLog, LatencyLog, PeakMemory, StepLog
+from bakeoff.core.measure import GenerationLog, LatencyLog, PeakMemory
+from bakeoff.core.step_timing import StepLog
 
 
 def test_steplog_steady_state_excludes_warmup_and_counts_non_padding_tokens():

@@ -401,7 +401,7 @@ def test_training_seeds_differ_in_data_order_and_initial_adapter_weights(
 ):
     from dataclasses import replace
 
-    from bakeoff.core.measure import StepLog
+    from bakeoff.core.step_timing import StepLog
 
     rows = read_examples(tickets)[:16]
     seen, initial = {}, {}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import Trainer, TrainerCallback
 
-from bakeoff.core.measure import MB, PeakMemory, StepLog
+from bakeoff.core.measure import MB, PeakMemory
+from bakeoff.core.step_timing import StepLog
 from bakeoff.train import kernels
 from bakeoff.train.stopping import EarlyStop, row_stats
 

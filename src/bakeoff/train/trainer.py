@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bakeoff import quiet_trainer
-from bakeoff.core.measure import PeakMemory, StepLog, count_params, dir_mb
+from bakeoff.core.measure import PeakMemory, count_params, dir_mb
 from bakeoff.core.runs import Skipped
+from bakeoff.core.step_timing import StepLog
 from bakeoff.train import kernels
 from bakeoff.train.stopping import EarlyStop, convergence, loss_drop, row_stats
 from bakeoff.train.techniques.base import Technique
