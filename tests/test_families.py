@@ -11,6 +11,7 @@ import pytest
 
 from bakeoff.core.sections import BaselineConfig, TrainConfig, VariantConfig
 from bakeoff.decide.families import families, from_dict, summary
+from bakeoff.decide.recommend import pairwise
 from bakeoff.decide.verdict_record import Verdict
 from bakeoff.report.families import family_row
 
@@ -69,13 +70,16 @@ def test_the_winning_family_is_picked_on_validation_and_set_against_each_other_f
         },
         48,
     )
-    f = families(df, params(**ARMS), items, resamples=500)
+    pw = pairwise(df, "exact_match", items)
+    f = families(df, params(**ARMS), items, pw, resamples=500)
     assert (f.winner, f.pick, f.chosen_on, f.why) == ("finetune_rag", "finetune_rag", "validation", "knowledge")
     gaps = {g.family: g for g in f.gaps}
     assert set(gaps) == {"prompt", "rag", "finetune"}
     assert gaps["prompt"].diff == pytest.approx((36 - 2) / 48) and gaps["prompt"].separated
     assert gaps["finetune"].separated and gaps["finetune"].low > 0.4
     assert not gaps["rag"].separated and gaps["rag"].low < 0 < gaps["rag"].high  # 36 against 34: not told apart
+    pair = pw[(pw["a"] == "rag") & (pw["b"] == "raft")].iloc[0]  # the pairwise table's test, not another one
+    assert gaps["rag"].p == pair["p"] and pair["test"] == "exact McNemar" and gaps["rag"].p_holm >= gaps["rag"].p
     assert not gaps["rag"].within  # 2 points worse on 48 items: not shown within 2 points, so no cheaper pick
     label, text = family_row(Verdict.from_dict({"families": f.to_dict()}))
     assert label == "Which family?" and text.startswith("**fine-tuning + RAG** (`raft`, 75.0% on test;")
@@ -98,7 +102,7 @@ def test_a_cheaper_family_shown_within_the_margin_is_taken_and_a_fine_tune_that_
         },
         n,
     )
-    f = families(df, params(**ARMS), items, resamples=300)
+    f = families(df, params(**ARMS), items, pairwise(df, "exact_match", items), resamples=300)
     assert (f.winner, f.pick) == ("finetune_rag", "rag")
     assert (
         "A cheaper family, RAG (`rag`), is shown within 2 points of it: take that."
@@ -112,7 +116,13 @@ def test_a_cheaper_family_shown_within_the_margin_is_taken_and_a_fine_tune_that_
         },
         n,
     )
-    f = families(df, params(**{k: v for k, v in ARMS.items() if k != "raft"}), items, resamples=300)
+    f = families(
+        df,
+        params(**{k: v for k, v in ARMS.items() if k != "raft"}),
+        items,
+        pairwise(df, "exact_match", items),
+        resamples=300,
+    )
     assert (f.winner, f.why) == ("finetune", "behaviour")
 
 
@@ -126,10 +136,11 @@ def test_without_a_corpus_the_rag_arm_is_not_measured_and_said_so_and_without_re
         48,
     )
     arms = {k: v for k, v in ARMS.items() if k != "raft"}
-    f = families(df, params(**arms), items, resamples=300)
+    f = families(df, params(**arms), items, pairwise(df, "exact_match", items), resamples=300)
     assert f.winner == "finetune" and f.why == "" and set(f.not_run) == {"rag"}
     text = family_row(Verdict.from_dict({"families": f.to_dict()}))[1]
     assert "retrieval was not measured" in text and "Not measured: RAG (`rag` skipped: no task.corpus" in text
     plain = {k: v for k, v in arms.items() if k != "rag"}
-    assert families(df[df["name"] != "rag"], params(**plain), items, resamples=300) is None
+    alone = df[df["name"] != "rag"]
+    assert families(alone, params(**plain), items, pairwise(alone, "exact_match", items), resamples=300) is None
     assert family_row(Verdict()) is None

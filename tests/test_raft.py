@@ -69,8 +69,9 @@ def test_a_variant_is_asked_what_retrieval_finds_and_never_reads_the_gold_docume
     asked = use.asked(rows)
     blind = use.asked([replace(e, doc="elsewhere.md", completion="???") for e in rows])
     assert [e.messages for e in asked] == [e.messages for e in blind]  # neither the gold page nor the answer is read
-    share, named = use.recall(rows)
-    assert named == len(rows) and share >= 0.8  # recall@2 on the handbook's questions
+    got = use.recall(rows)
+    assert got["retrieval_k"] == 2 and got["recall_items"] == len(rows)
+    assert got["retrieval_recall"] >= 0.8  # recall@2 on the handbook's questions
     assert use.training(rows, seed=0) is rows  # raft: null trains on the plain prompts (retrieval at test time only)
     raft = VariantPassages.of(replace(v, raft=0.8), corpus, EMBEDDER)
     assert all(LEAD in r.messages[-1]["content"] for r in raft.training(rows, seed=0))

@@ -27,7 +27,7 @@ OPTIMIZERS = ("adamw_torch_fused", "adamw_torch", "adamw_8bit", "paged_adamw_8bi
 BATCHING = ("padded", "group_by_length", "padding_free", "sequential")  # TrainConfig.batching
 TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
 RETRIEVAL_KEYS = ("passages", "chunk_words", "raft")  # a variant asked (and with raft, trained) with passages
-RETRIEVAL_DEFAULTS = dict(zip(RETRIEVAL_KEYS, (0, 120, None)))  # VariantConfig's
+RETRIEVAL_DEFAULTS = {f.name: f.default for f in fields(VariantConfig) if f.name in RETRIEVAL_KEYS}
 
 
 def check_train(t: TrainConfig, key: str, src: Source) -> None:

@@ -124,6 +124,13 @@ def with_passages(messages: list[dict], passages: list[Passage]) -> list[dict]:
     return out
 
 
+def recall_figures(examples: list[Example], find: Passages) -> dict:
+    """A run asked with passages: ``retrieval_k``, and where examples name their gold document, ``retrieval_recall``
+    (recall@k over the examples asked so far, ``recall``) and ``recall_items`` (how many named one)."""
+    share, named = recall(examples, find.found)
+    return {"retrieval_k": find.k, **({"retrieval_recall": share, "recall_items": named} if named else {})}
+
+
 def recall(examples: list[Example], found: dict[tuple, list[str]]) -> tuple[float | None, int]:
     """(share of the examples naming their gold document whose passages include it, how many name one)."""
     named = [e for e in examples if e.doc and (e.source, e.id) in found]

@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass, replace
 
 from bakeoff.core.runs import Skipped
-from bakeoff.data.corpus import Document, Passages, recall, with_passages
+from bakeoff.data.corpus import Document, Passages, recall_figures, with_passages
 from bakeoff.data.examples import Example
 
 
@@ -62,9 +62,9 @@ class VariantPassages:
             return rows
         return raft_rows(rows, self.find, self.raft, seed)
 
-    def recall(self, examples: list[Example]) -> tuple[float | None, int]:
-        """recall@k over the examples asked so far that name their gold document (``corpus.recall``)."""
-        return recall(examples, self.find.found)
+    def recall(self, examples: list[Example]) -> dict:
+        """The retrieval figures of the examples asked so far (``corpus.recall_figures``)."""
+        return recall_figures(examples, self.find)
 
 
 def raft_rows(rows: list[Example], find: Passages, oracle: float, seed: int) -> list[Example]:

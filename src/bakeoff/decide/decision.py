@@ -172,7 +172,7 @@ def _recommend(params: Params, df, v, priced, stats, target):
         unmoved=v.unmoved,
         recommendation=recommend.recommend(df, v, priced, params.verdict.max_loss),
     )
-    fam = families.families(df, params, figures.primary_items(df), params.eval.bootstrap_resamples)
+    fam = families.families(df, params, figures.primary_items(df), pw, params.eval.bootstrap_resamples)
     return pw, prov, v.with_(families=fam.to_dict()) if fam else v
 
 

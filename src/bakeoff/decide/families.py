@@ -7,11 +7,12 @@ A run's family: a baseline is ``prompt``, or ``rag`` with ``passages``; a varian
 ``finetune_rag`` with ``passages`` (LoRA + retrieval at test time, or RAFT). Each family's leader is its best run
 on the choosing split (validation, as for the verdict); the winner is the best leader there. On the test split, the
 winner against every other family's leader: the paired difference with its 95% bootstrap interval and the paired
-test of the pairwise table (exact McNemar on 0/1 items, else a permutation test), Holm-adjusted over those
-comparisons. A family cheaper than the winner (in the order above) takes its place only when its shortfall is shown
-within ``verdict.max_loss`` (``bakeoff.decide.rule.shortfall``, Holm over the cheaper ones), the rule the
-recommendation keeps. Why it wins is read from the facts: retrieval against no retrieval, and the recall@k of the
-passages where the task names its gold documents. Pure arithmetic over the runs' items; ``bakeoff.report`` words it.
+test of the pairwise table (``recommend.pairwise``: exact McNemar on 0/1 items, else a permutation test),
+Holm-adjusted over those comparisons. A family cheaper than the winner (in the order above) takes its place only
+when its shortfall is shown within ``verdict.max_loss`` (``bakeoff.decide.rule.shortfall``, Holm over the cheaper
+ones), the rule the recommendation keeps. Why it wins is read from the facts: retrieval against no retrieval, and
+the recall@k of the passages where the task names its gold documents. Pure arithmetic over the runs' items;
+``bakeoff.report`` words it.
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ def _passages(params: Params, name: str) -> int:
     return int(getattr(arm, "passages", 0) or 0)
 
 
-def families(df: pd.DataFrame, params: Params, items: dict, resamples: int = 2000) -> Families | None:
-    """The family verdict over the finished runs (``items``: each run's primary test items, ``primary_items``);
-    None where fewer than two families have a finished run, or no run retrieves (nothing to tell apart)."""
+def families(df: pd.DataFrame, params: Params, items: dict, pw: pd.DataFrame, resamples: int = 2000) -> Families | None:
+    """The family verdict over the finished runs (``items``: each run's primary test items, ``primary_items``;
+    ``pw``: the pairwise table, whose paired test each gap takes); None where fewer than two families have a
+    finished run, or no run retrieves (nothing to tell apart)."""
     from bakeoff.core.scoring import METRICS
 
     split = choosing_split(df)
@@ -114,7 +116,7 @@ def families(df: pd.DataFrame, params: Params, items: dict, resamples: int = 200
         return None
     ordered = [leaders[f] for f in FAMILIES if f in leaders]
     top = max(ordered, key=lambda x: (x.chosen_by, -FAMILIES.index(x.family)))
-    gaps = _gaps(top, ordered, items, METRICS[params.task.metric].figure, params.verdict.max_loss, resamples)
+    gaps = _gaps(top, ordered, (items, pw), METRICS[params.task.metric].figure, params.verdict.max_loss, resamples)
     cheaper = [g for g in gaps if g.within and FAMILIES.index(g.family) < FAMILIES.index(top.family)]
     pick = cheaper[0].family if cheaper else top.family
     return Families(
@@ -129,11 +131,14 @@ def families(df: pd.DataFrame, params: Params, items: dict, resamples: int = 200
     )
 
 
-def _gaps(top: Leader, ordered: list[Leader], items: dict, figure, margin: float, resamples: int) -> list[Gap]:
+def _gaps(top: Leader, ordered: list[Leader], tested: tuple, figure, margin: float, resamples: int) -> list[Gap]:
+    """``tested``: (each run's items, the pairwise table)."""
     from bakeoff.decide.figures import correctness
+    from bakeoff.decide.recommend import p_between
     from bakeoff.decide.rule import shortfall
-    from bakeoff.decide.statistics import bootstrap_ci, holm, mcnemar_exact, paired_permutation_p
+    from bakeoff.decide.statistics import bootstrap_ci, holm
 
+    items, pw = tested
     mine = items[top.run]
     ids = sorted(mine)
     a = [mine[k] for k in ids]
@@ -143,12 +148,9 @@ def _gaps(top: Leader, ordered: list[Leader], items: dict, figure, margin: float
             continue
         b = [items[x.run][k] for k in ids]
         diff, lo, hi = bootstrap_ci(a, figure, b, resamples)
-        ca, cb = [correctness(v) for v in a], [correctness(v) for v in b]
-        binary = all(v in (0.0, 1.0) for v in ca + cb)
-        won, lost = sum(p > q for p, q in zip(ca, cb)), sum(q > p for p, q in zip(ca, cb))
-        p = mcnemar_exact(won, lost) if binary else paired_permutation_p(a, b, figure)
-        raw.append(Gap(x.family, x.run, diff, lo, hi, p))
+        raw.append(Gap(x.family, x.run, diff, lo, hi, p_between(pw, top.run, x.run, "p")))
         if FAMILIES.index(x.family) < FAMILIES.index(top.family):
+            cb, ca = [correctness(v) for v in b], [correctness(v) for v in a]
             falls.append((len(raw) - 1, shortfall(cb, ca, margin, x.run, top.run)))
     adjusted = holm([g.p for g in raw]) if raw else []
     within = holm([s.p for _, s in falls]) if falls else []
@@ -165,7 +167,7 @@ def _why(top: Leader, leaders: dict, gaps: list[Gap]) -> str:
     apart = {g.family: g.separated for g in gaps}
     plain = [f for f in leaders if f not in RETRIEVING]
     retrieving = [f for f in leaders if f in RETRIEVING]
-    if top.family in RETRIEVING and plain and all(apart.get(f) for f in plain if f != top.family):
+    if top.family in RETRIEVING and plain and all(apart.get(f) for f in plain):
         return "knowledge"
     if top.family == "finetune" and retrieving and all(apart.get(f) for f in retrieving):
         return "behaviour"

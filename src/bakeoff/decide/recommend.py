@@ -72,9 +72,10 @@ def pairwise(df: pd.DataFrame, metric: str, items: dict | None = None, resamples
     return out
 
 
-def _p_between(pw: pd.DataFrame, a: str, b: str) -> float:
+def p_between(pw: pd.DataFrame, a: str, b: str, column: str = "p_holm") -> float:
+    """The pairwise table's p of runs ``a`` and ``b`` (either order): Holm-adjusted over every pair, or ``p``."""
     hit = pw[((pw["a"] == a) & (pw["b"] == b)) | ((pw["a"] == b) & (pw["b"] == a))]
-    return float(hit["p_holm"].iloc[0]) if len(hit) else 1.0
+    return float(hit[column].iloc[0]) if len(hit) else 1.0
 
 
 def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> list[list[str]]:
@@ -92,7 +93,7 @@ def rank_groups(df: pd.DataFrame, pw: pd.DataFrame, alpha: float = ALPHA) -> lis
     groups = []
     while left:
         leader = left[0]
-        group = [leader] + [n for n in left[1:] if _p_between(pw, leader, n) >= alpha]
+        group = [leader] + [n for n in left[1:] if p_between(pw, leader, n) >= alpha]
         groups.append(group)
         left = [n for n in left if n not in group]
     return groups

@@ -111,10 +111,9 @@ def retrieval_metrics(b, inputs, to_prompt) -> dict:
     """With passages: k, and recall@k, the share of test items whose passages include the document they name."""
     if not to_prompt.passages:
         return {}
-    from bakeoff.data.corpus import recall
+    from bakeoff.data.corpus import recall_figures
 
-    share, named = recall(inputs.test, to_prompt.passages.found)
-    return {"retrieval_k": b.passages, **({"retrieval_recall": share, "recall_items": named} if named else {})}
+    return recall_figures(inputs.test, to_prompt.passages)
 
 
 def local_work(params: Params, b, name: str, inputs, to_prompt, record: dict) -> dict:

@@ -238,9 +238,7 @@ class EvalInputs:
         use = VariantPassages.of(v, self.corpus, embedder)
         if use is None:
             return self
-        asked = replace(self, val=use.asked(self.val), test=use.asked(self.test))
-        asked.retrieval = use
-        return asked
+        return replace(self, val=use.asked(self.val), test=use.asked(self.test), retrieval=use)
 
 
 def side_check(record: dict, metrics: dict, name: str, fn) -> bool:

@@ -122,10 +122,7 @@ class Evaluation:
             served=self.technique.served_as(self.out), serving_dtype=self.technique.serving_dtype(self.v, self.serving)
         )
         if inputs.retrieval is not None:  # asked with passages: how often they held the gold document
-            share, named = inputs.retrieval.recall(inputs.test)
-            metrics.update(
-                retrieval_k=self.v.passages, **({"retrieval_recall": share, "recall_items": named} if named else {})
-            )
+            metrics.update(inputs.retrieval.recall(inputs.test))
         return metrics, rows
 
     def control(self, metrics: dict, kl) -> None:
